@@ -1,0 +1,191 @@
+"""The asyncio load generator: N closed-loop clients (each sends its next request as soon as the
+previous answer arrives) for a fixed time, recording every request's latency and every error
+(a transport failure or a status other than the one the scenario expects)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.latencies: dict[str, list[float]] = defaultdict(list)
+        self.errors: Counter[str] = Counter()
+        self.error_samples: list[str] = []
+        self.statuses: Counter[int] = Counter()
+        self.enabled = True
+
+    def ok(self, label: str, seconds: float, status: int) -> None:
+        if self.enabled:
+            self.latencies[label].append(seconds)
+            self.statuses[status] += 1
+
+    def error(self, label: str, detail: str, status: int = 0) -> None:
+        if self.enabled:
+            self.errors[label] += 1
+            self.statuses[status] += 1
+            if len(self.error_samples) < 20:
+                self.error_samples.append(f"{label}: {detail}"[:400])
+
+    @property
+    def requests(self) -> int:
+        return sum(len(v) for v in self.latencies.values()) + sum(self.errors.values())
+
+    def all_latencies(self) -> list[float]:
+        return [x for v in self.latencies.values() for x in v]
+
+    def summary(self, elapsed: float) -> dict[str, Any]:
+        lat = self.all_latencies()
+        ms = lambda v: None if v is None else round(v * 1000, 1)  # noqa: E731
+        return {
+            "seconds": round(elapsed, 2),
+            "requests": self.requests,
+            "throughput_rps": round(self.requests / elapsed, 1) if elapsed else 0,
+            "p50_ms": ms(percentile(lat, 50)),
+            "p95_ms": ms(percentile(lat, 95)),
+            "p99_ms": ms(percentile(lat, 99)),
+            "max_ms": ms(max(lat) if lat else None),
+            "errors": sum(self.errors.values()),
+            "error_samples": self.error_samples,
+            "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
+            "by_request": {
+                label: {
+                    "count": len(v),
+                    "p50_ms": ms(percentile(v, 50)),
+                    "p99_ms": ms(percentile(v, 99)),
+                }
+                for label, v in sorted(self.latencies.items())
+            },
+        }
+
+
+class Api:
+    """One merchant's credentials over one aiohttp session."""
+
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, key: str, secret: str):
+        self.session = session
+        self.base_url = base_url
+        self.headers = {"X-Api-Key": key, "X-Api-Secret": secret}
+
+    async def call(
+        self,
+        rec: Recorder,
+        label: str,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        expect: tuple[int, ...] = (200, 201),
+    ) -> tuple[int, Any]:
+        headers = dict(self.headers)
+        if method == "POST":
+            headers["Idempotency-Key"] = str(uuid.uuid4())
+        start = time.perf_counter()
+        try:
+            async with self.session.request(
+                method, self.base_url + path, json=body, headers=headers
+            ) as resp:
+                payload = await resp.read()
+                status = resp.status
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            rec.error(label, f"{type(exc).__name__}: {exc}")
+            return 0, None
+        elapsed = time.perf_counter() - start
+        try:
+            data = json.loads(payload) if payload else None
+        except ValueError:
+            data = None
+        if status not in expect:
+            rec.error(label, f"HTTP {status} {payload[:300]!r}", status)
+        else:
+            rec.ok(label, elapsed, status)
+        return status, data
+
+
+def new_session(concurrency: int) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=concurrency * 2, force_close=False)
+    return aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=60, connect=10)
+    )
+
+
+async def closed_loop(
+    *,
+    concurrency: int,
+    seconds: float,
+    op: Callable[[int], Awaitable[None]],
+) -> float:
+    """Run `op(client_index)` in a loop on `concurrency` clients for `seconds`; returns the
+    elapsed time (from start until the last in-flight operation finished)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    deadline = start + seconds
+
+    async def client(i: int) -> None:
+        while loop.time() < deadline:
+            await op(i)
+
+    await asyncio.gather(*(client(i) for i in range(concurrency)))
+    return loop.time() - start
+
+
+# --- the API operations the scenarios are made of ---------------------------------------------
+
+PAYIN_QUOTE = {
+    "country_code": "SN",
+    "operator_code": "SN_ORANGE_MOMO",
+    "rail_type": "mobile_money",
+    "send_amount": "10000",
+    "send_currency": "XOF",
+}
+PHONE_OK = "+221770001234"
+PHONE_DECLINED = "+221770001000"
+
+
+async def create_payin(
+    api: Api, rec: Recorder, *, customer_id: str, phone: str = PHONE_OK, on_post=None
+) -> dict | None:
+    """POST /quotes/payin then POST /payins with that quote."""
+    status, quote = await api.call(
+        rec,
+        "POST /quotes/payin",
+        "POST",
+        "/quotes/payin",
+        {**PAYIN_QUOTE, "customer_id": customer_id},
+    )
+    if status != 201:
+        return None
+    if on_post is not None:
+        on_post()
+    status, payin = await api.call(
+        rec,
+        "POST /payins",
+        "POST",
+        "/payins",
+        {"quote_id": quote["id"], "customer_id": customer_id, "source": {"phone": phone}},
+    )
+    return payin if status == 201 else None
+
+
+async def read_payin(api: Api, rec: Recorder, ids: list[str]) -> None:
+    await api.call(rec, "GET /payins/{id}", "GET", f"/payins/{random.choice(ids)}")
+
+
+async def floor(api: Api, rec: Recorder) -> None:
+    await api.call(rec, "POST /bench/floor", "POST", "/bench/floor", {"note": "floor"})

@@ -1,0 +1,526 @@
+# ruff: noqa: S603, S310 - a developer harness: fixed argv and loopback URLs it builds itself
+"""`make bench`: scenarios A-E of issue 9 against a production-like stack; writes
+bench/results.json and prints the table. BENCH_SECONDS (default 30), BENCH_CONCURRENCY
+(default 16) and BENCH_ROWS (default 1,000,000) shorten it for a smoke run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import bulkload, loadgen
+from bench.stack import (
+    OUT,
+    PG_DSN,
+    PY,
+    ROOT,
+    Stack,
+    cores,
+    free_port,
+    install_signal_handlers,
+    log,
+    seed_merchant,
+)
+
+SECONDS = float(os.environ.get("BENCH_SECONDS", "30"))
+CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "16"))
+ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
+WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", str(2 * cores())))
+WARMUP = min(3.0, SECONDS / 3)
+RESULTS = ROOT / "bench" / "results.json"
+
+PROJECT_PACKAGES = {
+    "config",
+    "merchants",
+    "customers",
+    "kyc",
+    "quotes",
+    "payments",
+    "transfers",
+    "webhooks",
+    "bench",
+}
+
+TARGETS = {
+    "A/D throughput": ">= 0.40",
+    "A p99": "<= 100 ms",
+    "B/D throughput": ">= 0.70",
+    "C p50": "<= 300 ms",
+    "webhook deliveries/s": ">= 200",
+    "A at scale / A empty": ">= 0.85",
+    "B at scale / B empty": ">= 0.85",
+    "expire_quotes": "<= 2 s",
+    "web worker peak RSS": "<= 150 MiB",
+    "errors": "== 0",
+}
+
+
+def pg_count(sql: str) -> int:
+    import psycopg
+
+    with psycopg.connect(PG_DSN) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+def drain(timeout: float = 180) -> float:
+    """Wait until no payin is in flight and no delivery is pending; returns the seconds waited."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        open_payins = pg_count(
+            "SELECT count(*) FROM payments_payin WHERE status IN ('created', 'pending') "
+            "AND source->>'phone' NOT LIKE '%%999'"
+        )
+        open_deliveries = pg_count(
+            "SELECT count(*) FROM webhooks_delivery WHERE status IN ('pending', 'delivering')"
+        )
+        if open_payins == 0 and open_deliveries == 0:
+            return round(time.monotonic() - start, 1)
+        time.sleep(0.5)
+    log(f"drain timed out after {timeout}s")
+    return round(time.monotonic() - start, 1)
+
+
+def receiver_arrivals(url: str, since: int = 0) -> dict:
+    with urllib.request.urlopen(f"{url}/arrivals?since={since}", timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+async def _scenario(stack: Stack, merchant: dict, customer_id: str, kind: str, ids=None) -> dict:
+    rec = loadgen.Recorder()
+    created: list[str] = []
+    posted_at: dict[str, float] = {}
+    async with loadgen.new_session(CONCURRENCY) as session:
+        api = loadgen.Api(session, stack.base_url, merchant["api_key"], merchant["api_secret"])
+
+        async def op(_i: int) -> None:
+            if kind in ("A", "C"):
+                stamp = {}
+
+                def mark() -> None:
+                    stamp["t0"] = time.time()
+
+                payin = await loadgen.create_payin(api, rec, customer_id=customer_id, on_post=mark)
+                if payin is not None:
+                    created.append(payin["id"])
+                    posted_at[payin["id"]] = stamp["t0"]
+            elif kind == "B":
+                await loadgen.read_payin(api, rec, ids)
+            elif kind == "D":
+                await loadgen.floor(api, rec)
+
+        rec.enabled = False
+        await loadgen.closed_loop(concurrency=CONCURRENCY, seconds=WARMUP, op=op)
+        rec.enabled = True
+        cpu_before = stack.cpu_ticks()
+        created.clear()
+        posted_at.clear()
+        window_start = time.time()
+        elapsed = await loadgen.closed_loop(concurrency=CONCURRENCY, seconds=SECONDS, op=op)
+        window_end = time.time()
+    result = rec.summary(elapsed)
+    if kind in ("A", "C"):
+        result["flows"] = len(created)
+        result["flows_per_s"] = round(len(created) / elapsed, 1)
+    result["_cpu_before"] = cpu_before
+    result["_created"] = created
+    result["_posted_at"] = posted_at
+    result["_window"] = (window_start, window_end)
+    return result
+
+
+def scenario(stack, merchant, customer_id, kind, ids=None) -> dict:
+    log(f"scenario {kind}: {CONCURRENCY} clients, {SECONDS:g}s (+{WARMUP:g}s warm-up)")
+    load_before = os.getloadavg()[0]
+    result = asyncio.run(_scenario(stack, merchant, customer_id, kind, ids))
+    after, before = stack.cpu_ticks(), result["_cpu_before"]
+    tick = os.sysconf("SC_CLK_TCK")
+    # CPU seconds per part of the stack during the scenario (warm-up included), and per request
+    result["cpu_seconds"] = {k: round((after[k] - before.get(k, 0)) / tick, 2) for k in after}
+    requests = max(1, result["requests"])
+    result["cpu_ms_per_request"] = {
+        k: round(v * 1000 / requests, 2) for k, v in result["cpu_seconds"].items()
+    }
+    result["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    log(
+        f"  {result['throughput_rps']} req/s, p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms,"
+        f" errors {result['errors']}"
+    )
+    return result
+
+
+def scenario_c(stack, merchant, customer_id, receiver_url) -> dict:
+    mark = receiver_arrivals(receiver_url)["total"]
+    result = scenario(stack, merchant, customer_id, "C")
+    posted_at = result["_posted_at"]
+    deadline = time.monotonic() + 120
+    latencies: dict[str, float] = {}
+    arrivals: list = []
+    while time.monotonic() < deadline:
+        arrivals = receiver_arrivals(receiver_url, mark)["arrivals"]
+        latencies = {}
+        for t, event, data_id, _wid, answer in arrivals:
+            if event == "payin.completed" and answer == 200 and data_id in posted_at:
+                latencies.setdefault(data_id, t - posted_at[data_id])
+        if len(latencies) >= len(posted_at):
+            break
+        time.sleep(0.5)
+    values = list(latencies.values())
+    start, end = result["_window"]
+    in_window = [a for a in arrivals if start <= a[0] <= end and a[4] == 200]
+    ms = lambda v: None if v is None else round(v * 1000, 1)  # noqa: E731
+    result["e2e"] = {
+        "payins": len(posted_at),
+        "webhooks_received": len(values),
+        "missing": len(posted_at) - len(values),
+        "p50_ms": ms(loadgen.percentile(values, 50)),
+        "p95_ms": ms(loadgen.percentile(values, 95)),
+        "p99_ms": ms(loadgen.percentile(values, 99)),
+        "deliveries_per_s_during_load": round(len(in_window) / (end - start), 1),
+    }
+    log(f"  end to end: {result['e2e']}")
+    return result
+
+
+def delivery_burst(stack: Stack, receiver_url: str, n: int) -> dict:
+    """The webhook pipeline's capacity: with the worker stopped, re-send n delivered events
+    (each becomes a new delivery queued on `webhooks`), start the worker and time the drain
+    from the first arrival to the last."""
+    log(f"webhook burst: {n} deliveries queued while the worker is stopped")
+    stack.stop("worker")
+    mark = receiver_arrivals(receiver_url)["total"]
+    stack.shell(
+        "from django.utils import timezone\n"
+        "from webhooks import services\n"
+        "from webhooks.models import Event\n"
+        "events = Event.objects.filter(event_type='payin.completed')\n"
+        f"ids = list(events.values_list('id', flat=True)[:{n}])\n"
+        "for event_id in ids:\n"
+        "    services.event_resend(event_id=event_id, now=timezone.now())\n"
+    )
+    queued = pg_count(
+        "SELECT count(*) FROM webhooks_delivery WHERE status IN ('pending', 'delivering')"
+    )
+    stack.start_worker(concurrency=WORKER_CONCURRENCY)
+    deadline = time.monotonic() + 300
+    arrivals: list = []
+    while time.monotonic() < deadline:
+        arrivals = receiver_arrivals(receiver_url, mark)["arrivals"]
+        if len(arrivals) >= queued:
+            break
+        time.sleep(0.5)
+    times = sorted(a[0] for a in arrivals)
+    span = (times[-1] - times[0]) if len(times) > 1 else 0
+    rate = round((len(times) - 1) / span, 1) if span else 0
+    out = {"queued": queued, "received": len(times), "seconds": round(span, 2), "per_s": rate}
+    log(f"  {out}")
+    return out
+
+
+def expire_quotes_timing(stack: Stack) -> dict:
+    code = (
+        "import io, json, time\n"
+        "from django.core.management import call_command\n"
+        "buf = io.StringIO()\n"
+        "t = time.perf_counter()\n"
+        "call_command('expire_quotes', '--json', stdout=buf)\n"
+        "print(json.dumps({'seconds': round(time.perf_counter() - t, 3),"
+        " 'output': json.loads(buf.getvalue())}))\n"
+    )
+    wall = time.perf_counter()
+    out = json.loads(stack.shell(code).strip().splitlines()[-1])
+    out["process_wall_seconds"] = round(time.perf_counter() - wall, 2)
+    log(f"expire_quotes: {out}")
+    return out
+
+
+def _top_functions(raw: Path) -> dict:
+    """Top functions of this project by inclusive share of py-spy's raw samples."""
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack_part, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        total += int(count)
+        seen = set()
+        for frame in stack_part.split(";"):
+            where = frame.rsplit(" (", 1)[-1]
+            if where.split("/", 1)[0] in PROJECT_PACKAGES:
+                key = frame.rsplit(":", 1)[0] + ")"
+                if key not in seen:
+                    seen.add(key)
+                    inclusive[key] += int(count)
+    top = [
+        {"function": f, "share": round(c / max(1, total), 3)} for f, c in inclusive.most_common(25)
+    ]
+    return {"samples": total, "top_inclusive": top}
+
+
+def profile(stack: Stack, merchant, customer_id, kind: str, ids=None, seconds: float = 10) -> dict:
+    """py-spy on every web worker (and, for A, every Celery pool process) while scenario
+    `kind` runs: a flamegraph per process group and the top functions of this project by
+    inclusive samples. Profiling figures are not part of the measured results."""
+    groups = ["web", "worker"] if kind == "A" else ["web"]
+    spies = []
+    for group in groups:
+        cmd = [str(Path(PY).parent / "py-spy"), "record", "--pid", str(stack.procs[group].pid)]
+        cmd += ["--subprocesses", "--duration", str(int(seconds)), "--rate", "200"]
+        cmd += ["--nonblocking"]
+        for fmt, ext in (("raw", "txt"), ("flamegraph", "svg")):
+            path = OUT / f"profile-{kind}-{group}.{ext}"
+            spy = subprocess.Popen(
+                [*cmd, "--format", fmt, "--output", str(path)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            spies.append((group, fmt, path, spy))
+    saved = SECONDS
+    globals()["SECONDS"] = seconds
+    try:
+        scenario(stack, merchant, customer_id, kind, ids)
+    finally:
+        globals()["SECONDS"] = saved
+    out: dict = {}
+    for group, fmt, path, spy in spies:
+        try:
+            _, err = spy.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            err = b"timeout"
+        if spy.returncode != 0:
+            out[group] = {"error": (err or b"").decode()[-500:]}
+        elif fmt == "raw":
+            out[group] = {**out.get(group, {}), **_top_functions(path)}
+        else:
+            out.setdefault(group, {})["flamegraph"] = str(path)
+    return out
+
+
+def query_counts(stack: Stack, merchant: dict, customer_id: str) -> dict:
+    code = (
+        "import json\n"
+        "exec(open('bench/queries.py').read())\n"
+        f"print(json.dumps(measure({merchant['api_key']!r}, {merchant['api_secret']!r},"
+        f" {customer_id!r})))\n"
+    )
+    return json.loads(stack.shell(code).strip().splitlines()[-1])
+
+
+def strip(result: dict) -> dict:
+    return {k: v for k, v in result.items() if not k.startswith("_")}
+
+
+def verdicts(r: dict) -> dict:
+    def ok(cond) -> str:
+        return "PASS" if cond else "FAIL"
+
+    a, b, d = r["A"], r["B"], r["D"]
+    ae, be = r["E"]["A"], r["E"]["B"]
+    worker_rss = max(
+        (v for k, v in r["peak_rss_kib"].items() if k.startswith("web child")), default=0
+    )
+    errors = sum(r[k]["errors"] for k in "ABCD") + ae["errors"] + be["errors"]
+    figures = {
+        "A/D throughput": (round(a["throughput_rps"] / d["throughput_rps"], 2),),
+        "A p99": (a["p99_ms"],),
+        "B/D throughput": (round(b["throughput_rps"] / d["throughput_rps"], 2),),
+        "C p50": (r["C"]["e2e"]["p50_ms"],),
+        "webhook deliveries/s": (r["C"]["burst"]["per_s"],),
+        "A at scale / A empty": (round(ae["throughput_rps"] / a["throughput_rps"], 2),),
+        "B at scale / B empty": (round(be["throughput_rps"] / b["throughput_rps"], 2),),
+        "expire_quotes": (r["E"]["expire_quotes"]["seconds"],),
+        "web worker peak RSS": (round(worker_rss / 1024, 1),),
+        "errors": (errors + r["C"]["e2e"]["missing"],),
+    }
+    checks = {
+        "A/D throughput": figures["A/D throughput"][0] >= 0.40,
+        "A p99": (a["p99_ms"] or 1e9) <= 100,
+        "B/D throughput": figures["B/D throughput"][0] >= 0.70,
+        "C p50": (r["C"]["e2e"]["p50_ms"] or 1e9) <= 300,
+        "webhook deliveries/s": r["C"]["burst"]["per_s"] >= 200,
+        "A at scale / A empty": figures["A at scale / A empty"][0] >= 0.85,
+        "B at scale / B empty": figures["B at scale / B empty"][0] >= 0.85,
+        "expire_quotes": r["E"]["expire_quotes"]["seconds"] <= 2,
+        "web worker peak RSS": worker_rss / 1024 <= 150,
+        "errors": figures["errors"][0] == 0,
+    }
+    return {
+        name: {"target": TARGETS[name], "value": figures[name][0], "verdict": ok(checks[name])}
+        for name in TARGETS
+    }
+
+
+def rss_line(peaks: dict[str, int]) -> str:
+    """Web master, max/min over web workers, worker master, max over its pool processes."""
+    groups: dict[str, list[int]] = {}
+    for label, kib in peaks.items():
+        name = label.split(" child")[0] + " workers" if " child" in label else label
+        groups.setdefault(name, []).append(kib)
+    return ", ".join(
+        f"{name} {round(max(v) / 1024)}" + (f" (x{len(v)})" if len(v) > 1 else "")
+        for name, v in groups.items()
+    )
+
+
+def table(r: dict) -> str:
+    lines = [
+        f"Cowry bench — {r['meta']['cores']} cores, {r['meta']['web_workers']} gunicorn workers,"
+        f" {r['meta']['worker_concurrency']} Celery processes, {r['meta']['concurrency']} clients,"
+        f" {r['meta']['seconds']:g}s per scenario, E at {r['meta']['rows']:,} rows",
+        "",
+        f"{'scenario':<34}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'errors':>8}"
+        "   CPU ms/request: web / worker / postgres / loadgen",
+    ]
+
+    def row(label: str, s: dict) -> None:
+        cpu = s.get("cpu_ms_per_request", {})
+        parts = ("web", "worker", "postgres (cowry_bench)", "load generator")
+        lines.append(
+            f"{label:<34}{s['throughput_rps']:>9}{s['p50_ms']!s:>9}{s['p95_ms']!s:>9}"
+            f"{s['p99_ms']!s:>9}{s['errors']:>8}   "
+            + " / ".join(f"{cpu.get(p, 0):.1f}" for p in parts)
+        )
+
+    row("A  create (quote + payin)", r["A"])
+    row("B  read GET /payins/{id}", r["B"])
+    row("C  create, webhook awaited", r["C"])
+    row("D  floor (auth + 1 INSERT)", r["D"])
+    row(f"E  A at {r['meta']['rows']:,} rows", r["E"]["A"])
+    row(f"E  B at {r['meta']['rows']:,} rows", r["E"]["B"])
+    e2e = r["C"]["e2e"]
+    lines += [
+        "",
+        f"A flows (quote+payin)/s: {r['A']['flows_per_s']}   "
+        f"A/D {round(r['A']['throughput_rps'] / r['D']['throughput_rps'], 2)}   "
+        f"B/D {round(r['B']['throughput_rps'] / r['D']['throughput_rps'], 2)}",
+        f"C POST /payins -> payin.completed webhook: p50 {e2e['p50_ms']} ms, p95 {e2e['p95_ms']}"
+        f" ms, p99 {e2e['p99_ms']} ms; {e2e['webhooks_received']}/{e2e['payins']} received;"
+        f" {e2e['deliveries_per_s_during_load']}/s during load",
+        f"C webhook burst: {r['C']['burst']['received']} deliveries in"
+        f" {r['C']['burst']['seconds']}s = {r['C']['burst']['per_s']}/s",
+        f"E expire_quotes ({r['E']['expire_quotes']['output'].get('expired')} due):"
+        f" {r['E']['expire_quotes']['seconds']} s; bulk load {r['E']['load']['seconds']} s",
+        "",
+        "peak RSS (VmHWM) MiB: " + rss_line(r["peak_rss_kib"]),
+        "",
+        f"{'target':<26}{'wanted':>12}{'value':>10}  verdict",
+    ]
+    for name, v in r["verdicts"].items():
+        lines.append(f"{name:<26}{v['target']:>12}{v['value']!s:>10}  {v['verdict']}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    install_signal_handlers()
+    stack = Stack()
+    receiver = None
+    results: dict = {
+        "meta": {
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "cores": cores(),
+            "web_workers": stack.web_workers,
+            "worker_concurrency": WORKER_CONCURRENCY,
+            "concurrency": CONCURRENCY,
+            "seconds": SECONDS,
+            "rows": ROWS,
+            "loadavg_at_start": os.getloadavg(),
+            "note": "load generator, receiver, PostgreSQL and Redis share the same machine",
+        }
+    }
+    try:
+        log(f"recreating database cowry_bench and Redis DBs 12/13; logs in {OUT}")
+        stack.recreate_database()
+        stack.manage("migrate", "--no-input")
+        stack.create_floor_table()
+        receiver_port = free_port()
+        receiver_url = f"http://127.0.0.1:{receiver_port}"
+        merchant = seed_merchant(stack, receiver_url=f"{receiver_url}/hook")
+        receiver = subprocess.Popen(
+            [PY, "bench/receiver.py", str(receiver_port), "--secret", merchant["signing_secret"]],
+            cwd=ROOT,
+            stdout=open(OUT / "receiver.log", "ab"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        stack.extra_pids["receiver"] = receiver.pid
+        stack.start_web()
+        stack.start_worker(concurrency=WORKER_CONCURRENCY)
+        stack.wait_healthy()
+        stack.wait_worker_ready()
+        customer = json.loads(
+            stack.shell(
+                "import json\n"
+                "from customers.models import Customer\n"
+                f"c = Customer.objects.create(merchant_id={merchant['merchant_id']!r},"
+                " first_name='Awa', last_name='Diallo', phone='+221770001234')\n"
+                "print(json.dumps({'id': str(c.id)}))\n"
+            ).splitlines()[-1]
+        )
+        customer_id = customer["id"]
+
+        results["D"] = scenario(stack, merchant, customer_id, "D")
+        results["A"] = scenario(stack, merchant, customer_id, "A")
+        results["A"]["drain_seconds"] = drain()
+        a_ids = results["A"]["_created"]
+        results["B"] = scenario(stack, merchant, customer_id, "B", ids=a_ids)
+        stack.sample_rss()
+        results["C"] = scenario_c(stack, merchant, customer_id, receiver_url)
+        results["C"]["drain_seconds"] = drain()
+        results["C"]["burst"] = delivery_burst(stack, receiver_url, n=max(500, int(SECONDS * 100)))
+        stack.wait_worker_ready()
+        drain()
+        stack.sample_rss()
+
+        log(f"scenario E: bulk loading {ROWS:,} quotes + payins with COPY")
+        template = a_ids[0]
+        load = bulkload.load(dsn=PG_DSN, template_payin_id=template, rows=ROWS)
+        sample = load.pop("payin_ids_sample")
+        log(f"  loaded in {load['seconds']}s")
+        results["E"] = {"load": load}
+        results["E"]["A"] = scenario(stack, merchant, customer_id, "A")
+        drain()
+        mixed = sample + a_ids
+        random.shuffle(mixed)
+        results["E"]["B"] = scenario(stack, merchant, customer_id, "B", ids=mixed)
+        results["E"]["expire_quotes"] = expire_quotes_timing(stack)
+        stack.sample_rss()
+
+        log("profiling A and B with py-spy (not part of the measured figures)")
+        results["profile"] = {
+            "A": profile(stack, merchant, customer_id, "A", seconds=min(10, SECONDS)),
+            "B": profile(stack, merchant, customer_id, "B", ids=mixed, seconds=min(10, SECONDS)),
+        }
+        results["queries"] = query_counts(stack, merchant, customer_id)
+        stack.sample_rss()
+        results["peak_rss_kib"] = dict(stack.peak_kib)
+        results["meta"]["loadavg_at_end"] = os.getloadavg()
+        for key in ("A", "B", "C", "D"):
+            results[key] = strip(results[key])
+        for key in ("A", "B"):
+            results["E"][key] = strip(results["E"][key])
+        results["verdicts"] = verdicts(results)
+        RESULTS.write_text(json.dumps(results, indent=2, default=str))
+        print()
+        print(table(results))
+        print(f"\nwritten: {RESULTS}; profiles and logs in {OUT}")
+        return 0
+    finally:
+        log("stopping the stack")
+        stack.close()
+        if receiver is not None and receiver.poll() is None:
+            receiver.terminate()
+            receiver.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Serializer fields shared by every app: ISO country codes and phone numbers."""
+
+import re
+
+from rest_framework import serializers
+
+ISO_3166_ALPHA2 = frozenset(
+    (
+        "AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ "
+        "BR BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM "
+        "DO DZ EC EE EG EH ER ES ET FI FJ FK FM FO FR GA GB GD GE GF GG GH GI GL GM GN GP GQ GR GS "
+        "GT GU GW GY HK HM HN HR HT HU ID IE IL IM IN IO IQ IR IS IT JE JM JO JP KE KG KH KI KM KN "
+        "KP KR KW KY KZ LA LB LC LI LK LR LS LT LU LV LY MA MC MD ME MF MG MH MK ML MM MN MO MP MQ "
+        "MR MS MT MU MV MW MX MY MZ NA NC NE NF NG NI NL NO NP NR NU NZ OM PA PE PF PG PH PK PL PM "
+        "PN PR PS PT PW PY QA RE RO RS RU RW SA SB SC SD SE SG SH SI SJ SK SL SM SN SO SR SS ST SV "
+        "SX SY SZ TC TD TF TG TH TJ TK TL TM TN TO TR TT TV TW TZ UA UG UM US UY UZ VA VC VE VG VI "
+        "VN VU WF WS YE YT ZA ZM ZW "
+    ).split()
+)
+
+PHONE_PATTERN = re.compile(r"^\+?[0-9]{6,15}$")
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that takes only JSON strings: 42 is not "42"."""
+
+    default_error_messages = {"not_a_string": "Must be a string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
+class CountryCodeField(StrictCharField):
+    """ISO 3166-1 alpha-2, upper case, exactly two characters."""
+
+    default_error_messages = {
+        "invalid_country": "'{value}' is not an ISO 3166-1 alpha-2 country code.",
+    }
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("min_length", 2)
+        kwargs.setdefault("max_length", 2)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if value not in ISO_3166_ALPHA2:
+            self.fail("invalid_country", value=value)
+        return value
+
+
+class PhoneField(StrictCharField):
+    """A phone number: digits with an optional leading +, 6 to 15 digits (E.164 recommended)."""
+
+    default_error_messages = {
+        "invalid_phone": "Enter a phone number of 6 to 15 digits, optionally starting with +.",
+    }
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 16)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not PHONE_PATTERN.match(value):
+            self.fail("invalid_phone")
+        return value

@@ -1,0 +1,161 @@
+"""One cursor pagination for every list endpoint.
+
+Newest first, ordered by (created_at, id) descending. The cursor is an opaque URL-safe token
+encoding the (created_at, id) of the last item of the page: the next page is the rows strictly
+after it in that order, so a page is one index range scan on (merchant, -created_at, -id)
+however deep it is, and rows inserted meanwhile never shift a page.
+
+Body: {"data": [...], "has_more": bool, "next_cursor": str | null}. Query parameters are read
+by a ListQueryInput subclass; a bad `limit`, `cursor` or filter is a 400 naming the parameter.
+"""
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Q, QuerySet
+from django.utils.dateparse import parse_datetime
+from rest_framework import serializers
+
+from config.fields import StrictCharField
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    limit: int = DEFAULT_LIMIT
+    after: tuple[datetime, UUID] | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Any]
+    has_more: bool
+    next_cursor: str | None
+
+
+def cursor_encode(*, created_at: datetime, id: UUID) -> str:
+    raw = json.dumps([created_at.isoformat(), str(id)], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def cursor_decode(token: str) -> tuple[datetime, UUID]:
+    """The (created_at, id) of a cursor; ValueError when it is not one of ours."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        created_text, id_text = json.loads(raw)
+        created_at = parse_datetime(created_text)
+        if created_at is None or created_at.tzinfo is None:
+            raise ValueError("bad timestamp")
+        return created_at, UUID(id_text)
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError("not a cursor") from exc
+
+
+def paginate(queryset: QuerySet, *, page: PageRequest) -> Page:
+    """One page of `queryset` (already narrowed to one merchant and the filters), newest first."""
+    queryset = queryset.order_by("-created_at", "-id")
+    if page.after is not None:
+        created_at, last_id = page.after
+        # created_at <= c bounds the index range; the OR only decides ties on created_at.
+        queryset = queryset.filter(created_at__lte=created_at).filter(
+            Q(created_at__lt=created_at) | Q(id__lt=last_id)
+        )
+    rows = list(queryset[: page.limit + 1])
+    has_more = len(rows) > page.limit
+    rows = rows[: page.limit]
+    next_cursor = (
+        cursor_encode(created_at=rows[-1].created_at, id=rows[-1].id) if has_more else None
+    )
+    return Page(items=rows, has_more=has_more, next_cursor=next_cursor)
+
+
+def page_body(page: Page, item_serializer: type[serializers.Serializer]) -> dict[str, Any]:
+    return {
+        "data": item_serializer(page.items, many=True).data,
+        "has_more": page.has_more,
+        "next_cursor": page.next_cursor,
+    }
+
+
+class CursorField(StrictCharField):
+    default_error_messages = {"invalid_cursor": "This cursor is not valid; use a next_cursor."}
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 500)
+        kwargs.setdefault(
+            "help_text", "The next_cursor of the previous page; omit it for the first page."
+        )
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        try:
+            return cursor_decode(value)
+        except ValueError:
+            self.fail("invalid_cursor")
+
+
+class ListQueryInput(serializers.Serializer):
+    """Query parameters every list takes. Subclasses add their filters (`status` ...).
+    validated_data holds `page` (a PageRequest) and the filters, ready for a selector."""
+
+    limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT
+    )
+    cursor = CursorField(required=False)
+    created_gte = serializers.DateTimeField(
+        required=False, help_text="Only items created at or after this ISO 8601 time."
+    )
+    created_lt = serializers.DateTimeField(
+        required=False, help_text="Only items created before this ISO 8601 time."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = dict(attrs)
+        gte, lt = attrs.get("created_gte"), attrs.get("created_lt")
+        if gte is not None and lt is not None and lt <= gte:
+            raise serializers.ValidationError({"created_lt": ["Must be after created_gte."]})
+        attrs["page"] = PageRequest(limit=attrs.pop("limit"), after=attrs.pop("cursor", None))
+        return attrs
+
+
+def created_filter(
+    queryset: QuerySet, *, created_gte: datetime | None, created_lt: datetime | None
+) -> QuerySet:
+    if created_gte is not None:
+        queryset = queryset.filter(created_at__gte=created_gte)
+    if created_lt is not None:
+        queryset = queryset.filter(created_at__lt=created_lt)
+    return queryset
+
+
+def page_serializer(name: str, item: type[serializers.Serializer]) -> type[serializers.Serializer]:
+    """The response component of a list: {"data": [item], "has_more", "next_cursor"}."""
+    return type(
+        name,
+        (serializers.Serializer,),
+        {
+            "data": item(many=True),
+            "has_more": serializers.BooleanField(),
+            "next_cursor": serializers.CharField(allow_null=True),
+            "__module__": item.__module__,
+        },
+    )
+
+
+def parse_query(serializer_class: type[serializers.Serializer], query_params) -> dict[str, Any]:
+    """Validated query parameters; a ValidationError (400 naming the parameter) otherwise.
+    A parameter given twice is a 400 too: the answer would otherwise depend on which won."""
+    repeated = [key for key in query_params if len(query_params.getlist(key)) > 1]
+    if repeated:
+        raise serializers.ValidationError({key: ["Give this parameter once."] for key in repeated})
+    serializer = serializer_class(data={key: query_params.get(key) for key in query_params})
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)

@@ -1,0 +1,70 @@
+"""drf-spectacular wiring: the Idempotency-Key header and the error shape on every operation."""
+
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    reason = serializers.CharField(required=False)
+    fields = serializers.DictField(required=False)
+
+
+class ErrorResponseSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+class IdempotencyMetaSerializer(serializers.Serializer):
+    idempotency_key = serializers.CharField()
+    idempotency_replayed = serializers.BooleanField()
+
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    name="Idempotency-Key",
+    type=str,
+    location=OpenApiParameter.HEADER,
+    required=True,
+    description="Unique per business intent; reuse only to retry the exact same request.",
+)
+
+
+class CowryAutoSchema(AutoSchema):
+    def _is_idempotent(self) -> bool:
+        handler = getattr(self.view, self.method.lower(), None)
+        return bool(getattr(handler, "idempotent", False))
+
+    def get_override_parameters(self):
+        params = list(super().get_override_parameters())
+        if self._is_idempotent():
+            params.append(IDEMPOTENCY_HEADER)
+        return params
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        error_statuses = ["401", "429"]
+        if self.method in ("POST", "PUT", "PATCH"):
+            error_statuses += ["400", "415"]
+        if "{" in self.path:
+            error_statuses.append("404")
+        if self._is_idempotent():
+            error_statuses.append("409")
+        error_statuses += getattr(self.view, "extra_error_statuses", [])
+        for status in error_statuses:
+            if status not in responses:
+                responses[status] = self._get_response_for_code(
+                    ErrorResponseSerializer, status, direction=direction
+                )
+        return responses
+
+
+def meta_is_optional(result, generator, request, public):
+    """`_meta` only appears on the answers of idempotent POSTs, never on GETs."""
+    for component in result.get("components", {}).get("schemas", {}).values():
+        required = component.get("required")
+        if required and "_meta" in required:
+            required.remove("_meta")
+            if not required:
+                del component["required"]
+    return result

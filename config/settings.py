@@ -1,0 +1,247 @@
+"""Cowry settings. Everything comes from the environment (see .env.example); the defaults are
+the embedded mode of `make run`: SQLite and Celery's filesystem transport under var/."""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+VAR_DIR.mkdir(exist_ok=True)
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-in-production-0123")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+
+INSTALLED_APPS = [
+    "config.apps.CowryAdminConfig",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "merchants",
+    "customers",
+    "kyc",
+    "quotes",
+    "payments",
+    "transfers",
+    "webhooks",
+]
+
+MIDDLEWARE = [
+    "config.request_id.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "config.wsgi.application"
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'cowry.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL and IMMEDIATE transactions let the web server, the worker and beat share one file.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env("REDIS_URL", default="")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+MEDIA_ROOT = env("MEDIA_ROOT", default=str(VAR_DIR / "media"))
+MEDIA_URL = "media/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["merchants.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["merchants.throttling.ApiKeyRateThrottle"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "config.schema.CowryAutoSchema",
+    "COERCE_DECIMAL_TO_STRING": True,
+    "UNAUTHENTICATED_USER": None,
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Cowry Merchant Payments API",
+    "DESCRIPTION": (
+        "Merchant-facing API for mobile money payins, payouts and two-leg transfers in XAF "
+        "and XOF. Every endpoint needs the X-Api-Key and X-Api-Secret headers."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.schema.meta_is_optional",
+    ],
+    "SECURITY": [{"ApiKey": [], "ApiSecret": []}],
+    "DISABLE_ERRORS_AND_WARNINGS": False,
+}
+
+# Celery -------------------------------------------------------------------------------------
+_broker_dir = VAR_DIR / "broker"
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem"):
+    for sub in ("queue", "processed"):
+        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+else:
+    _visibility_timeout = env.int("CELERY_VISIBILITY_TIMEOUT_SECONDS", default=3600)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # An unacknowledged task (its worker was killed) is handed out again after this long;
+        # workers look for such tasks about every min(100, timeout / 3) seconds.
+        "visibility_timeout": _visibility_timeout,
+        "unacked_restore_interval": 1,
+        "unacked_restore_throttle": max(1, min(100, _visibility_timeout // 3)),
+        # A broker that is down must fail a publish fast: the API answers 201 and the beat
+        # sweeps resubmit what could not be enqueued.
+        "socket_connect_timeout": 2,
+    }
+# Publishing gives up after ~1 s of retries (the default retries for seconds per message).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ROUTES = {
+    "payments.tasks.*": {"queue": "provider"},
+    "transfers.tasks.*": {"queue": "provider"},
+    "webhooks.tasks.deliver_webhook": {"queue": "webhooks"},
+    "kyc.tasks.*": {"queue": "kyc"},
+}
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_BEAT_SCHEDULE = {
+    "expire-quotes": {"task": "quotes.tasks.expire_quotes", "schedule": 60.0},
+    "deliver-due-webhooks": {"task": "webhooks.tasks.deliver_due_webhooks", "schedule": 30.0},
+    "fail-timed-out-payments": {
+        "task": "payments.tasks.fail_timed_out_payments",
+        "schedule": 60.0,
+    },
+    "fail-timed-out-transfers": {
+        "task": "transfers.tasks.fail_timed_out_transfers",
+        "schedule": 60.0,
+    },
+    "check-ledger": {"task": "payments.tasks.check_ledger", "schedule": 86400.0},
+    "resume-stalled-kyc": {"task": "kyc.tasks.resume_stalled_kyc", "schedule": 60.0},
+    "disable-failing-webhook-endpoints": {
+        "task": "webhooks.tasks.disable_failing_endpoints",
+        "schedule": 3600.0,
+    },
+    "purge-expired-idempotency-records": {
+        "task": "merchants.tasks.purge_expired_idempotency_records",
+        "schedule": 3600.0,
+    },
+}
+
+# Cowry --------------------------------------------------------------------------------------
+QUOTE_TTL_SECONDS = env.int("QUOTE_TTL_SECONDS", default=900)
+PROVIDER_SIMULATION_DELAY_SECONDS = env.float("PROVIDER_SIMULATION_DELAY_SECONDS", default=1)
+PROVIDER_TIMEOUT_SECONDS = env.int("PROVIDER_TIMEOUT_SECONDS", default=3600)
+KYC_REVIEW_DELAY_SECONDS = env.float("KYC_REVIEW_DELAY_SECONDS", default=1)
+WEBHOOK_RETRY_SCHEDULE = [
+    int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=[60, 300, 900, 3600, 14400, 43200])
+]
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10)
+WEBHOOK_ALLOW_HTTP = env.bool("WEBHOOK_ALLOW_HTTP", default=False)
+ALLOW_PRIVATE_NETWORK_URLS = env.bool("ALLOW_PRIVATE_NETWORK_URLS", default=False)
+RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=6000)
+IDEMPOTENCY_KEY_TTL_SECONDS = env.int("IDEMPOTENCY_KEY_TTL_SECONDS", default=86400)
+# An in-progress idempotency record older than this is taken to belong to a crashed request.
+IDEMPOTENCY_LOCK_TIMEOUT_SECONDS = env.int("IDEMPOTENCY_LOCK_TIMEOUT_SECONDS", default=60)
+# `make bench` only: exposes POST /bench/floor (API-key auth + one INSERT), the floor figure.
+BENCH_FLOOR_ENABLED = env.bool("BENCH_FLOOR_ENABLED", default=False)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {
+        "request_id": {"()": "config.request_id.RequestIdFilter"},
+        "no_template_context": {"()": "config.logfilters.DropTemplateContext"},
+    },
+    "formatters": {
+        "json": {"()": "config.request_id.JsonFormatter"},
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": env("LOG_FORMAT", default="json"),
+            "filters": ["request_id"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "loggers": {
+        "django.request": {"level": "ERROR"},
+        # At DEBUG its records carry whole template contexts (a one-time API secret included).
+        "django.template": {"filters": ["no_template_context"]},
+    },
+}

@@ -1,0 +1,45 @@
+"""Production settings: config.settings plus everything `manage.py check --deploy` asks for.
+
+    DJANGO_SETTINGS_MODULE=config.settings_production
+
+SECRET_KEY and ALLOWED_HOSTS must come from the environment (no development fallback here);
+TLS is terminated by the load balancer, which sets X-Forwarded-Proto.
+"""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from config.settings import *  # noqa: F403
+from config.settings import env
+
+DEBUG = False
+
+SECRET_KEY = env("SECRET_KEY", default="")
+if len(SECRET_KEY) < 50 or SECRET_KEY.startswith(("dev-", "django-insecure")):
+    raise ImproperlyConfigured("Set SECRET_KEY to a random value of at least 50 characters.")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[])
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("Set ALLOWED_HOSTS to the host names the service answers on.")
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+# /health is probed by the load balancer over plain HTTP inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^health$"]
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+SESSION_COOKIE_SECURE = True
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SECURE = True
+CSRF_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+# Webhook and KYC URLs must be public HTTPS in production, whatever the environment says.
+WEBHOOK_ALLOW_HTTP = False
+ALLOW_PRIVATE_NETWORK_URLS = False

@@ -1,0 +1,32 @@
+from django.conf import settings
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
+
+from config import views
+
+PUBLIC = {"authentication_classes": [], "permission_classes": [AllowAny]}
+
+urlpatterns = [
+    path("health", views.health, name="health"),
+    path("schema", SpectacularAPIView.as_view(**PUBLIC), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema", **PUBLIC), name="docs"),
+    path("admin/", admin.site.urls),
+    path("", include("customers.urls")),
+    path("", include("kyc.urls")),
+    path("", include("quotes.urls")),
+    path("", include("payments.urls")),
+    path("", include("transfers.urls")),
+    path("", include("webhooks.urls")),
+]
+
+if settings.BENCH_FLOOR_ENABLED:  # `make bench` only: the floor of scenario D
+    from bench import floor
+
+    urlpatterns += [path("bench/floor", floor.BenchFloorView.as_view(), name="bench-floor")]
+
+handler400 = "config.views.handler400"
+handler403 = "config.views.handler403"
+handler404 = "config.views.handler404"
+handler500 = "config.views.handler500"

@@ -1,0 +1,33 @@
+from django.contrib import admin
+
+from customers.models import Customer
+from kyc import admin as kyc_admin
+from merchants.dashboard import MerchantScopedAdmin
+
+
+@admin.register(Customer)
+class CustomerAdmin(MerchantScopedAdmin):
+    list_display = [
+        "id",
+        "merchant",
+        "external_ref",
+        "customer_type",
+        "kyc_status",
+        "status",
+        "created_at",
+    ]
+    list_filter = ["customer_type", "kyc_status", "status", "merchant"]
+    search_fields = [
+        "id",
+        "external_ref",
+        "first_name",
+        "last_name",
+        "business_name",
+        "phone",
+        "email",
+    ]
+    readonly_fields = ["id", "merchant", "kyc_status", "created_at", "updated_at"]
+    # KYC (kyc/admin.py): documents with fetch/review status and file links, status history,
+    # and the support actions that approve or reject by hand, recorded with who did it.
+    inlines = [kyc_admin.KycDocumentInline, kyc_admin.KycStatusChangeInline]
+    actions = [kyc_admin.approve_kyc_by_hand, kyc_admin.reject_kyc_by_hand]

@@ -1,0 +1,39 @@
+from datetime import datetime
+from uuid import UUID
+
+from config import pagination
+from config.exceptions import NotFound
+from customers.models import Customer
+from merchants.models import Merchant
+
+
+class CustomerNotFound(NotFound):
+    reason = "customer_not_found"
+    message = "The customer does not exist."
+
+
+def customer_get(*, merchant: Merchant, customer_id: UUID) -> Customer:
+    """The merchant's customer; another merchant's customer is indistinguishable from none."""
+    customer = Customer.objects.filter(merchant=merchant, pk=customer_id).first()
+    if customer is None:
+        raise CustomerNotFound()
+    return customer
+
+
+def customer_list(
+    *,
+    merchant: Merchant,
+    page: pagination.PageRequest,
+    status: str | None = None,
+    external_ref: str | None = None,
+    created_gte: datetime | None = None,
+    created_lt: datetime | None = None,
+) -> pagination.Page:
+    """The merchant's customers, newest first, one page (GET /customers)."""
+    queryset = Customer.objects.filter(merchant=merchant)
+    if status is not None:
+        queryset = queryset.filter(status=status)
+    if external_ref is not None:
+        queryset = queryset.filter(external_ref=external_ref)
+    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
+    return pagination.paginate(queryset, page=page)

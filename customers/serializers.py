@@ -1,0 +1,72 @@
+from datetime import date
+
+from rest_framework import serializers
+
+from config import pagination
+from config.fields import CountryCodeField, PhoneField, StrictCharField
+from config.schema import IdempotencyMetaSerializer
+from customers.models import CustomerStatus, CustomerType, IdType, KycStatus
+
+
+class CustomerCreateInput(serializers.Serializer):
+    external_ref = StrictCharField(required=False, max_length=128)
+    customer_type = serializers.ChoiceField(
+        choices=CustomerType.choices, required=False, default=CustomerType.INDIVIDUAL
+    )
+    first_name = StrictCharField(required=False, max_length=100)
+    last_name = StrictCharField(required=False, max_length=100)
+    business_name = StrictCharField(required=False, max_length=200)
+    id_number = StrictCharField(required=False, max_length=64)
+    id_type = serializers.ChoiceField(choices=IdType.choices, required=False)
+    email = serializers.EmailField(required=False, max_length=254)
+    phone = PhoneField(required=False)
+    country_code = CountryCodeField(required=False)
+    nationality_code = CountryCodeField(required=False)
+    date_of_birth = serializers.DateField(required=False)
+    address_line1 = StrictCharField(required=False, max_length=255)
+    city = StrictCharField(required=False, max_length=100)
+    occupation = StrictCharField(required=False, max_length=100)
+    source_of_funds = StrictCharField(required=False, max_length=100)
+
+    def validate_date_of_birth(self, value: date) -> date:
+        if value >= date.today():
+            raise serializers.ValidationError("date_of_birth must be in the past.")
+        return value
+
+
+class CustomerOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    merchant_id = serializers.UUIDField()
+    external_ref = serializers.CharField(allow_null=True)
+    customer_type = serializers.ChoiceField(choices=CustomerType.choices)
+    first_name = serializers.CharField(allow_null=True)
+    last_name = serializers.CharField(allow_null=True)
+    business_name = serializers.CharField(allow_null=True)
+    id_number = serializers.CharField(allow_null=True)
+    id_type = serializers.ChoiceField(choices=IdType.choices, allow_null=True)
+    email = serializers.EmailField(allow_null=True)
+    phone = serializers.CharField(allow_null=True)
+    country_code = serializers.CharField(allow_null=True)
+    nationality_code = serializers.CharField(allow_null=True)
+    date_of_birth = serializers.DateField(allow_null=True)
+    address_line1 = serializers.CharField(allow_null=True)
+    city = serializers.CharField(allow_null=True)
+    occupation = serializers.CharField(allow_null=True)
+    source_of_funds = serializers.CharField(allow_null=True)
+    kyc_status = serializers.ChoiceField(choices=KycStatus.choices)
+    status = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    _meta = IdempotencyMetaSerializer(read_only=True, required=False, source="idempotency_meta")
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        return {key: (None if value == "" else value) for key, value in data.items()}
+
+
+class CustomerListQuery(pagination.ListQueryInput):
+    status = serializers.ChoiceField(choices=CustomerStatus.choices, required=False)
+    external_ref = StrictCharField(required=False, max_length=128)
+
+
+CustomerPageOutput = pagination.page_serializer("CustomerPageOutput", CustomerOutput)

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from customers import views
+
+urlpatterns = [
+    path("customers", views.CustomerCreateView.as_view(), name="customer-create"),
+    path(
+        "customers/<uuid:customer_id>", views.CustomerDetailView.as_view(), name="customer-detail"
+    ),
+]

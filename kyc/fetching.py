@@ -1,0 +1,134 @@
+"""Downloading a merchant-supplied KYC file safely. No ORM here: fetch_file() returns the bytes
+or a failure reason, and the service records the result.
+
+- Every connection goes through config.netguard (the connected peer address is checked, so
+  URLs resolving to loopback/private/link-local/reserved addresses are refused unless
+  ALLOW_PRIVATE_NETWORK_URLS).
+- Redirects are followed by hand, only to the same host and port (and never from https down
+  to http), at most MAX_REDIRECTS times.
+- Connect/read timeouts plus an overall deadline; the body is streamed and abandoned past
+  MAX_FILE_BYTES; only image and PDF content types are accepted, and the first bytes must
+  match the announced type.
+"""
+
+import time
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+import requests
+
+from config import netguard
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+MAX_REDIRECTS = 3
+CONNECT_TIMEOUT_SECONDS = 5
+READ_TIMEOUT_SECONDS = 15
+TOTAL_DEADLINE_SECONDS = 60
+CHUNK_BYTES = 64 * 1024
+
+# content type -> (file extension, accepted leading bytes)
+ALLOWED_CONTENT_TYPES: dict[str, tuple[str, tuple[bytes, ...]]] = {
+    "image/jpeg": (".jpg", (b"\xff\xd8\xff",)),
+    "image/png": (".png", (b"\x89PNG\r\n\x1a\n",)),
+    "image/webp": (".webp", (b"RIFF",)),
+    "image/gif": (".gif", (b"GIF87a", b"GIF89a")),
+    "application/pdf": (".pdf", (b"%PDF-",)),
+}
+
+
+@dataclass(frozen=True)
+class FetchedFile:
+    content: bytes
+    content_type: str
+    extension: str
+
+
+class FetchFailed(Exception):
+    """reason is a short machine-readable code, detail a human explanation."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def _redirect_target(current_url: str, location: str) -> str:
+    target = urljoin(current_url, location)
+    scheme, host, port = _origin(current_url)
+    target_scheme, target_host, target_port = _origin(target)
+    if target_scheme not in ("http", "https"):
+        raise FetchFailed("redirect_not_allowed", f"redirect to a {target_scheme or '?'} URL")
+    same_host = target_host == host and (
+        target_port == port or (scheme == "http" and target_scheme == "https")
+    )
+    if not same_host:
+        raise FetchFailed("redirect_to_other_host", f"redirect to {target_host}")
+    if scheme == "https" and target_scheme == "http":
+        raise FetchFailed("redirect_not_allowed", "redirect from https to http")
+    return target
+
+
+def fetch_file(url: str) -> FetchedFile:
+    """Download url or raise FetchFailed."""
+    deadline = time.monotonic() + TOTAL_DEADLINE_SECONDS
+    session = netguard.guarded_session()
+    # With max_redirects=0, requests raises TooManyRedirects on any 3xx even when
+    # allow_redirects=False; redirects are still never followed automatically here.
+    session.max_redirects = MAX_REDIRECTS
+    try:
+        for _ in range(MAX_REDIRECTS + 1):
+            try:
+                response = session.get(
+                    url,
+                    allow_redirects=False,
+                    stream=True,
+                    timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS),
+                    headers={"Accept": ", ".join(ALLOWED_CONTENT_TYPES)},
+                )
+            except netguard.BlockedDestination as exc:
+                raise FetchFailed("private_address_refused", str(exc)) from None
+            except requests.exceptions.Timeout:
+                raise FetchFailed("timeout", "the file server did not answer in time") from None
+            except requests.exceptions.RequestException as exc:
+                raise FetchFailed("connection_failed", type(exc).__name__) from None
+            with response:
+                if response.is_redirect:
+                    url = _redirect_target(url, response.headers.get("Location", ""))
+                    continue
+                return _read_body(response, deadline)
+        raise FetchFailed("too_many_redirects", f"more than {MAX_REDIRECTS} redirects")
+    finally:
+        session.close()
+
+
+def _read_body(response: requests.Response, deadline: float) -> FetchedFile:
+    if response.status_code != 200:
+        raise FetchFailed(f"http_status_{response.status_code}", "the file server refused")
+    content_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    if content_type not in ALLOWED_CONTENT_TYPES:
+        raise FetchFailed("content_type_not_allowed", content_type or "no content type")
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > MAX_FILE_BYTES:
+        raise FetchFailed("file_too_large", f"over {MAX_FILE_BYTES} bytes")
+    body = bytearray()
+    try:
+        for chunk in response.iter_content(chunk_size=CHUNK_BYTES):
+            body.extend(chunk)
+            if len(body) > MAX_FILE_BYTES:
+                raise FetchFailed("file_too_large", f"over {MAX_FILE_BYTES} bytes")
+            if time.monotonic() > deadline:
+                raise FetchFailed("timeout", "the download took too long")
+    except requests.exceptions.RequestException as exc:
+        raise FetchFailed("connection_failed", type(exc).__name__) from None
+    if not body:
+        raise FetchFailed("empty_file", "the file is empty")
+    extension, signatures = ALLOWED_CONTENT_TYPES[content_type]
+    if not any(bytes(body).startswith(signature) for signature in signatures):
+        raise FetchFailed("content_mismatch", f"the bytes are not {content_type}")
+    return FetchedFile(content=bytes(body), content_type=content_type, extension=extension)

@@ -1,0 +1,249 @@
+"""KYC commands: submit documents, record a fetched file, review a submission, decide by hand."""
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.db.models import Max
+
+from customers import services as customer_services
+from customers.models import Customer, KycStatus
+from customers.selectors import CustomerNotFound
+from kyc import fetching, selectors, tasks
+from kyc.models import (
+    DocumentStatus,
+    KycDocument,
+    KycSubmission,
+    ReviewStatus,
+    SubmissionOutcome,
+)
+from merchants.models import Merchant
+
+logger = logging.getLogger("cowry.kyc")
+
+DOCUMENT_FIELDS = (
+    "document_type",
+    "document_number",
+    "issue_country_code",
+    "issue_date",
+    "expiry_date",
+    "front_file_url",
+    "back_file_url",
+    "selfie_file_url",
+)
+
+
+def kyc_submit(
+    *, merchant: Merchant, customer_id: UUID, documents: list[dict[str, Any]], at: datetime
+) -> selectors.KycState:
+    """Record a new submission (documents validated by KycSubmitInput), put the customer in
+    review (kyc_status pending) and fetch each document's files after commit. A submission
+    while an earlier one is still in review supersedes it."""
+    with transaction.atomic():
+        customer = (
+            Customer.objects.select_for_update().filter(merchant=merchant, pk=customer_id).first()
+        )
+        if customer is None:
+            raise CustomerNotFound()
+        last_number = customer.kyc_submissions.aggregate(last=Max("number"))["last"] or 0
+        submission = KycSubmission.objects.create(
+            customer=customer, number=last_number + 1, created_at=at
+        )
+        created = KycDocument.objects.bulk_create(
+            [
+                KycDocument(
+                    submission=submission,
+                    customer=customer,
+                    position=position,
+                    created_at=at,
+                    **{field: data.get(field) or _blank(field) for field in DOCUMENT_FIELDS},
+                )
+                for position, data in enumerate(documents)
+            ]
+        )
+        KycSubmission.objects.filter(customer=customer, outcome=SubmissionOutcome.PENDING).exclude(
+            pk=submission.pk
+        ).update(outcome=SubmissionOutcome.SUPERSEDED, reviewed_at=at)
+        customer = customer_services.customer_kyc_transition(
+            customer_id=customer.id,
+            to=KycStatus.PENDING,
+            reason=f"submission #{submission.number}",
+            at=at,
+            submission_id=submission.id,
+        )
+        for document in created:
+            document_id = str(document.id)
+            transaction.on_commit(
+                lambda document_id=document_id: tasks.fetch_kyc_document.delay(
+                    document_id=document_id
+                )
+            )
+        return selectors.KycState(
+            customer_id=customer.id, kyc_status=customer.kyc_status, documents=created
+        )
+
+
+def _blank(field: str) -> Any:
+    return None if field in ("issue_date", "expiry_date") else ""
+
+
+def kyc_document_fetch(*, document_id: UUID, at: datetime) -> KycDocument:
+    """Download the document's files (no lock held), store them, then record fetched or
+    fetch_failed. Running it again for a settled document changes nothing. When the last
+    document of the submission settles, the review is scheduled."""
+    document = KycDocument.objects.get(pk=document_id)
+    if document.status == DocumentStatus.UPLOADED:
+        stored: dict[str, str] = {}
+        failure = ""
+        for side, url in document.file_urls().items():
+            try:
+                fetched = fetching.fetch_file(url)
+            except fetching.FetchFailed as exc:
+                failure = f"{side}_file_url: {exc.reason}"
+                logger.info("KYC document %s %s fetch failed: %s", document.id, side, exc)
+                break
+            name = f"kyc/{document.customer_id}/{document.id}/{side}{fetched.extension}"
+            stored[side] = default_storage.save(name, ContentFile(fetched.content))
+        with transaction.atomic():
+            KycSubmission.objects.select_for_update().get(pk=document.submission_id)
+            document = KycDocument.objects.select_for_update().get(pk=document_id)
+            if document.status == DocumentStatus.UPLOADED:
+                if failure:
+                    document.status = DocumentStatus.FETCH_FAILED
+                    document.failure_reason = failure
+                else:
+                    document.status = DocumentStatus.FETCHED
+                    for side, name in stored.items():
+                        getattr(document, f"{side}_file").name = name
+                document.fetched_at = at
+                document.save(
+                    update_fields=[
+                        "status",
+                        "failure_reason",
+                        "fetched_at",
+                        "front_file",
+                        "back_file",
+                        "selfie_file",
+                    ]
+                )
+                stored = {}
+            _schedule_review_when_settled(submission_id=document.submission_id)
+        for name in stored.values():  # another run recorded this document first
+            default_storage.delete(name)
+    else:
+        with transaction.atomic():
+            _schedule_review_when_settled(submission_id=document.submission_id)
+    return document
+
+
+def _schedule_review_when_settled(*, submission_id: UUID) -> None:
+    """Inside the caller's transaction: enqueue the review (after commit, with the review
+    delay) once no document of the submission waits for its files. The review is idempotent,
+    so a second schedule from a repeated fetch does no harm."""
+    submission = KycSubmission.objects.get(pk=submission_id)
+    if submission.outcome != SubmissionOutcome.PENDING:
+        return
+    if submission.documents.filter(status=DocumentStatus.UPLOADED).exists():
+        return
+    transaction.on_commit(
+        lambda: tasks.review_kyc_submission.apply_async(
+            kwargs={"submission_id": str(submission_id)},
+            countdown=settings.KYC_REVIEW_DELAY_SECONDS,
+        )
+    )
+
+
+def kyc_submission_review(*, submission_id: UUID, at: datetime) -> KycSubmission:
+    """The simulated reviewer. Approves the customer when every document of its latest
+    submission was fetched and none is expired on `at`'s date; rejects it otherwise, with the
+    reason on each document. A superseded or already reviewed submission changes nothing; when
+    support already decided the customer's status by hand, the documents get their review but
+    the customer's status stays as support set it."""
+    with transaction.atomic():
+        customer_id = KycSubmission.objects.values_list("customer_id", flat=True).get(
+            pk=submission_id
+        )
+        customer = Customer.objects.select_for_update().get(pk=customer_id)
+        submission = KycSubmission.objects.select_for_update().get(pk=submission_id)
+        if submission.outcome != SubmissionOutcome.PENDING:
+            return submission
+        latest = selectors.kyc_latest_submission(customer=customer)
+        if latest is None or latest.pk != submission.pk:
+            submission.outcome = SubmissionOutcome.SUPERSEDED
+            submission.reviewed_at = at
+            submission.save(update_fields=["outcome", "reviewed_at"])
+            return submission
+        documents = list(submission.documents.select_for_update().order_by("pk"))
+        if any(d.status == DocumentStatus.UPLOADED for d in documents):
+            return submission  # files still on their way; the last fetch schedules the review
+        today = at.date()
+        rejections = []
+        for document in documents:
+            if document.status != DocumentStatus.FETCHED:
+                document.review_status = ReviewStatus.REJECTED
+                document.rejection_reason = f"file_not_fetched ({document.failure_reason})"
+            elif document.expiry_date is not None and document.expiry_date < today:
+                document.review_status = ReviewStatus.REJECTED
+                document.rejection_reason = "document_expired"
+            else:
+                document.review_status = ReviewStatus.APPROVED
+                document.rejection_reason = ""
+            document.reviewed_at = at
+            document.save(update_fields=["review_status", "rejection_reason", "reviewed_at"])
+            if document.review_status == ReviewStatus.REJECTED:
+                rejections.append(f"{document.document_type}: {document.rejection_reason}")
+        approved = not rejections
+        submission.outcome = SubmissionOutcome.APPROVED if approved else SubmissionOutcome.REJECTED
+        submission.reviewed_at = at
+        submission.save(update_fields=["outcome", "reviewed_at"])
+        if customer.kyc_status == KycStatus.PENDING:
+            customer_services.customer_kyc_transition(
+                customer_id=customer.id,
+                to=KycStatus.APPROVED if approved else KycStatus.REJECTED,
+                reason="; ".join(rejections) or f"submission #{submission.number} approved",
+                at=at,
+                submission_id=submission.id,
+            )
+        return submission
+
+
+def kyc_decide_by_hand(*, customer_id: UUID, approve: bool, user: Any, at: datetime) -> Customer:
+    """A support user's decision, recorded with who made it."""
+    username = getattr(user, "get_username", lambda: str(user))()
+    return customer_services.customer_kyc_transition(
+        customer_id=customer_id,
+        to=KycStatus.APPROVED if approve else KycStatus.REJECTED,
+        reason=f"{'approved' if approve else 'rejected'} by hand by support user {username}",
+        at=at,
+        changed_by=user,
+    )
+
+
+KYC_STALL_GRACE = timedelta(minutes=2)
+
+
+def kyc_resume_stalled(*, now: datetime, grace: timedelta = KYC_STALL_GRACE) -> int:
+    """Beat sweep: a submission still pending `grace` after it arrived lost its fetch or review
+    message (broker down, worker killed). Enqueue the work again; both tasks are idempotent.
+    Returns how many submissions were resumed."""
+    stalled = KycSubmission.objects.filter(
+        outcome=SubmissionOutcome.PENDING, created_at__lt=now - grace
+    ).prefetch_related("documents")
+    resumed = 0
+    for submission in stalled:
+        waiting = [d for d in submission.documents.all() if d.status == DocumentStatus.UPLOADED]
+        try:
+            for document in waiting:
+                tasks.fetch_kyc_document.delay(document_id=str(document.id))
+            if not waiting:
+                tasks.review_kyc_submission.delay(submission_id=str(submission.id))
+        except Exception:  # broker still away: the next sweep tries again
+            logger.warning("Could not enqueue stalled KYC submission %s", submission.id)
+            continue
+        resumed += 1
+    return resumed

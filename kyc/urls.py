@@ -1,0 +1,7 @@
+from django.urls import path
+
+from kyc import views
+
+urlpatterns = [
+    path("customers/<uuid:customer_id>/kyc", views.CustomerKycView.as_view(), name="customer-kyc"),
+]

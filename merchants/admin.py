@@ -1,0 +1,249 @@
+from datetime import timedelta
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from config.exceptions import DomainError
+from merchants import dashboard, services
+from merchants.dashboard import MerchantScopedAdmin
+from merchants.models import ApiKey, AuditLogEntry, Merchant, MerchantMembership
+
+ONCE_SESSION_KEY = "cowry_secret_once"
+
+
+def _show_secret_once(request, *, api_key: ApiKey, secret: str) -> HttpResponseRedirect:
+    """Post/redirect/get: the secret waits in the session for exactly one page view."""
+    request.session[ONCE_SESSION_KEY] = {"key_id": api_key.pk, "secret": secret}
+    return HttpResponseRedirect(reverse("admin:merchants_apikey_secret", args=[api_key.pk]))
+
+
+class ApiKeyInline(dashboard.ScopedInlineMixin, admin.TabularInline):
+    model = ApiKey
+    extra = 0
+    fields = ["key", "label", "created_at", "last_used_at", "expires_at", "revoked_at"]
+    readonly_fields = fields
+    show_change_link = True
+
+
+@admin.register(Merchant)
+class MerchantAdmin(MerchantScopedAdmin):
+    merchant_path = "pk"
+    list_display = ["name", "id", "status", "created_at"]
+    list_filter = ["status"]
+    search_fields = ["name", "=id"]
+    readonly_fields = ["id", "created_at", "updated_at"]
+    inlines = [ApiKeyInline]
+
+    def has_add_permission(self, request, *args) -> bool:
+        return dashboard.is_ops(request.user)
+
+
+class ApiKeyCreateForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ["merchant", "label", "expires_at"]
+
+
+class RotateForm(forms.Form):
+    grace_hours = forms.IntegerField(
+        min_value=0,
+        max_value=24 * 30,
+        initial=24,
+        help_text="How long the old key keeps working, in hours.",
+    )
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(MerchantScopedAdmin):
+    list_display = ["key", "merchant", "label", "state", "created_at", "last_used_at", "expires_at"]
+    list_filter = ["merchant"]
+    search_fields = ["key", "label", "merchant__name"]
+    readonly_fields = [
+        "merchant",
+        "key",
+        "label",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    ]
+    fields = readonly_fields
+    form = ApiKeyCreateForm
+    change_form_template = "admin/merchants/apikey/change_form.html"
+
+    @admin.display(description="state")
+    def state(self, obj: ApiKey) -> str:
+        from django.utils import timezone
+
+        now = timezone.now()
+        if obj.revoked_at:
+            return "revoked"
+        if obj.expires_at and obj.expires_at <= now:
+            return "expired"
+        if obj.expires_at:
+            return "expiring"
+        return "active"
+
+    def _can_manage(self, request) -> bool:
+        return dashboard.is_ops(request.user) or dashboard.can_manage_credentials(request.user)
+
+    def has_add_permission(self, request, *args) -> bool:
+        return self._can_manage(request)
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            if dashboard.is_ops(request.user):
+                return ["merchant", "label", "expires_at"]
+            return ["label", "expires_at"]
+        return self.readonly_fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else self.readonly_fields
+
+    def save_model(self, request, obj, form, change) -> None:
+        merchant = (
+            obj.merchant if dashboard.is_ops(request.user) else dashboard.merchant_of(request.user)
+        )
+        issued = services.api_key_create_by(
+            merchant=merchant, actor=request.user, label=obj.label, expires_at=obj.expires_at
+        )
+        obj.pk = issued.api_key.pk
+        request._cowry_issued = issued
+
+    def response_add(self, request, obj, post_url_continue=None):
+        issued = request._cowry_issued
+        return _show_secret_once(request, api_key=issued.api_key, secret=issued.secret)
+
+    def get_urls(self):
+        custom = [
+            path(
+                "<int:key_id>/secret/",
+                self.admin_site.admin_view(self.secret_view),
+                name="merchants_apikey_secret",
+            ),
+            path(
+                "<int:key_id>/rotate/",
+                self.admin_site.admin_view(self.rotate_view),
+                name="merchants_apikey_rotate",
+            ),
+            path(
+                "<int:key_id>/revoke/",
+                self.admin_site.admin_view(self.revoke_view),
+                name="merchants_apikey_revoke",
+            ),
+        ]
+        return custom + super().get_urls()
+
+    def _scoped_key(self, request, key_id: int) -> ApiKey:
+        api_key = self.get_queryset(request).filter(pk=key_id).first()
+        if api_key is None:
+            raise Http404("Not found.")
+        return api_key
+
+    def secret_view(self, request, key_id: int):
+        api_key = self._scoped_key(request, key_id)
+        pending = request.session.get(ONCE_SESSION_KEY)
+        secret = None
+        if pending and pending.get("key_id") == api_key.pk:
+            secret = pending["secret"]
+            del request.session[ONCE_SESSION_KEY]
+        response = TemplateResponse(
+            request,
+            "admin/merchants/apikey/secret_once.html",
+            {
+                **self.admin_site.each_context(request),
+                "api_key": api_key,
+                "secret": secret,
+                "opts": self.model._meta,
+                "title": f"API key {api_key.key}",
+            },
+        )
+        response["Cache-Control"] = "no-store"
+        return response
+
+    def rotate_view(self, request, key_id: int):
+        api_key = self._scoped_key(request, key_id)
+        if not self._can_manage(request):
+            raise PermissionDenied
+        form = RotateForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                issued = services.api_key_rotate(
+                    api_key_id=api_key.pk,
+                    actor=request.user,
+                    grace=timedelta(hours=form.cleaned_data["grace_hours"]),
+                )
+            except DomainError as exc:
+                messages.error(request, exc.message)
+                return HttpResponseRedirect(
+                    reverse("admin:merchants_apikey_change", args=[api_key.pk])
+                )
+            return _show_secret_once(request, api_key=issued.api_key, secret=issued.secret)
+        return TemplateResponse(
+            request,
+            "admin/merchants/apikey/confirm_action.html",
+            {
+                **self.admin_site.each_context(request),
+                "api_key": api_key,
+                "form": form,
+                "action": "Rotate",
+                "opts": self.model._meta,
+                "title": f"Rotate {api_key.key}",
+            },
+        )
+
+    def revoke_view(self, request, key_id: int):
+        api_key = self._scoped_key(request, key_id)
+        if not self._can_manage(request):
+            raise PermissionDenied
+        if request.method == "POST":
+            services.api_key_revoke_by(api_key_id=api_key.pk, actor=request.user)
+            messages.success(request, f"Revoked {api_key.key}: it stopped working at once.")
+            return HttpResponseRedirect(reverse("admin:merchants_apikey_change", args=[api_key.pk]))
+        return TemplateResponse(
+            request,
+            "admin/merchants/apikey/confirm_action.html",
+            {
+                **self.admin_site.each_context(request),
+                "api_key": api_key,
+                "form": None,
+                "action": "Revoke",
+                "opts": self.model._meta,
+                "title": f"Revoke {api_key.key}",
+            },
+        )
+
+    def render_change_form(self, request, context, *args, **kwargs):
+        context["can_manage_keys"] = self._can_manage(request)
+        return super().render_change_form(request, context, *args, **kwargs)
+
+
+@admin.register(AuditLogEntry)
+class AuditLogEntryAdmin(MerchantScopedAdmin):
+    list_display = ["created_at", "merchant", "actor_label", "action", "target"]
+    list_filter = ["action", "merchant"]
+    search_fields = ["target", "actor_label"]
+    readonly_fields = ["created_at", "merchant", "actor_label", "action", "target", "detail"]
+    fields = readonly_fields
+    support_can_view = True
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(MerchantMembership)
+class MerchantMembershipAdmin(MerchantScopedAdmin):
+    list_display = ["user", "merchant", "role", "created_at"]
+    list_filter = ["role", "merchant"]
+    search_fields = ["user__username", "merchant__name"]
+    support_can_view = False
+
+    def has_add_permission(self, request, *args) -> bool:
+        return dashboard.is_ops(request.user)

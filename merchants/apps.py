@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MerchantsConfig(AppConfig):
+    name = "merchants"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,174 @@
+"""One Idempotency-Key mechanism for every POST that needs it (DESIGN §8).
+
+The key is claimed in its own short transaction (so a concurrent request with the same key sees
+it at once and gets a 409), then the handler runs in a transaction that also stores the 2xx
+response, so a resource and its idempotency record are committed together or not at all.
+"""
+
+import functools
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from config.exceptions import DomainError
+from merchants.models import IdempotencyRecord, IdempotencyStatus, Merchant
+
+HEADER = "Idempotency-Key"
+MAX_KEY_LENGTH = 255
+
+
+class IdempotencyKeyMissing(DomainError):
+    status = 400
+    reason = "idempotency_key_missing"
+    message = "The Idempotency-Key header is required on this request."
+
+
+class IdempotencyKeyInvalid(DomainError):
+    status = 400
+    reason = "idempotency_key_invalid"
+    message = f"The Idempotency-Key header must be 1 to {MAX_KEY_LENGTH} printable characters."
+
+
+class IdempotencyKeyReused(DomainError):
+    status = 409
+    reason = "idempotency_key_reused"
+    message = "This Idempotency-Key was already used with a different request."
+
+
+class RequestInProgress(DomainError):
+    status = 409
+    reason = "request_in_progress"
+    message = "A request with this Idempotency-Key is still being processed."
+
+
+def request_fingerprint(*, method: str, path: str, body: object) -> str:
+    canonical = json.dumps(
+        {"method": method, "path": path, "body": body}, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _with_meta(body: object, *, key: str, replayed: bool) -> object:
+    if isinstance(body, dict):
+        return {**body, "_meta": {"idempotency_key": key, "idempotency_replayed": replayed}}
+    return body
+
+
+def _claim(*, merchant: Merchant, key: str, method: str, path: str, fingerprint: str):
+    """Claim the key, or return the record that already holds it."""
+    now = timezone.now()
+    expires_at = now + timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL_SECONDS)
+    stale_before = now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT_SECONDS)
+    for _ in range(3):
+        try:
+            with transaction.atomic():
+                IdempotencyRecord.objects.create(
+                    merchant=merchant,
+                    key=key,
+                    method=method,
+                    path=path,
+                    fingerprint=fingerprint,
+                    status=IdempotencyStatus.IN_PROGRESS,
+                    locked_at=now,
+                    expires_at=expires_at,
+                )
+            return None
+        except IntegrityError:
+            pass
+        existing = IdempotencyRecord.objects.filter(merchant=merchant, key=key).first()
+        if existing is None:
+            continue  # released in between: try to claim again
+        expired = existing.expires_at <= now
+        abandoned = (
+            existing.status == IdempotencyStatus.IN_PROGRESS and existing.locked_at < stale_before
+        )
+        if expired or abandoned:
+            IdempotencyRecord.objects.filter(pk=existing.pk, locked_at=existing.locked_at).delete()
+            continue
+        return existing
+    raise RequestInProgress()
+
+
+def run_idempotent(request: Request, handler: Callable[[], Response]) -> Response:
+    key = request.headers.get(HEADER)
+    if key is None or key.strip() == "":
+        raise IdempotencyKeyMissing()
+    if len(key) > MAX_KEY_LENGTH or not key.isprintable():
+        raise IdempotencyKeyInvalid()
+    merchant: Merchant = request.merchant
+    body = request.data  # parse first: malformed JSON is a 400 that claims nothing
+    fingerprint = request_fingerprint(method=request.method, path=request.path, body=body)
+
+    existing = _claim(
+        merchant=merchant,
+        key=key,
+        method=request.method,
+        path=request.path,
+        fingerprint=fingerprint,
+    )
+    if existing is not None:
+        if existing.fingerprint != fingerprint:
+            raise IdempotencyKeyReused()
+        if existing.status == IdempotencyStatus.IN_PROGRESS:
+            raise RequestInProgress()
+        return Response(
+            _with_meta(existing.response_body, key=key, replayed=True),
+            status=existing.response_status,
+        )
+
+    try:
+        with transaction.atomic():
+            response = handler()
+            if not 200 <= response.status_code < 300:
+                raise _HandlerDeclined(response)
+            body_out = _with_meta(response.data, key=key, replayed=False)
+            stored = json.loads(JSONRenderer().render(body_out))
+            IdempotencyRecord.objects.filter(merchant=merchant, key=key).update(
+                status=IdempotencyStatus.COMPLETED,
+                response_status=response.status_code,
+                response_body=stored,
+            )
+    except _HandlerDeclined as declined:
+        _release(merchant=merchant, key=key)
+        return declined.response
+    except BaseException:
+        _release(merchant=merchant, key=key)
+        raise
+    response.data = stored
+    return response
+
+
+class _HandlerDeclined(Exception):
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+
+def _release(*, merchant: Merchant, key: str) -> None:
+    IdempotencyRecord.objects.filter(
+        merchant=merchant, key=key, status=IdempotencyStatus.IN_PROGRESS
+    ).delete()
+
+
+def idempotent(view_method: Callable) -> Callable:
+    """Decorates a view's post(): the Idempotency-Key contract of DESIGN §8."""
+
+    @functools.wraps(view_method)
+    def wrapper(self, request: Request, *args, **kwargs) -> Response:
+        return run_idempotent(request, lambda: view_method(self, request, *args, **kwargs))
+
+    wrapper.idempotent = True
+    return wrapper
+
+
+def purge_expired(*, now=None) -> int:
+    now = now or timezone.now()
+    deleted, _ = IdempotencyRecord.objects.filter(expires_at__lte=now).delete()
+    return deleted

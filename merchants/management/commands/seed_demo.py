@@ -1,0 +1,36 @@
+import secrets
+
+from config.ops import OpsCommand
+from merchants import services
+
+DEMO_MERCHANT_NAME = "Demo Merchant"
+DEMO_OWNER_USERNAME = "demo-owner"
+
+
+class Command(OpsCommand):
+    help = "Load the catalog, create the Demo Merchant once, and print a new API key for it."
+
+    def run(self, **_) -> None:
+        merchant = services.demo_merchant_seed(name=DEMO_MERCHANT_NAME)
+        issued = services.api_key_create(merchant=merchant, label="seed_demo")
+        password = secrets.token_urlsafe(12)
+        services.staff_user_create(
+            username=DEMO_OWNER_USERNAME, password=password, merchant=merchant, role="owner"
+        )
+        self.emit(
+            {
+                "merchant_id": str(merchant.id),
+                "api_key": issued.api_key.key,
+                "api_secret": issued.secret,
+                "dashboard_username": DEMO_OWNER_USERNAME,
+                "dashboard_password": password,
+            },
+            "\n".join(
+                [
+                    f"Demo merchant: {merchant.id}",
+                    f"API key:       {issued.api_key.key}",
+                    f"API secret:    {issued.secret}  (shown once)",
+                    f"Dashboard:     /admin/  user {DEMO_OWNER_USERNAME}  password {password}",
+                ]
+            ),
+        )

@@ -1,0 +1,188 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class MerchantStatus(models.TextChoices):
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+
+
+class Merchant(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200)
+    status = models.CharField(
+        max_length=16, choices=MerchantStatus.choices, default=MerchantStatus.ACTIVE
+    )
+    rate_limit_per_minute = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Requests per minute per API key; empty means the platform default.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=MerchantStatus.values), name="merchant_status_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    # DRF treats the authenticated principal as request.user: the merchant is that principal.
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+
+class ApiKey(models.Model):
+    """A merchant credential. The public key is stored in clear; the secret only as a hash."""
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE, related_name="api_keys")
+    key = models.CharField(max_length=64, unique=True)
+    secret_hash = models.CharField(max_length=128)
+    label = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class MembershipRole(models.TextChoices):
+    OWNER = "owner"
+    DEVELOPER = "developer"
+    VIEWER = "viewer"
+
+
+class MerchantMembership(models.Model):
+    """Links a dashboard user to the one merchant they work for."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="merchant_membership"
+    )
+    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=MembershipRole.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(role__in=MembershipRole.values), name="membership_role_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.merchant} ({self.role})"
+
+
+class IdempotencyStatus(models.TextChoices):
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+
+
+class IdempotencyRecord(models.Model):
+    """One merchant + Idempotency-Key: the first request's fingerprint and, once it succeeded,
+    its response, replayed to every retry until the key expires."""
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE)
+    key = models.CharField(max_length=255)
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=500)
+    fingerprint = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=IdempotencyStatus.choices)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    locked_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["merchant", "key"], name="idempotency_key_per_merchant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.merchant_id}:{self.key}"
+
+
+class MerchantOperator(models.Model):
+    """An operator (quotes.Operator) the merchant may use for payins, payouts and transfer legs."""
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE, related_name="operator_links")
+    operator = models.ForeignKey(
+        "quotes.Operator", on_delete=models.CASCADE, related_name="merchant_links"
+    )
+    enabled_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "enabled operator"
+        constraints = [
+            models.UniqueConstraint(fields=["merchant", "operator"], name="merchant_operator_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.merchant} · {self.operator}"
+
+
+class MerchantCorridor(models.Model):
+    """A transfer corridor (quotes.Corridor) the merchant may quote and use."""
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE, related_name="corridor_links")
+    corridor = models.ForeignKey(
+        "quotes.Corridor", on_delete=models.CASCADE, related_name="merchant_links"
+    )
+    enabled_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "enabled corridor"
+        constraints = [
+            models.UniqueConstraint(fields=["merchant", "corridor"], name="merchant_corridor_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.merchant} · {self.corridor}"
+
+
+class AuditAction(models.TextChoices):
+    API_KEY_CREATED = "api_key.created"
+    API_KEY_ROTATED = "api_key.rotated"
+    API_KEY_REVOKED = "api_key.revoked"
+    WEBHOOK_UPDATED = "webhook.updated"
+    WEBHOOK_SECRET_REVEALED = "webhook.secret_revealed"
+    WEBHOOK_SECRET_ROTATED = "webhook.secret_rotated"
+    SUPPORT_ACTION = "support.action"
+
+
+class AuditLogEntry(models.Model):
+    """Who did what to a merchant's credentials or money, and when. Append-only."""
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE, related_name="audit_log")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    actor_label = models.CharField(max_length=150)
+    action = models.CharField(max_length=40, choices=AuditAction.choices)
+    target = models.CharField(max_length=200)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "audit log entry"
+        verbose_name_plural = "audit log"
+        indexes = [models.Index(fields=["merchant", "-created_at"], name="audit_merchant_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.target}"

@@ -1,0 +1,228 @@
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from django.db import transaction
+from django.utils import timezone
+
+from config.exceptions import DomainError, NotFound
+from merchants import secrets as key_secrets
+from merchants.models import ApiKey, AuditAction, AuditLogEntry, Merchant, MerchantStatus
+
+LAST_USED_WRITE_INTERVAL = timedelta(seconds=60)
+
+
+class InvalidCredentials(DomainError):
+    status = 401
+    reason = "invalid_credentials"
+    message = "Invalid API credentials."
+
+
+@dataclass(frozen=True)
+class IssuedApiKey:
+    """A freshly created key; the only moment the clear secret exists."""
+
+    api_key: ApiKey
+    secret: str
+
+
+def merchant_create(*, name: str) -> Merchant:
+    name = name.strip()
+    if not name:
+        raise DomainError("A merchant needs a name.", reason="invalid_name")
+    return Merchant.objects.create(name=name)
+
+
+def api_key_create(
+    *, merchant: Merchant, label: str = "", expires_at: datetime | None = None
+) -> IssuedApiKey:
+    secret = key_secrets.new_secret()
+    api_key = ApiKey.objects.create(
+        merchant=merchant,
+        key=key_secrets.new_public_key(),
+        secret_hash=key_secrets.hash_secret(secret),
+        label=label,
+        expires_at=expires_at,
+    )
+    return IssuedApiKey(api_key=api_key, secret=secret)
+
+
+def api_key_revoke(*, key: str, now: datetime | None = None) -> ApiKey:
+    now = now or timezone.now()
+    with transaction.atomic():
+        api_key = ApiKey.objects.select_for_update().filter(key=key).first()
+        if api_key is None:
+            raise NotFound(f"No API key {key}.")
+        if api_key.revoked_at is None:
+            api_key.revoked_at = now
+            api_key.save(update_fields=["revoked_at"])
+    return api_key
+
+
+def api_key_authenticate(*, key: str, secret: str, now: datetime | None = None) -> ApiKey:
+    """The ApiKey for these credentials, or InvalidCredentials. Every failure looks the same."""
+    now = now or timezone.now()
+    api_key = ApiKey.objects.select_related("merchant").filter(key=key).first()
+    expected_hash = api_key.secret_hash if api_key else key_secrets.UNKNOWN_KEY_HASH
+    secret_ok = key_secrets.secret_matches(secret, expected_hash)
+    if api_key is None or not secret_ok:
+        raise InvalidCredentials()
+    if api_key.revoked_at is not None and api_key.revoked_at <= now:
+        raise InvalidCredentials("This API key has been revoked.")
+    if api_key.expires_at is not None and api_key.expires_at <= now:
+        raise InvalidCredentials("This API key has expired.")
+    if api_key.merchant.status != MerchantStatus.ACTIVE:
+        raise InvalidCredentials("This merchant account is not active.")
+    if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_WRITE_INTERVAL:
+        # Written at most once a minute per key so reads stay reads.
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        api_key.last_used_at = now
+    return api_key
+
+
+def merchant_get(*, merchant_id: UUID) -> Merchant:
+    merchant = Merchant.objects.filter(pk=merchant_id).first()
+    if merchant is None:
+        raise NotFound(f"No merchant {merchant_id}.")
+    return merchant
+
+
+def merchant_enable_all_operators(*, merchant: Merchant) -> None:
+    """Enable every catalog operator and corridor for the merchant (loading the catalog first
+    when it is empty, so a fresh database works without seed_demo)."""
+    from quotes import services as quote_services  # quotes imports merchants: import late
+    from quotes.models import Operator
+
+    with transaction.atomic():
+        if not Operator.objects.exists():
+            quote_services.catalog_seed()
+        quote_services.merchant_enable_catalog(merchant=merchant)
+
+
+def demo_merchant_seed(*, name: str) -> Merchant:
+    """Idempotently load the catalog and create the demo merchant with everything enabled."""
+    from quotes import services as quote_services  # quotes imports merchants: import late
+
+    with transaction.atomic():
+        quote_services.catalog_seed()
+        merchant = Merchant.objects.filter(name=name).order_by("created_at").first()
+        if merchant is None:
+            merchant = merchant_create(name=name)
+        merchant_enable_all_operators(merchant=merchant)
+    return merchant
+
+
+DEFAULT_ROTATION_GRACE = timedelta(hours=24)
+
+
+def audit_record(
+    *, merchant: Merchant, actor, action: str, target: str, detail: dict | None = None
+) -> AuditLogEntry:
+    label = getattr(actor, "get_username", lambda: "system")() if actor is not None else "system"
+    return AuditLogEntry.objects.create(
+        merchant=merchant,
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_label=label,
+        action=action,
+        target=target,
+        detail=detail or {},
+    )
+
+
+def api_key_create_by(
+    *, merchant: Merchant, actor, label: str = "", expires_at: datetime | None = None
+) -> IssuedApiKey:
+    with transaction.atomic():
+        issued = api_key_create(merchant=merchant, label=label, expires_at=expires_at)
+        audit_record(
+            merchant=merchant,
+            actor=actor,
+            action=AuditAction.API_KEY_CREATED,
+            target=issued.api_key.key,
+            detail={"label": label, "expires_at": expires_at.isoformat() if expires_at else None},
+        )
+    return issued
+
+
+def api_key_rotate(
+    *,
+    api_key_id: int,
+    actor,
+    grace: timedelta = DEFAULT_ROTATION_GRACE,
+    now: datetime | None = None,
+) -> IssuedApiKey:
+    """A new key replaces the old one; the old one keeps working for `grace`, then expires."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        old = ApiKey.objects.select_for_update().get(pk=api_key_id)
+        if old.revoked_at is not None or (old.expires_at is not None and old.expires_at <= now):
+            raise DomainError("Only a working key can be rotated.", reason="api_key_not_active")
+        issued = api_key_create(merchant=old.merchant, label=old.label)
+        grace_end = now + grace
+        if old.expires_at is None or old.expires_at > grace_end:
+            old.expires_at = grace_end
+            old.save(update_fields=["expires_at"])
+        audit_record(
+            merchant=old.merchant,
+            actor=actor,
+            action=AuditAction.API_KEY_ROTATED,
+            target=old.key,
+            detail={
+                "new_key": issued.api_key.key,
+                "old_key_expires_at": old.expires_at.isoformat(),
+            },
+        )
+    return issued
+
+
+def api_key_revoke_by(*, api_key_id: int, actor, now: datetime | None = None) -> ApiKey:
+    with transaction.atomic():
+        key = ApiKey.objects.select_for_update().get(pk=api_key_id)
+        revoked = api_key_revoke(key=key.key, now=now)
+        audit_record(
+            merchant=revoked.merchant,
+            actor=actor,
+            action=AuditAction.API_KEY_REVOKED,
+            target=revoked.key,
+        )
+    return revoked
+
+
+def staff_user_create(
+    *,
+    username: str,
+    password: str,
+    merchant: Merchant | None = None,
+    role: str | None = None,
+    support: bool = False,
+):
+    """A dashboard login: staff of one merchant (with a role) or support staff. Re-running it
+    for an existing username updates the password and the assignment."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from merchants.dashboard import SUPPORT_GROUP
+    from merchants.models import MembershipRole, MerchantMembership
+
+    if support == (merchant is not None):
+        raise DomainError("Give either a merchant and a role, or support.", reason="invalid_staff")
+    if merchant is not None and role not in MembershipRole.values:
+        raise DomainError(
+            f"role must be one of {', '.join(MembershipRole.values)}.", reason="invalid_role"
+        )
+    user_model = get_user_model()
+    with transaction.atomic():
+        user, _ = user_model.objects.get_or_create(username=username)
+        user.is_staff = True
+        user.is_active = True
+        user.set_password(password)
+        user.save()
+        if support:
+            MerchantMembership.objects.filter(user=user).delete()
+            user.groups.add(Group.objects.get_or_create(name=SUPPORT_GROUP)[0])
+        else:
+            user.groups.remove(*Group.objects.filter(name=SUPPORT_GROUP))
+            MerchantMembership.objects.update_or_create(
+                user=user, defaults={"merchant": merchant, "role": role}
+            )
+    return user

@@ -1,0 +1,252 @@
+"""Dashboard views of payments and the ledger. Everything here is read-only: money only moves
+through the services (and credit_wallet for manual adjustments)."""
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.http import urlencode
+
+from config import money
+from config.exceptions import DomainError
+from merchants import dashboard
+from merchants.dashboard import MerchantScopedAdmin
+from merchants.models import Merchant
+from payments import statements
+from payments.models import (
+    Journal,
+    JournalLine,
+    LedgerAccount,
+    Payin,
+    PayinHistory,
+    Payout,
+    PayoutHistory,
+    ProviderDiscrepancy,
+    Wallet,
+)
+
+
+class ReadOnlyAdmin(MerchantScopedAdmin):
+    """Amounts, statuses and ledger rows are read-only to everyone, ops included."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class PayinHistoryInline(ReadOnlyInline):
+    model = PayinHistory
+    fields = ["status", "reason", "created_at"]
+
+
+class PayoutHistoryInline(ReadOnlyInline):
+    model = PayoutHistory
+    fields = ["status", "reason", "created_at"]
+
+
+PAYMENT_LIST = [
+    "id",
+    "merchant",
+    "status",
+    "send_amount",
+    "send_currency",
+    "receive_amount",
+    "operator_code",
+    "provider_reference",
+    "created_at",
+]
+
+
+@admin.register(Payin)
+class PayinAdmin(ReadOnlyAdmin):
+    list_display = PAYMENT_LIST
+    list_filter = ["status", "operator_code", "send_currency", "merchant"]
+    search_fields = [
+        "=id",
+        "provider_reference",
+        "=quote__id",
+        "=customer__id",
+        "customer__external_ref",
+        "source__phone",
+    ]
+    date_hierarchy = "created_at"
+    inlines = [PayinHistoryInline]
+
+
+@admin.register(Payout)
+class PayoutAdmin(ReadOnlyAdmin):
+    list_display = [*PAYMENT_LIST, "debit_amount"]
+    list_filter = ["status", "operator_code", "send_currency", "merchant"]
+    search_fields = [
+        "=id",
+        "provider_reference",
+        "=quote__id",
+        "=customer__id",
+        "customer__external_ref",
+        "recipient__phone",
+    ]
+    date_hierarchy = "created_at"
+    inlines = [PayoutHistoryInline]
+
+
+@admin.register(Wallet)
+class WalletAdmin(ReadOnlyAdmin):
+    list_display = ["merchant", "currency", "available", "reserved", "updated_at"]
+    list_filter = ["currency"]
+    search_fields = ["merchant__name", "merchant__id"]
+    actions = ["download_statement"]
+
+    def get_urls(self):
+        statement = path(
+            "statement/",
+            self.admin_site.admin_view(self.statement_view),
+            name="payments_wallet_statement",
+        )
+        return [statement, *super().get_urls()]
+
+    def statement_view(self, request):
+        """GET form, then the CSV. Ops and support choose the merchant; merchant staff always
+        get their own merchant's statement, whatever the request says."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        user = request.user
+        everyone = dashboard.is_ops(user) or dashboard.is_support(user)
+        own = dashboard.merchant_of(user)
+        form = StatementForm(request.GET or None)
+        if not everyone:
+            del form.fields["merchant"]
+        if form.is_bound and form.is_valid():
+            merchant = form.cleaned_data.get("merchant") if everyone else own
+            if merchant is None:
+                form.add_error("merchant" if everyone else None, "Choose a merchant.")
+            else:
+                try:
+                    lines = statements.statement_lines(
+                        merchant=merchant,
+                        currency=form.cleaned_data["currency"],
+                        from_date=form.cleaned_data["date_from"],
+                        to_date=form.cleaned_data["date_to"],
+                    )
+                except DomainError as exc:
+                    form.add_error("date_to", exc.message)
+                else:
+                    name = (
+                        f"statement-{merchant.pk}-{form.cleaned_data['currency']}-"
+                        f"{form.cleaned_data['date_from']}-{form.cleaned_data['date_to']}.csv"
+                    )
+                    response = HttpResponse(
+                        statements.statement_csv(lines), content_type="text/csv; charset=utf-8"
+                    )
+                    response["Content-Disposition"] = f'attachment; filename="{name}"'
+                    return response
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Statement",
+            "form": form,
+            "max_days": statements.MAX_DAYS,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/payments/wallet/statement.html", context)
+
+    @admin.action(description="Download a statement of the selected wallet")
+    def download_statement(self, request, queryset):
+        wallet = queryset.first()
+        query = urlencode({"merchant": wallet.merchant_id, "currency": wallet.currency})
+        return redirect(f"{reverse('admin:payments_wallet_statement')}?{query}")
+
+
+class StatementForm(forms.Form):
+    merchant = forms.ModelChoiceField(queryset=Merchant.objects.all(), required=False)
+    currency = forms.ChoiceField(choices=[(c, c) for c in money.CURRENCIES])
+    date_from = forms.DateField(label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    date_to = forms.DateField(label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+
+class JournalLineInline(ReadOnlyInline):
+    model = JournalLine
+    fields = ["account", "amount"]
+
+
+@admin.register(Journal)
+class JournalAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "merchant", "currency", "kind", "resource_type", "resource_id"]
+    list_filter = ["kind", "resource_type", "currency"]
+    search_fields = ["resource_id", "merchant__name", "memo"]
+    date_hierarchy = "created_at"
+    inlines = [JournalLineInline]
+
+
+@admin.register(JournalLine)
+class JournalLineAdmin(ReadOnlyAdmin):
+    merchant_path = "journal__merchant"
+    list_display = ["id", "journal", "account", "amount"]
+    list_filter = ["account__code", "account__currency"]
+    search_fields = ["journal__resource_id", "account__merchant__name"]
+
+
+@admin.register(LedgerAccount)
+class LedgerAccountAdmin(ReadOnlyAdmin):
+    list_display = ["merchant", "currency", "code", "created_at"]
+    list_filter = ["currency", "code"]
+    search_fields = ["merchant__name", "code"]
+
+
+@admin.register(ProviderDiscrepancy)
+class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
+    """Provider answers that contradict a final state: support reconciles, then resolves."""
+
+    merchant_staff_can_view = False
+    list_display = [
+        "received_at",
+        "merchant",
+        "resource_type",
+        "resource_id",
+        "provider_outcome",
+        "our_status",
+        "resolved_at",
+    ]
+    list_filter = ["resource_type", "provider_outcome", ("resolved_at", admin.EmptyFieldListFilter)]
+    search_fields = ["=resource_id", "reference", "provider_reference"]
+    readonly_fields = [f.name for f in ProviderDiscrepancy._meta.fields]
+    actions = ["mark_resolved"]
+
+    @admin.action(
+        description="Mark resolved (reconciled with the provider)", permissions=["support"]
+    )
+    def mark_resolved(self, request, queryset) -> None:
+        from django.utils import timezone
+
+        from merchants import services as merchant_services
+
+        now = timezone.now()
+        for discrepancy in queryset.filter(resolved_at__isnull=True):
+            discrepancy.resolved_at = now
+            discrepancy.resolved_by = request.user.get_username()
+            discrepancy.save(update_fields=["resolved_at", "resolved_by"])
+            merchant_services.audit_record(
+                merchant=discrepancy.merchant,
+                actor=request.user,
+                action="support.action",
+                target=str(discrepancy.resource_id),
+                detail={"action": "provider_discrepancy_resolved", "id": str(discrepancy.id)},
+            )
+        self.message_user(request, "Marked resolved.")

@@ -1,0 +1,232 @@
+"""The double-entry ledger: the only code that moves money between accounts.
+
+Every movement is a Journal of signed lines that sum to zero, scoped to one merchant and one
+currency, tied to the resource that caused it. `(resource_type, resource_id, kind)` is unique:
+posting the same movement twice (a retried task, a repeated provider answer) returns the first
+journal and changes nothing.
+
+Sign convention: a positive line credits the account (what Cowry owes grows), a negative line
+debits it. The merchant's wallet balances are the credit balances of two accounts.
+
+Account codes (per merchant and currency):
+
+    merchant_available            the merchant's spendable balance      (= Wallet.available)
+    merchant_reserved             debits held for payouts in flight     (= Wallet.reserved)
+    provider_clearing:<OPERATOR>  money held/paid by one operator on our behalf; a collection
+                                  debits it, a disbursement credits it
+    fee_revenue                   Cowry's fees
+    adjustments                   the counterpart of manual ops adjustments (credit_wallet)
+    transfer_suspense             (transfers app) money collected for a transfer, not yet paid out
+
+Movements posted by the payments app (journal kind: lines):
+
+    payin_completed:   provider_clearing:OP -send, merchant_available +receive, fee_revenue +fee
+    payout_reserved:   merchant_available -debit, merchant_reserved +debit        (at creation)
+    payout_completed:  merchant_reserved -debit, provider_clearing:OP +send, fee_revenue +fee
+    payout_released:   merchant_reserved -debit, merchant_available +debit        (on failure)
+    adjustment:        adjustments -amount, merchant_available +amount
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from decimal import Decimal
+from uuid import UUID
+
+from django.db import transaction
+from django.db.models import Count, F, Q, Sum
+
+from config.exceptions import DomainError
+from merchants.models import Merchant
+from payments.models import Journal, JournalLine, LedgerAccount, Wallet
+
+MERCHANT_AVAILABLE = "merchant_available"
+MERCHANT_RESERVED = "merchant_reserved"
+FEE_REVENUE = "fee_revenue"
+ADJUSTMENTS = "adjustments"
+TRANSFER_SUSPENSE = "transfer_suspense"
+PROVIDER_CLEARING_PREFIX = "provider_clearing:"
+
+WALLET_COLUMNS = {MERCHANT_AVAILABLE: "available", MERCHANT_RESERVED: "reserved"}
+
+
+def provider_clearing(operator_code: str) -> str:
+    return f"{PROVIDER_CLEARING_PREFIX}{operator_code}"
+
+
+class InsufficientBalance(DomainError):
+    status = 400
+    reason = "insufficient_balance"
+    message = "The wallet's available balance is too low for this operation."
+
+
+class UnbalancedJournal(ValueError):
+    """A programming error: the lines given to post_journal do not sum to zero."""
+
+
+def _wallet_locked(*, merchant: Merchant, currency: str) -> Wallet:
+    """The merchant's wallet in this currency, created if missing, locked until commit."""
+    Wallet.objects.bulk_create(
+        [Wallet(merchant=merchant, currency=currency)], ignore_conflicts=True
+    )
+    return Wallet.objects.select_for_update().get(merchant=merchant, currency=currency)
+
+
+def _account(*, merchant: Merchant, currency: str, code: str) -> LedgerAccount:
+    account, _ = LedgerAccount.objects.get_or_create(
+        merchant=merchant, currency=currency, code=code
+    )
+    return account
+
+
+def _validated(lines: Sequence[tuple[str, Decimal]]) -> list[tuple[str, Decimal]]:
+    if len(lines) < 2:
+        raise UnbalancedJournal("A journal needs at least two lines.")
+    checked = []
+    for code, amount in lines:
+        if not isinstance(amount, Decimal) or not amount.is_finite():
+            raise UnbalancedJournal(f"Line {code}: amount must be a finite Decimal.")
+        if not code:
+            raise UnbalancedJournal("Every line needs an account code.")
+        if amount != 0:
+            checked.append((code, amount))
+    if sum((amount for _, amount in checked), Decimal(0)) != 0:
+        raise UnbalancedJournal(f"Lines do not sum to zero: {lines!r}")
+    if not checked:
+        raise UnbalancedJournal("A journal must move some money.")
+    return checked
+
+
+def post_journal(
+    *,
+    merchant: Merchant,
+    currency: str,
+    kind: str,
+    resource_type: str,
+    resource_id: UUID,
+    lines: Sequence[tuple[str, Decimal]],
+    at: datetime,
+    memo: str = "",
+) -> Journal:
+    """Post one balanced journal and update the wallet in the same transaction.
+
+    Call it inside the caller's transaction (it opens a savepoint of its own). It locks the
+    merchant's wallet row for the currency first, so every posting for one merchant and currency
+    is serialized. Raises InsufficientBalance (nothing posted) if the available or reserved
+    balance would go below zero. Idempotent on (resource_type, resource_id, kind)."""
+    checked = _validated(lines)
+    with transaction.atomic():
+        wallet = _wallet_locked(merchant=merchant, currency=currency)
+        existing = Journal.objects.filter(
+            resource_type=resource_type, resource_id=resource_id, kind=kind
+        ).first()
+        if existing is not None:
+            return existing
+        deltas: dict[str, Decimal] = defaultdict(Decimal)
+        for code, amount in checked:
+            if code in WALLET_COLUMNS:
+                deltas[WALLET_COLUMNS[code]] += amount
+        new_values = {column: getattr(wallet, column) + delta for column, delta in deltas.items()}
+        if any(value < 0 for value in new_values.values()):
+            raise InsufficientBalance()
+        journal = Journal.objects.create(
+            merchant=merchant,
+            currency=currency,
+            kind=kind,
+            resource_type=resource_type,
+            resource_id=resource_id,
+            memo=memo[:255],
+            created_at=at,
+        )
+        JournalLine.objects.bulk_create(
+            JournalLine(
+                journal=journal,
+                account=_account(merchant=merchant, currency=currency, code=code),
+                amount=amount,
+            )
+            for code, amount in checked
+        )
+        if new_values:
+            for column, value in new_values.items():
+                setattr(wallet, column, value)
+            wallet.save(update_fields=[*new_values, "updated_at"])
+        return journal
+
+
+def journal_exists(*, resource_type: str, resource_id: UUID, kind: str) -> bool:
+    return Journal.objects.filter(
+        resource_type=resource_type, resource_id=resource_id, kind=kind
+    ).exists()
+
+
+def account_balances(*, merchant: Merchant, currency: str) -> dict[str, Decimal]:
+    """Credit balance of every account of the merchant in this currency (sum of its lines)."""
+    rows = (
+        JournalLine.objects.filter(account__merchant=merchant, account__currency=currency)
+        .values("account__code")
+        .annotate(total=Sum("amount"))
+    )
+    return {row["account__code"]: row["total"] for row in rows}
+
+
+def ledger_breaches(*, merchant_ids: Iterable[UUID] | None = None) -> list[str]:
+    """Every violated ledger invariant, as human-readable lines; empty when the ledger is sound.
+
+    - every journal has at least two lines and its lines sum to zero;
+    - every line's account belongs to the journal's merchant and currency;
+    - every wallet's available/reserved equals the sum of its account's lines, never negative;
+    - no merchant_available/merchant_reserved account has lines without a wallet.
+    """
+    journals = Journal.objects.all()
+    lines = JournalLine.objects.all()
+    wallets = Wallet.objects.all()
+    if merchant_ids is not None:
+        merchant_ids = list(merchant_ids)
+        journals = journals.filter(merchant_id__in=merchant_ids)
+        lines = lines.filter(journal__merchant_id__in=merchant_ids)
+        wallets = wallets.filter(merchant_id__in=merchant_ids)
+
+    breaches: list[str] = []
+    unbalanced = (
+        journals.annotate(total=Sum("lines__amount"), line_count=Count("lines"))
+        .filter(Q(line_count__lt=2) | ~Q(total=0))
+        .values_list("id", "kind", "total", "line_count")
+    )
+    for journal_id, kind, total, count in unbalanced:
+        breaches.append(f"journal {journal_id} ({kind}) has {count} lines summing to {total}")
+
+    foreign = lines.exclude(
+        account__merchant_id=F("journal__merchant_id"), account__currency=F("journal__currency")
+    ).values_list("id", "journal_id")
+    for line_id, journal_id in foreign:
+        breaches.append(
+            f"line {line_id} of journal {journal_id} posts to another merchant's or currency's "
+            "account"
+        )
+
+    sums = {
+        (row["account__merchant_id"], row["account__currency"], row["account__code"]): row["total"]
+        for row in lines.filter(account__code__in=list(WALLET_COLUMNS))
+        .values("account__merchant_id", "account__currency", "account__code")
+        .annotate(total=Sum("amount"))
+    }
+    seen = set()
+    for wallet in wallets:
+        for code, column in WALLET_COLUMNS.items():
+            key = (wallet.merchant_id, wallet.currency, code)
+            seen.add(key)
+            expected = sums.get(key) or Decimal(0)
+            actual = getattr(wallet, column)
+            if actual != expected:
+                breaches.append(
+                    f"wallet {wallet.merchant_id} {wallet.currency}: {column} is {actual} but "
+                    f"its ledger account sums to {expected}"
+                )
+            if actual < 0:
+                breaches.append(
+                    f"wallet {wallet.merchant_id} {wallet.currency}: {column} is negative"
+                )
+    for key, total in sums.items():
+        if key not in seen and total != 0:
+            breaches.append(f"account {key[2]} of {key[0]} {key[1]} has lines but no wallet")
+    return breaches

@@ -1,0 +1,18 @@
+from django.core.management.base import CommandError
+
+from config.ops import OpsCommand
+from payments import services
+
+
+class Command(OpsCommand):
+    help = "Verify every ledger invariant; exits non-zero on a breach."
+
+    def run(self, **_) -> None:
+        report = services.ledger_check()
+        if report["ok"]:
+            text = f"Ledger OK: {report['journals']} journals, {report['wallets']} wallets."
+        else:
+            text = "\n".join([f"LEDGER BREACH ({len(report['breaches'])}):", *report["breaches"]])
+        self.emit(report, text)
+        if not report["ok"]:
+            raise CommandError(f"{len(report['breaches'])} ledger breaches.")

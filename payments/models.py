@@ -1,0 +1,301 @@
+import uuid
+
+from django.db import models
+
+from merchants.models import Merchant
+
+AMOUNT = {"max_digits": 20, "decimal_places": 2}
+
+
+class Wallet(models.Model):
+    """The merchant's balances in one currency. Both columns mirror the sum of the lines of the
+    merchant's `merchant_available` / `merchant_reserved` ledger accounts and are only ever
+    changed by payments.ledger.post_journal, under this row's lock."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="wallets")
+    currency = models.CharField(max_length=3)
+    available = models.DecimalField(default=0, **AMOUNT)
+    reserved = models.DecimalField(default=0, **AMOUNT)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["merchant", "currency"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["merchant", "currency"], name="wallet_one_per_merchant_currency"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(available__gte=0), name="wallet_available_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(reserved__gte=0), name="wallet_reserved_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.merchant} {self.currency}"
+
+
+class LedgerAccount(models.Model):
+    """One account of the double-entry ledger, scoped to a merchant and a currency.
+    `code` is one of the codes documented in payments/ledger.py."""
+
+    id = models.BigAutoField(primary_key=True)
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="ledger_accounts")
+    currency = models.CharField(max_length=3)
+    code = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["merchant", "currency", "code"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["merchant", "currency", "code"], name="ledger_account_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.code} ({self.currency})"
+
+
+class Journal(models.Model):
+    """A balanced set of ledger lines caused by one resource. (resource_type, resource_id, kind)
+    is unique, so a retried task can never post the same movement twice."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="journals")
+    currency = models.CharField(max_length=3)
+    kind = models.CharField(max_length=64)
+    resource_type = models.CharField(max_length=32)
+    resource_id = models.UUIDField()
+    memo = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource_type", "resource_id", "kind"],
+                name="journal_once_per_resource_kind",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["merchant", "-created_at"], name="journal_merchant_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.resource_type} {self.resource_id}"
+
+
+class JournalLine(models.Model):
+    """Signed amount: positive credits the account (what Cowry owes grows), negative debits it.
+    The lines of one journal sum to zero."""
+
+    id = models.BigAutoField(primary_key=True)
+    journal = models.ForeignKey(Journal, on_delete=models.PROTECT, related_name="lines")
+    account = models.ForeignKey(LedgerAccount, on_delete=models.PROTECT, related_name="lines")
+    amount = models.DecimalField(**AMOUNT)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(amount=0), name="journal_line_amount_not_zero"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account.code} {self.amount}"
+
+
+class PayinStatus(models.TextChoices):
+    CREATED = "created"
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class PayoutStatus(models.TextChoices):
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class _Payment(models.Model):
+    """What payins and payouts share: the quote's locked amounts and routing, the provider leg."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    send_amount = models.DecimalField(**AMOUNT)
+    send_currency = models.CharField(max_length=3)
+    receive_amount = models.DecimalField(**AMOUNT)
+    receive_currency = models.CharField(max_length=3)
+    total_fee = models.DecimalField(**AMOUNT)
+    country_code = models.CharField(max_length=2)
+    rail_type = models.CharField(max_length=16)
+    operator_code = models.CharField(max_length=64)
+    wallet_impact = models.JSONField(default=dict)
+    pricing = models.JSONField(default=dict)
+    provider_reference = models.CharField(max_length=64, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    provider_timeout_at = models.DateTimeField(
+        help_text="Due time: still not final then, the sweep fails it with provider_timeout."
+    )
+    completed_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    failure_reason = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        abstract = True
+
+
+class Payin(_Payment):
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="payins")
+    customer = models.ForeignKey(
+        "customers.Customer", on_delete=models.PROTECT, related_name="payins"
+    )
+    quote = models.OneToOneField("quotes.Quote", on_delete=models.PROTECT, related_name="payin")
+    status = models.CharField(
+        max_length=16, choices=PayinStatus.choices, default=PayinStatus.CREATED
+    )
+    source = models.JSONField(default=dict, help_text="The payer: phone, or bank account fields.")
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=PayinStatus.values), name="payin_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(send_amount__gt=0)
+                & models.Q(receive_amount__gt=0)
+                & models.Q(total_fee__gte=0),
+                name="payin_amounts_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["merchant", "-created_at", "-id"], name="payin_merchant_page"),
+            models.Index(
+                fields=["merchant", "status", "-created_at", "-id"], name="payin_status_page"
+            ),
+            models.Index(
+                fields=["provider_timeout_at"],
+                condition=models.Q(status__in=["created", "pending"]),
+                name="payin_open_timeout",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"payin {self.id} ({self.status})"
+
+
+class PayinHistory(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    payin = models.ForeignKey(Payin, on_delete=models.CASCADE, related_name="history")
+    status = models.CharField(max_length=16, choices=PayinStatus.choices)
+    reason = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name_plural = "payin history"
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.reason}".strip()
+
+
+class Payout(_Payment):
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="payouts")
+    customer = models.ForeignKey(
+        "customers.Customer", on_delete=models.PROTECT, related_name="payouts"
+    )
+    quote = models.OneToOneField("quotes.Quote", on_delete=models.PROTECT, related_name="payout")
+    status = models.CharField(
+        max_length=16, choices=PayoutStatus.choices, default=PayoutStatus.PENDING
+    )
+    debit_amount = models.DecimalField(
+        help_text="send_amount + total_fee: reserved at creation, settled or released at the end.",
+        **AMOUNT,
+    )
+    recipient = models.JSONField(default=dict)
+    payment_reason_code = models.CharField(max_length=64, blank=True)
+    payment_reason_text = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=PayoutStatus.values), name="payout_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(send_amount__gt=0)
+                & models.Q(receive_amount__gt=0)
+                & models.Q(total_fee__gte=0)
+                & models.Q(debit_amount=models.F("send_amount") + models.F("total_fee")),
+                name="payout_amounts_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["merchant", "-created_at", "-id"], name="payout_merchant_page"),
+            models.Index(
+                fields=["merchant", "status", "-created_at", "-id"], name="payout_status_page"
+            ),
+            models.Index(
+                fields=["provider_timeout_at"],
+                condition=models.Q(status="pending"),
+                name="payout_open_timeout",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"payout {self.id} ({self.status})"
+
+
+class PayoutHistory(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    payout = models.ForeignKey(Payout, on_delete=models.CASCADE, related_name="history")
+    status = models.CharField(max_length=16, choices=PayoutStatus.choices)
+    reason = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name_plural = "payout history"
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.reason}".strip()
+
+
+class ProviderDiscrepancy(models.Model):
+    """A provider answer that contradicts a state we already made final (e.g. "completed" for
+    a payout failed by the timeout sweep). Nothing is changed automatically: money may have
+    moved without a journal, so support reconciles it by hand and marks it resolved."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="+")
+    resource_type = models.CharField(max_length=32)
+    resource_id = models.UUIDField()
+    reference = models.CharField(max_length=100)
+    provider_reference = models.CharField(max_length=64, blank=True)
+    provider_outcome = models.CharField(max_length=16)
+    provider_reason = models.CharField(max_length=100, blank=True)
+    our_status = models.CharField(max_length=32)
+    received_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-received_at"]
+        verbose_name_plural = "provider discrepancies"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource_type", "reference", "provider_outcome"],
+                name="provider_discrepancy_once_per_answer",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.resource_type} {self.resource_id}: provider {self.provider_outcome}"

@@ -1,0 +1,106 @@
+"""The provider gateway: how Cowry asks a mobile money / bank provider to move money, and how
+the provider's answer comes back.
+
+A submission names a `reference` (ours, unique per leg: a retried submission with the same
+reference is the same request to the provider) and a `callback`: the dotted path of a function
+`callback(*, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime)`
+that applies the answer. Answers always arrive asynchronously through `deliver_answer()`, which
+is what a real provider's HTTP callback would call too; `outcome` is "completed" or "failed".
+
+Submitting is network I/O: never call it while holding a database lock.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Protocol
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+COMPLETED = "completed"
+FAILED = "failed"
+OUTCOMES = (COMPLETED, FAILED)
+
+COLLECTION = "collection"
+DISBURSEMENT = "disbursement"
+
+
+class ProviderUnavailable(Exception):
+    """Transient: the provider could not be reached or answered 5xx. Retry the submission."""
+
+
+class ProviderRejected(Exception):
+    """The provider refused the submission synchronously; the leg fails with `reason`."""
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        self.reason = reason
+        super().__init__(message or reason)
+
+
+@dataclass(frozen=True)
+class ProviderReceipt:
+    """The provider accepted the request; its answer will come later through the callback."""
+
+    provider_reference: str
+
+
+class ProviderGateway(Protocol):
+    def submit_collection(
+        self,
+        *,
+        reference: str,
+        amount: Decimal,
+        currency: str,
+        operator_code: str,
+        phone: str = "",
+        account_number: str = "",
+        callback: str,
+    ) -> ProviderReceipt:
+        """Collect `amount` from the payer (phone for mobile money, account for bank)."""
+
+    def submit_disbursement(
+        self,
+        *,
+        reference: str,
+        amount: Decimal,
+        currency: str,
+        operator_code: str,
+        phone: str = "",
+        account_number: str = "",
+        callback: str,
+    ) -> ProviderReceipt:
+        """Pay `amount` to the recipient (phone for mobile money, account for bank)."""
+
+
+def gateway() -> ProviderGateway:
+    """The configured gateway: the simulator unless PAYMENTS_PROVIDER_GATEWAY names another."""
+    path = getattr(
+        settings,
+        "PAYMENTS_PROVIDER_GATEWAY",
+        "payments.provider.simulator.SimulatorGateway",
+    )
+    return import_string(path)()
+
+
+def deliver_answer(
+    *,
+    callback: str,
+    reference: str,
+    provider_reference: str,
+    outcome: str,
+    reason: str = "",
+    at: datetime | None = None,
+) -> None:
+    """Apply a provider's answer: the single entry point for simulated and real callbacks."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"Unknown provider outcome {outcome!r}")
+    handler = import_string(callback)
+    handler(
+        reference=reference,
+        provider_reference=provider_reference,
+        outcome=outcome,
+        reason=reason,
+        at=at or timezone.now(),
+    )

@@ -1,0 +1,77 @@
+"""The sandbox provider of DESIGN §6. The outcome is decided by the last three digits of the
+party's phone (or account number on the bank rail):
+
+    000  -> declined: the answer is `failed` with reason `provider_declined`
+    999  -> never answers: the leg stays pending until the timeout sweep fails it
+    else -> `completed` after PROVIDER_SIMULATION_DELAY_SECONDS
+
+The answer is sent by a Celery task (`payments.tasks.deliver_provider_answer`) that calls the
+same `deliver_answer()` a real provider callback would. No ORM in here.
+"""
+
+import uuid
+from decimal import Decimal
+
+from django.conf import settings
+
+from payments.provider import (
+    COLLECTION,
+    COMPLETED,
+    DISBURSEMENT,
+    FAILED,
+    ProviderReceipt,
+)
+
+_NAMESPACE = uuid.UUID("6f1c1f2e-8a43-4c55-9d0e-5c0e7a1b2c3d")
+
+DECLINE_SUFFIX = "000"
+SILENT_SUFFIX = "999"
+
+
+def simulated_outcome(party: str) -> tuple[str, str] | None:
+    """(outcome, reason) for this party, or None when the provider never answers."""
+    digits = "".join(ch for ch in party if ch.isdigit())
+    if digits.endswith(SILENT_SUFFIX):
+        return None
+    if digits.endswith(DECLINE_SUFFIX):
+        return FAILED, "provider_declined"
+    return COMPLETED, ""
+
+
+class SimulatorGateway:
+    def submit_collection(self, **kwargs) -> ProviderReceipt:
+        return self._submit(kind=COLLECTION, **kwargs)
+
+    def submit_disbursement(self, **kwargs) -> ProviderReceipt:
+        return self._submit(kind=DISBURSEMENT, **kwargs)
+
+    def _submit(
+        self,
+        *,
+        kind: str,
+        reference: str,
+        amount: Decimal,
+        currency: str,
+        operator_code: str,
+        phone: str = "",
+        account_number: str = "",
+        callback: str,
+    ) -> ProviderReceipt:
+        from payments import tasks  # the simulator's "network" is the task queue
+
+        # Deterministic: resubmitting the same reference is the same provider transaction.
+        provider_reference = "SIM-" + uuid.uuid5(_NAMESPACE, f"{kind}:{reference}").hex[:20]
+        outcome = simulated_outcome(phone or account_number)
+        if outcome is not None:
+            delay = settings.PROVIDER_SIMULATION_DELAY_SECONDS
+            tasks.deliver_provider_answer.apply_async(
+                kwargs={
+                    "callback": callback,
+                    "reference": reference,
+                    "provider_reference": provider_reference,
+                    "outcome": outcome[0],
+                    "reason": outcome[1],
+                },
+                countdown=delay if delay > 0 else None,
+            )
+        return ProviderReceipt(provider_reference=provider_reference)

@@ -1,0 +1,131 @@
+"""Reads of the payments app."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from uuid import UUID
+
+from django.db.models import QuerySet
+
+from config import money, pagination
+from config.exceptions import NotFound
+from merchants.models import Merchant
+from payments.models import Payin, Payout, Wallet
+
+
+class PayinNotFound(NotFound):
+    reason = "payin_not_found"
+    message = "The payin does not exist."
+
+
+class PayoutNotFound(NotFound):
+    reason = "payout_not_found"
+    message = "The payout does not exist."
+
+
+def payin_get(*, merchant: Merchant, payin_id: UUID) -> Payin:
+    """The merchant's payin with its history; another merchant's is indistinguishable from none."""
+    payin = Payin.objects.filter(merchant=merchant, pk=payin_id).prefetch_related("history").first()
+    if payin is None:
+        raise PayinNotFound()
+    return payin
+
+
+def payout_get(*, merchant: Merchant, payout_id: UUID) -> Payout:
+    payout = (
+        Payout.objects.filter(merchant=merchant, pk=payout_id).prefetch_related("history").first()
+    )
+    if payout is None:
+        raise PayoutNotFound()
+    return payout
+
+
+def wallet_balance(*, merchant: Merchant, currency: str) -> tuple[Decimal, Decimal]:
+    """(available, reserved) of the merchant in this currency; zero when it has no wallet."""
+    wallet = Wallet.objects.filter(merchant=merchant, currency=currency).first()
+    if wallet is None:
+        return Decimal(0), Decimal(0)
+    return wallet.available, wallet.reserved
+
+
+def _payment_list(
+    queryset: QuerySet,
+    *,
+    page: pagination.PageRequest,
+    status: str | None,
+    customer_id: UUID | None,
+    created_gte: datetime | None,
+    created_lt: datetime | None,
+) -> pagination.Page:
+    if status is not None:
+        queryset = queryset.filter(status=status)
+    if customer_id is not None:
+        queryset = queryset.filter(customer_id=customer_id)
+    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
+    return pagination.paginate(queryset.prefetch_related("history"), page=page)
+
+
+def payin_list(
+    *,
+    merchant: Merchant,
+    page: pagination.PageRequest,
+    status: str | None = None,
+    customer_id: UUID | None = None,
+    created_gte: datetime | None = None,
+    created_lt: datetime | None = None,
+) -> pagination.Page:
+    """The merchant's payins with their history, newest first, one page (GET /payins)."""
+    return _payment_list(
+        Payin.objects.filter(merchant=merchant),
+        page=page,
+        status=status,
+        customer_id=customer_id,
+        created_gte=created_gte,
+        created_lt=created_lt,
+    )
+
+
+def payout_list(
+    *,
+    merchant: Merchant,
+    page: pagination.PageRequest,
+    status: str | None = None,
+    customer_id: UUID | None = None,
+    created_gte: datetime | None = None,
+    created_lt: datetime | None = None,
+) -> pagination.Page:
+    """The merchant's payouts with their history, newest first, one page (GET /payouts)."""
+    return _payment_list(
+        Payout.objects.filter(merchant=merchant),
+        page=page,
+        status=status,
+        customer_id=customer_id,
+        created_gte=created_gte,
+        created_lt=created_lt,
+    )
+
+
+@dataclass(frozen=True)
+class CurrencyBalance:
+    currency: str
+    available: Decimal
+    reserved: Decimal
+
+
+def balances_list(*, merchant: Merchant) -> list[CurrencyBalance]:
+    """Available and reserved per payment currency (GET /balances), every currency listed
+    (zero where the merchant has no wallet yet). Read from the wallet rows, which hold the
+    credit balances of the merchant_available / merchant_reserved ledger accounts: both are
+    written by ledger.post_journal in one transaction, and check_ledger verifies they agree."""
+    wallets = {wallet.currency: wallet for wallet in Wallet.objects.filter(merchant=merchant)}
+    balances = []
+    for currency in sorted(set(money.CURRENCIES) | set(wallets)):
+        wallet = wallets.get(currency)
+        balances.append(
+            CurrencyBalance(
+                currency=currency,
+                available=wallet.available if wallet else Decimal(0),
+                reserved=wallet.reserved if wallet else Decimal(0),
+            )
+        )
+    return balances

@@ -1,0 +1,226 @@
+from rest_framework import serializers
+
+from config import pagination
+from config.fields import CountryCodeField, PhoneField, StrictCharField
+from config.money import AmountField, CurrencyField
+from config.schema import IdempotencyMetaSerializer
+from payments.models import PayinStatus, PayoutStatus
+from quotes.models import RailType
+
+RECIPIENT_TYPES = [("individual", "individual"), ("business", "business")]
+
+
+class PaymentUUIDField(serializers.UUIDField):
+    """A UUID given as a JSON string only (DRF would also take an integer)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+class PayinSourceInput(serializers.Serializer):
+    """phone for mobile_money quotes; bank_name, bank_code, account_name, account_number for
+    bank_transfer quotes. The other rail's fields are refused; routing comes from the quote."""
+
+    phone = PhoneField(required=False)
+    bank_name = StrictCharField(required=False, max_length=100)
+    bank_code = StrictCharField(required=False, max_length=32)
+    account_name = StrictCharField(required=False, max_length=100)
+    account_number = StrictCharField(required=False, max_length=64)
+
+
+class PayinCreateInput(serializers.Serializer):
+    quote_id = PaymentUUIDField()
+    customer_id = PaymentUUIDField()
+    source = PayinSourceInput()
+
+
+class PayoutRecipientInput(serializers.Serializer):
+    """individual: first_name and last_name; business: business_name. phone for mobile_money
+    quotes, bank fields for bank_transfer quotes (the other rail's fields are refused)."""
+
+    recipient_type = serializers.ChoiceField(
+        choices=RECIPIENT_TYPES, required=False, default="individual"
+    )
+    first_name = StrictCharField(required=False, max_length=100)
+    last_name = StrictCharField(required=False, max_length=100)
+    business_name = StrictCharField(required=False, max_length=200)
+    phone = PhoneField(required=False)
+    bank_name = StrictCharField(required=False, max_length=100)
+    bank_code = StrictCharField(required=False, max_length=32)
+    account_name = StrictCharField(required=False, max_length=100)
+    account_number = StrictCharField(required=False, max_length=64)
+    email = serializers.EmailField(required=False, max_length=254)
+    recipient_nationality_code = CountryCodeField(required=False)
+
+
+class PayoutCreateInput(serializers.Serializer):
+    quote_id = PaymentUUIDField()
+    customer_id = PaymentUUIDField()
+    payment_reason_code = StrictCharField(required=False, max_length=64)
+    payment_reason_text = StrictCharField(required=False, max_length=255)
+    recipient = PayoutRecipientInput()
+
+
+class _PartyOutput(serializers.Serializer):
+    """A party stored as JSON on the payment, plus the quote's routing."""
+
+    party_attribute = ""
+
+    def to_representation(self, instance):
+        party = getattr(instance, self.party_attribute) or {}
+        data = {
+            name: party.get(name)
+            for name in self.fields
+            if name not in ("country_code", "rail_type", "operator_code")
+        }
+        data.update(
+            country_code=instance.country_code,
+            rail_type=instance.rail_type,
+            operator_code=instance.operator_code,
+        )
+        return data
+
+
+class PayinSourceOutput(_PartyOutput):
+    party_attribute = "source"
+
+    phone = serializers.CharField(allow_null=True)
+    bank_name = serializers.CharField(allow_null=True)
+    bank_code = serializers.CharField(allow_null=True)
+    account_name = serializers.CharField(allow_null=True)
+    account_number = serializers.CharField(allow_null=True)
+    country_code = serializers.CharField()
+    rail_type = serializers.ChoiceField(choices=RailType.choices)
+    operator_code = serializers.CharField()
+
+
+class PayoutRecipientOutput(_PartyOutput):
+    party_attribute = "recipient"
+
+    recipient_type = serializers.ChoiceField(choices=RECIPIENT_TYPES)
+    first_name = serializers.CharField(allow_null=True)
+    last_name = serializers.CharField(allow_null=True)
+    business_name = serializers.CharField(allow_null=True)
+    phone = serializers.CharField(allow_null=True)
+    bank_name = serializers.CharField(allow_null=True)
+    bank_code = serializers.CharField(allow_null=True)
+    account_name = serializers.CharField(allow_null=True)
+    account_number = serializers.CharField(allow_null=True)
+    email = serializers.EmailField(allow_null=True)
+    recipient_nationality_code = serializers.CharField(allow_null=True)
+    country_code = serializers.CharField()
+    rail_type = serializers.ChoiceField(choices=RailType.choices)
+    operator_code = serializers.CharField()
+
+
+class PayinHistoryItemOutput(serializers.Serializer):
+    status = serializers.CharField(
+        help_text="The status entered: created, pending, completed, failed."
+    )
+    reason = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["reason"] = data["reason"] or None
+        return data
+
+
+class PayoutHistoryItemOutput(PayinHistoryItemOutput):
+    status = serializers.CharField(help_text="The status entered: pending, completed, failed.")
+
+
+class PayinWalletImpactOutput(serializers.Serializer):
+    credit_amount = AmountField()
+    currency = CurrencyField()
+
+
+class PayoutWalletImpactOutput(serializers.Serializer):
+    debit_amount = AmountField()
+    currency = CurrencyField()
+
+
+class _PaymentOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    merchant_id = serializers.UUIDField()
+    customer_id = serializers.UUIDField()
+    quote_id = serializers.UUIDField()
+    send_amount = AmountField()
+    send_currency = CurrencyField()
+    receive_amount = AmountField()
+    receive_currency = CurrencyField()
+    country_code = serializers.CharField()
+    rail_type = serializers.ChoiceField(choices=RailType.choices)
+    operator_code = serializers.CharField()
+    provider_reference = serializers.CharField(allow_null=True)
+    pricing = serializers.DictField(help_text="Everything the quote locked: fee, FX, routing.")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    _meta = IdempotencyMetaSerializer(read_only=True, required=False, source="idempotency_meta")
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["provider_reference"] = data["provider_reference"] or None
+        return data
+
+
+class PayinOutput(_PaymentOutput):
+    status = serializers.ChoiceField(choices=PayinStatus.choices)
+    wallet_impact = PayinWalletImpactOutput()
+    history = PayinHistoryItemOutput(many=True, source="history.all")
+    source = PayinSourceOutput(source="*")
+
+
+class PayoutOutput(_PaymentOutput):
+    status = serializers.ChoiceField(choices=PayoutStatus.choices)
+    wallet_impact = PayoutWalletImpactOutput()
+    history = PayoutHistoryItemOutput(many=True, source="history.all")
+    recipient = PayoutRecipientOutput(source="*")
+    payment_reason_code = serializers.CharField(allow_null=True)
+    payment_reason_text = serializers.CharField(allow_null=True)
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        for name in ("payment_reason_code", "payment_reason_text"):
+            data[name] = data[name] or None
+        return data
+
+
+class PayinListQuery(pagination.ListQueryInput):
+    status = serializers.ChoiceField(choices=PayinStatus.choices, required=False)
+    customer_id = serializers.UUIDField(required=False)
+
+
+class PayoutListQuery(pagination.ListQueryInput):
+    status = serializers.ChoiceField(choices=PayoutStatus.choices, required=False)
+    customer_id = serializers.UUIDField(required=False)
+
+
+PayinPageOutput = pagination.page_serializer("PayinPageOutput", PayinOutput)
+PayoutPageOutput = pagination.page_serializer("PayoutPageOutput", PayoutOutput)
+
+
+class BalanceItemOutput(serializers.Serializer):
+    currency = CurrencyField()
+    available = AmountField()
+    reserved = AmountField()
+
+
+class BalanceListOutput(serializers.Serializer):
+    data = BalanceItemOutput(many=True)
+
+
+class StatementQuery(serializers.Serializer):
+    """GET /statements?from=&to=&currency= (`from` is a Python keyword: added in get_fields)."""
+
+    to = serializers.DateField(help_text="Last day included (ISO 8601 date).")
+    currency = CurrencyField()
+
+    def get_fields(self):
+        fields = super().get_fields()
+        return {
+            "from": serializers.DateField(help_text="First day included (ISO 8601 date)."),
+            **fields,
+        }

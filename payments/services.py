@@ -1,0 +1,726 @@
+"""Writes of the payments app: wallet adjustments, payins, payouts, provider answers."""
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+
+from config import money
+from config.exceptions import DomainError
+from customers import selectors as customer_selectors
+from customers.models import Customer
+from merchants.models import Merchant
+from payments import ledger, provider
+from payments.models import (
+    Journal,
+    Payin,
+    PayinHistory,
+    PayinStatus,
+    Payout,
+    PayoutHistory,
+    PayoutStatus,
+    ProviderDiscrepancy,
+    Wallet,
+)
+from quotes import selectors as quote_selectors
+from quotes import services as quote_services
+from quotes.models import FlowType, Quote, RailType
+from webhooks import services as webhook_services
+
+logger = logging.getLogger("cowry.payments")
+
+
+class InvalidAdjustment(DomainError):
+    status = 400
+    reason = "invalid_adjustment"
+    message = "An adjustment needs a positive amount in a supported currency and a reason."
+
+
+def wallet_credit(
+    *, merchant: Merchant, currency: str, amount: Decimal, reason: str, at: datetime
+) -> Wallet:
+    """A manual, balanced adjustment into the merchant's available balance (ops)."""
+    if currency not in money.CURRENCIES:
+        raise InvalidAdjustment(f"Unknown currency {currency!r}.")
+    if not isinstance(amount, Decimal) or amount <= 0:
+        raise InvalidAdjustment("The amount must be a positive Decimal.")
+    if not money.has_valid_precision(amount, currency):
+        raise InvalidAdjustment(f"{amount} is not a whole amount of {currency}.")
+    if not reason.strip():
+        raise InvalidAdjustment("A reason is required.")
+    with transaction.atomic():
+        ledger.post_journal(
+            merchant=merchant,
+            currency=currency,
+            kind="adjustment",
+            resource_type="adjustment",
+            resource_id=uuid.uuid4(),
+            lines=[(ledger.ADJUSTMENTS, -amount), (ledger.MERCHANT_AVAILABLE, amount)],
+            at=at,
+            memo=reason.strip(),
+        )
+        return Wallet.objects.get(merchant=merchant, currency=currency)
+
+
+def _payment_breaches() -> list[str]:
+    """Every payin/payout has exactly the journals its status implies."""
+    expected = [
+        (Payin, "payin", "payin_completed", Q(status=PayinStatus.COMPLETED)),
+        (Payout, "payout", "payout_reserved", None),
+        (Payout, "payout", "payout_completed", Q(status=PayoutStatus.COMPLETED)),
+        (Payout, "payout", "payout_released", Q(status=PayoutStatus.FAILED)),
+    ]
+    breaches = []
+    for model, resource_type, kind, should_have in expected:
+        posted = Journal.objects.filter(
+            resource_type=resource_type, kind=kind, resource_id=OuterRef("pk")
+        )
+        rows = model.objects.annotate(posted=Exists(posted))
+        missing = rows.filter(posted=False)
+        if should_have is not None:
+            missing = missing.filter(should_have)
+            extra = rows.exclude(should_have).filter(posted=True)
+            for payment_id, status in extra.values_list("id", "status"):
+                breaches.append(f"{resource_type} {payment_id} ({status}) has a {kind} journal")
+        for payment_id, status in missing.values_list("id", "status"):
+            breaches.append(f"{resource_type} {payment_id} ({status}) has no {kind} journal")
+    return breaches
+
+
+def ledger_check() -> dict:
+    """Run every ledger invariant; {"ok", "breaches", "journals", "wallets"}."""
+    breaches = ledger.ledger_breaches() + _payment_breaches()
+    return {
+        "ok": not breaches,
+        "breaches": breaches,
+        "journals": Journal.objects.count(),
+        "wallets": Wallet.objects.count(),
+    }
+
+
+# --- payins and payouts ------------------------------------------------------------------------
+
+PAYIN_CALLBACK = "payments.services.payin_apply_provider_result"
+PAYOUT_CALLBACK = "payments.services.payout_apply_provider_result"
+
+REASON_PROVIDER_TIMEOUT = "provider_timeout"
+REASON_SUBMITTED = "submitted_to_provider"
+
+MOBILE_MONEY_FIELDS = ("phone",)
+BANK_FIELDS = ("bank_name", "bank_code", "account_name", "account_number")
+RAIL_FIELDS = {
+    RailType.MOBILE_MONEY: MOBILE_MONEY_FIELDS,
+    RailType.BANK_TRANSFER: BANK_FIELDS,
+}
+
+PAYIN_ALLOWED = {
+    PayinStatus.CREATED: {PayinStatus.PENDING, PayinStatus.FAILED},
+    PayinStatus.PENDING: {PayinStatus.COMPLETED, PayinStatus.FAILED},
+}
+PAYOUT_ALLOWED = {
+    PayoutStatus.PENDING: {PayoutStatus.COMPLETED, PayoutStatus.FAILED},
+}
+TERMINAL = {"completed", "failed"}
+
+
+class InvalidTransition(DomainError):
+    status = 409
+    reason = "invalid_transition"
+    message = "The resource cannot move to that status."
+
+
+class PartyInvalid(DomainError):
+    """A source/recipient field is missing, or belongs to the other rail."""
+
+    status = 400
+    reason = "invalid_request"
+    message = "The request is invalid."
+
+
+class CustomerNotFound(DomainError):
+    status = 400
+    reason = "customer_not_found"
+    message = "The customer does not exist."
+
+
+def _customer(*, merchant: Merchant, customer_id: UUID) -> Customer:
+    try:
+        return customer_selectors.customer_get(merchant=merchant, customer_id=customer_id)
+    except customer_selectors.CustomerNotFound:
+        raise CustomerNotFound(fields={"customer_id": [CustomerNotFound.message]}) from None
+
+
+def _party_for_rail(
+    *, rail_type: str, party: dict[str, Any], field: str, required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The party's fields for this rail: the rail's own fields are required, the other rail's
+    fields are refused; each error names `field.<name>`."""
+    own = RAIL_FIELDS.get(rail_type)
+    if own is None:
+        raise PartyInvalid(f"Unsupported rail {rail_type!r}.")
+    foreign = [name for fields in RAIL_FIELDS.values() if fields is not own for name in fields]
+    errors: dict[str, list[str]] = {}
+    for name in (*own, *required):
+        if not party.get(name):
+            errors[name] = [f"This field is required for a {rail_type} quote."]
+    for name in foreign:
+        if name in party:
+            errors[name] = [f"This field belongs to another rail; the quote is {rail_type}."]
+    if errors:
+        first = next(iter(errors))
+        raise PartyInvalid(f"{field}.{first}: {errors[first][0]}", fields={field: errors})
+    return {key: value for key, value in party.items() if value not in (None, "")}
+
+
+def _routing(quote: Quote) -> dict[str, str]:
+    return {
+        "country_code": quote.country_code,
+        "rail_type": quote.rail_type,
+        "operator_code": quote.operator_code,
+    }
+
+
+def _quote_amounts(quote: Quote) -> dict[str, Any]:
+    return {
+        "send_amount": quote.send_amount,
+        "send_currency": quote.send_currency,
+        "receive_amount": quote.receive_amount,
+        "receive_currency": quote.receive_currency,
+        "total_fee": quote.total_fee,
+        **_routing(quote),
+        "pricing": quote.pricing,
+    }
+
+
+def _timeout_at(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS)
+
+
+def payin_create(
+    *,
+    merchant: Merchant,
+    quote_id: UUID,
+    customer_id: UUID,
+    source: dict[str, Any],
+    now: datetime,
+) -> Payin:
+    """Consume the merchant's active payin quote and create the payin (`created`); the provider
+    submission is enqueued when the transaction commits."""
+    from payments import tasks
+
+    with transaction.atomic():
+        customer = _customer(merchant=merchant, customer_id=customer_id)
+        quote = quote_services.quote_consume(
+            merchant=merchant,
+            quote_id=quote_id,
+            flow_type=FlowType.PAYIN,
+            customer_id=customer_id,
+            now=now,
+        )
+        quote_selectors.operator_enabled_for(
+            merchant=merchant, code=quote.operator_code, field="quote_id"
+        )
+        payer = _party_for_rail(rail_type=quote.rail_type, party=source, field="source")
+        payin = Payin.objects.create(
+            merchant=merchant,
+            customer=customer,
+            quote=quote,
+            status=PayinStatus.CREATED,
+            **_quote_amounts(quote),
+            wallet_impact={
+                "credit_amount": money.format_amount(quote.receive_amount),
+                "currency": quote.receive_currency,
+            },
+            source=payer,
+            provider_timeout_at=_timeout_at(now),
+            created_at=now,
+            updated_at=now,
+        )
+        PayinHistory.objects.create(payin=payin, status=PayinStatus.CREATED, created_at=now)
+        payin_id = str(payin.id)
+        # robust: a broker hiccup must not turn a committed payin into a 500; the sweep resubmits.
+        transaction.on_commit(lambda: tasks.submit_payin.delay(payin_id=payin_id), robust=True)
+    return payin
+
+
+def payin_snapshot(payin: Payin) -> dict[str, Any]:
+    """data.object of the payin.* events (spec 6.3)."""
+    return {
+        "id": payin.id,
+        "status": payin.status,
+        "send_amount": money.format_amount(payin.send_amount),
+        "send_currency": payin.send_currency,
+        "receive_amount": money.format_amount(payin.receive_amount),
+        "receive_currency": payin.receive_currency,
+        "country_code": payin.country_code,
+        "operator_code": payin.operator_code,
+        "rail_type": payin.rail_type,
+        "provider_reference": payin.provider_reference or None,
+        "wallet_impact": payin.wallet_impact,
+        "completed_at": payin.completed_at,
+        "failed_at": payin.failed_at,
+        "failure_reason": payin.failure_reason or None,
+    }
+
+
+def payin_transition(
+    *,
+    payin_id: UUID,
+    to: str,
+    reason: str = "",
+    at: datetime,
+    provider_reference: str = "",
+) -> Payin:
+    """The one way a payin changes status: checks the move, writes history, posts the ledger
+    and records the event, in one transaction. Moving to the current status changes nothing."""
+    with transaction.atomic():
+        # of=self: locking the joined merchant row too would deadlock with the deferred
+        # foreign-key checks of concurrent inserts (wallet lock, then merchant key share).
+        payin = (
+            Payin.objects.select_for_update(of=("self",))
+            .select_related("merchant")
+            .get(pk=payin_id)
+        )
+        fields = ["status", "updated_at"]
+        if provider_reference and not payin.provider_reference:
+            payin.provider_reference = provider_reference
+            fields.append("provider_reference")
+        if payin.status == to:
+            if len(fields) > 2:
+                payin.save(update_fields=fields[2:])
+            return payin
+        if to not in PAYIN_ALLOWED.get(payin.status, ()):
+            raise InvalidTransition(f"A {payin.status} payin cannot become {to}.")
+        payin.status = to
+        payin.updated_at = at
+        if to == PayinStatus.PENDING:
+            payin.submitted_at = at
+            fields.append("submitted_at")
+        elif to == PayinStatus.COMPLETED:
+            payin.completed_at = at
+            fields.append("completed_at")
+        elif to == PayinStatus.FAILED:
+            payin.failed_at = at
+            payin.failure_reason = reason
+            fields += ["failed_at", "failure_reason"]
+        payin.save(update_fields=fields)
+        PayinHistory.objects.create(payin=payin, status=to, reason=reason, created_at=at)
+        if to == PayinStatus.COMPLETED:
+            ledger.post_journal(
+                merchant=payin.merchant,
+                currency=payin.receive_currency,
+                kind="payin_completed",
+                resource_type="payin",
+                resource_id=payin.id,
+                lines=[
+                    (ledger.provider_clearing(payin.operator_code), -payin.send_amount),
+                    (ledger.MERCHANT_AVAILABLE, payin.receive_amount),
+                    (ledger.FEE_REVENUE, payin.total_fee),
+                ],
+                at=at,
+            )
+        if to in TERMINAL:
+            webhook_services.event_record(
+                merchant=payin.merchant,
+                event_type=f"payin.{to}",
+                data_type="payin",
+                data_id=payin.id,
+                data_object=payin_snapshot(payin),
+                at=at,
+            )
+        return payin
+
+
+def _party_identifier(party: dict[str, Any]) -> dict[str, str]:
+    return {
+        "phone": party.get("phone", ""),
+        "account_number": party.get("account_number", ""),
+    }
+
+
+def payin_submit(*, payin_id: UUID, now: datetime) -> Payin:
+    """Send the collection to the provider (idempotent: a retried task resubmits the same
+    reference). The payin is `pending` before the provider is called, so an answer can never
+    arrive for a payin that is not waiting for one. No lock is held during the call."""
+    payin = Payin.objects.get(pk=payin_id)
+    if payin.status == PayinStatus.CREATED:
+        payin = payin_transition(
+            payin_id=payin.id, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now
+        )
+    if payin.status != PayinStatus.PENDING or payin.provider_reference:
+        return payin
+    try:
+        receipt = provider.gateway().submit_collection(
+            reference=str(payin.id),
+            amount=payin.send_amount,
+            currency=payin.send_currency,
+            operator_code=payin.operator_code,
+            callback=PAYIN_CALLBACK,
+            **_party_identifier(payin.source),
+        )
+    except provider.ProviderRejected as rejected:
+        return payin_transition(
+            payin_id=payin.id, to=PayinStatus.FAILED, reason=rejected.reason, at=now
+        )
+    Payin.objects.filter(pk=payin.id, provider_reference="").update(
+        provider_reference=receipt.provider_reference
+    )
+    payin.refresh_from_db()
+    return payin
+
+
+def provider_discrepancy_record(
+    *,
+    merchant: Merchant,
+    resource_type: str,
+    resource_id: UUID,
+    reference: str,
+    provider_reference: str,
+    outcome: str,
+    reason: str,
+    our_status: str,
+    at: datetime,
+) -> ProviderDiscrepancy:
+    """Keep, once per answer, a provider answer that contradicts our final state, for support
+    to reconcile. Money may have moved without a journal: this is logged as an error."""
+    discrepancy, created = ProviderDiscrepancy.objects.get_or_create(
+        resource_type=resource_type,
+        reference=reference,
+        provider_outcome=outcome,
+        defaults={
+            "merchant": merchant,
+            "resource_id": resource_id,
+            "provider_reference": provider_reference,
+            "provider_reason": reason,
+            "our_status": our_status,
+            "received_at": at,
+        },
+    )
+    if created:
+        logger.error(
+            "Provider discrepancy on %s %s: provider says %s, our status is %s",
+            resource_type,
+            resource_id,
+            outcome,
+            our_status,
+        )
+    return discrepancy
+
+
+def _late_answer_ignored(
+    *,
+    payment: Payin | Payout,
+    resource_type: str,
+    provider_reference: str,
+    outcome: str,
+    reason: str,
+    at: datetime,
+) -> None:
+    """An answer for a payment already final: kept for reconciliation when it contradicts."""
+    final = payment.status in (provider.COMPLETED, provider.FAILED)
+    if final and outcome != payment.status:
+        provider_discrepancy_record(
+            merchant=payment.merchant,
+            resource_type=resource_type,
+            resource_id=payment.id,
+            reference=str(payment.id),
+            provider_reference=provider_reference,
+            outcome=outcome,
+            reason=reason,
+            our_status=payment.status,
+            at=at,
+        )
+    logger.warning(
+        "Late provider answer %s for %s %s ignored (%s)", outcome, resource_type, payment.id, reason
+    )
+
+
+def payin_apply_provider_result(
+    *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
+) -> None:
+    """The provider's answer for a collection (gateway callback). Repeated answers change
+    nothing; an answer for a payin already final otherwise (e.g. failed by the timeout sweep)
+    is logged and ignored."""
+    to = PayinStatus.COMPLETED if outcome == provider.COMPLETED else PayinStatus.FAILED
+    try:
+        payin_transition(
+            payin_id=UUID(reference),
+            to=to,
+            reason=reason if to == PayinStatus.FAILED else "",
+            at=at,
+            provider_reference=provider_reference,
+        )
+    except InvalidTransition:
+        _late_answer_ignored(
+            payment=Payin.objects.get(pk=UUID(reference)),
+            resource_type="payin",
+            provider_reference=provider_reference,
+            outcome=outcome,
+            reason=reason,
+            at=at,
+        )
+
+
+def payout_create(
+    *,
+    merchant: Merchant,
+    quote_id: UUID,
+    customer_id: UUID,
+    recipient: dict[str, Any],
+    payment_reason_code: str = "",
+    payment_reason_text: str = "",
+    now: datetime,
+) -> Payout:
+    """Consume the merchant's active payout quote, reserve send_amount + total_fee from the
+    wallet (400 insufficient_balance, nothing changed, when it is short) and create the payout
+    (`pending`); the provider submission is enqueued when the transaction commits."""
+    from payments import tasks
+
+    with transaction.atomic():
+        customer = _customer(merchant=merchant, customer_id=customer_id)
+        quote = quote_services.quote_consume(
+            merchant=merchant,
+            quote_id=quote_id,
+            flow_type=FlowType.PAYOUT,
+            customer_id=customer_id,
+            now=now,
+        )
+        quote_selectors.operator_enabled_for(
+            merchant=merchant, code=quote.operator_code, field="quote_id"
+        )
+        names = (
+            ("business_name",)
+            if recipient.get("recipient_type") == "business"
+            else ("first_name", "last_name")
+        )
+        party = _party_for_rail(
+            rail_type=quote.rail_type, party=recipient, field="recipient", required=names
+        )
+        debit = quote.send_amount + quote.total_fee
+        payout = Payout.objects.create(
+            merchant=merchant,
+            customer=customer,
+            quote=quote,
+            status=PayoutStatus.PENDING,
+            **_quote_amounts(quote),
+            debit_amount=debit,
+            wallet_impact={
+                "debit_amount": money.format_amount(debit),
+                "currency": quote.send_currency,
+            },
+            recipient=party,
+            payment_reason_code=payment_reason_code,
+            payment_reason_text=payment_reason_text,
+            provider_timeout_at=_timeout_at(now),
+            created_at=now,
+            updated_at=now,
+        )
+        PayoutHistory.objects.create(payout=payout, status=PayoutStatus.PENDING, created_at=now)
+        ledger.post_journal(
+            merchant=merchant,
+            currency=quote.send_currency,
+            kind="payout_reserved",
+            resource_type="payout",
+            resource_id=payout.id,
+            lines=[(ledger.MERCHANT_AVAILABLE, -debit), (ledger.MERCHANT_RESERVED, debit)],
+            at=now,
+        )
+        payout_id = str(payout.id)
+        transaction.on_commit(lambda: tasks.submit_payout.delay(payout_id=payout_id), robust=True)
+    return payout
+
+
+def payout_snapshot(payout: Payout) -> dict[str, Any]:
+    """data.object of the payout.* events (spec 6.3)."""
+    return {
+        "id": payout.id,
+        "status": payout.status,
+        "send_amount": money.format_amount(payout.send_amount),
+        "send_currency": payout.send_currency,
+        "receive_amount": money.format_amount(payout.receive_amount),
+        "receive_currency": payout.receive_currency,
+        "operator_code": payout.operator_code,
+        "provider_reference": payout.provider_reference or None,
+        "wallet_impact": payout.wallet_impact,
+        "completed_at": payout.completed_at,
+        "failed_at": payout.failed_at,
+        "failure_reason": payout.failure_reason or None,
+    }
+
+
+def payout_transition(
+    *,
+    payout_id: UUID,
+    to: str,
+    reason: str = "",
+    at: datetime,
+    provider_reference: str = "",
+) -> Payout:
+    """The one way a payout changes status: checks the move, writes history, settles or
+    releases the reservation and records the event, in one transaction."""
+    with transaction.atomic():
+        payout = (
+            Payout.objects.select_for_update(of=("self",))
+            .select_related("merchant")
+            .get(pk=payout_id)
+        )
+        fields = ["status", "updated_at"]
+        if provider_reference and not payout.provider_reference:
+            payout.provider_reference = provider_reference
+            fields.append("provider_reference")
+        if payout.status == to:
+            if len(fields) > 2:
+                payout.save(update_fields=fields[2:])
+            return payout
+        if to not in PAYOUT_ALLOWED.get(payout.status, ()):
+            raise InvalidTransition(f"A {payout.status} payout cannot become {to}.")
+        payout.status = to
+        payout.updated_at = at
+        if to == PayoutStatus.COMPLETED:
+            payout.completed_at = at
+            fields.append("completed_at")
+            kind = "payout_completed"
+            lines = [
+                (ledger.MERCHANT_RESERVED, -payout.debit_amount),
+                (ledger.provider_clearing(payout.operator_code), payout.send_amount),
+                (ledger.FEE_REVENUE, payout.total_fee),
+            ]
+        else:
+            payout.failed_at = at
+            payout.failure_reason = reason
+            fields += ["failed_at", "failure_reason"]
+            kind = "payout_released"
+            lines = [
+                (ledger.MERCHANT_RESERVED, -payout.debit_amount),
+                (ledger.MERCHANT_AVAILABLE, payout.debit_amount),
+            ]
+        payout.save(update_fields=fields)
+        PayoutHistory.objects.create(payout=payout, status=to, reason=reason, created_at=at)
+        ledger.post_journal(
+            merchant=payout.merchant,
+            currency=payout.send_currency,
+            kind=kind,
+            resource_type="payout",
+            resource_id=payout.id,
+            lines=lines,
+            at=at,
+        )
+        webhook_services.event_record(
+            merchant=payout.merchant,
+            event_type=f"payout.{to}",
+            data_type="payout",
+            data_id=payout.id,
+            data_object=payout_snapshot(payout),
+            at=at,
+        )
+        return payout
+
+
+def payout_submit(*, payout_id: UUID, now: datetime) -> Payout:
+    """Send the disbursement to the provider (idempotent by reference; no lock held)."""
+    payout = Payout.objects.get(pk=payout_id)
+    if payout.status != PayoutStatus.PENDING or payout.provider_reference:
+        return payout
+    Payout.objects.filter(pk=payout.id, submitted_at__isnull=True).update(submitted_at=now)
+    try:
+        receipt = provider.gateway().submit_disbursement(
+            reference=str(payout.id),
+            amount=payout.receive_amount,
+            currency=payout.receive_currency,
+            operator_code=payout.operator_code,
+            callback=PAYOUT_CALLBACK,
+            **_party_identifier(payout.recipient),
+        )
+    except provider.ProviderRejected as rejected:
+        return payout_transition(
+            payout_id=payout.id, to=PayoutStatus.FAILED, reason=rejected.reason, at=now
+        )
+    Payout.objects.filter(pk=payout.id, provider_reference="").update(
+        provider_reference=receipt.provider_reference
+    )
+    payout.refresh_from_db()
+    return payout
+
+
+def payout_apply_provider_result(
+    *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
+) -> None:
+    """The provider's answer for a disbursement (gateway callback)."""
+    to = PayoutStatus.COMPLETED if outcome == provider.COMPLETED else PayoutStatus.FAILED
+    try:
+        payout_transition(
+            payout_id=UUID(reference),
+            to=to,
+            reason=reason if to == PayoutStatus.FAILED else "",
+            at=at,
+            provider_reference=provider_reference,
+        )
+    except InvalidTransition:
+        _late_answer_ignored(
+            payment=Payout.objects.get(pk=UUID(reference)),
+            resource_type="payout",
+            provider_reference=provider_reference,
+            outcome=outcome,
+            reason=reason,
+            at=at,
+        )
+
+
+def payments_fail_timed_out(*, now: datetime) -> int:
+    """Fail every payin/payout leg still waiting for the provider past provider_timeout_at,
+    with reason provider_timeout. Each one in its own transaction; returns how many failed."""
+    failed = 0
+    payin_ids = Payin.objects.filter(
+        status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
+    ).values_list("id", flat=True)
+    for payin_id in list(payin_ids):
+        try:
+            payin_transition(
+                payin_id=payin_id, to=PayinStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
+            )
+            failed += 1
+        except InvalidTransition:
+            pass  # answered in between
+    payout_ids = Payout.objects.filter(
+        status=PayoutStatus.PENDING, provider_timeout_at__lte=now
+    ).values_list("id", flat=True)
+    for payout_id in list(payout_ids):
+        try:
+            payout_transition(
+                payout_id=payout_id,
+                to=PayoutStatus.FAILED,
+                reason=REASON_PROVIDER_TIMEOUT,
+                at=now,
+            )
+            failed += 1
+        except InvalidTransition:
+            pass
+    return failed
+
+
+RESUBMIT_AFTER_SECONDS = 60
+
+
+def payments_stale_submissions(*, now: datetime) -> tuple[list[UUID], list[UUID]]:
+    """(payin ids, payout ids) whose provider submission should have happened by now but has
+    not (the enqueue after commit was lost): created payins, and legs without a provider
+    reference, older than RESUBMIT_AFTER_SECONDS and not yet due for the timeout."""
+    before = now - timedelta(seconds=RESUBMIT_AFTER_SECONDS)
+    payins = Payin.objects.filter(
+        Q(status=PayinStatus.CREATED) | Q(status=PayinStatus.PENDING, provider_reference=""),
+        created_at__lte=before,
+        provider_timeout_at__gt=now,
+    ).values_list("id", flat=True)
+    payouts = Payout.objects.filter(
+        status=PayoutStatus.PENDING,
+        provider_reference="",
+        created_at__lte=before,
+        provider_timeout_at__gt=now,
+    ).values_list("id", flat=True)
+    return list(payins), list(payouts)

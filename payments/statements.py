@@ -1,0 +1,189 @@
+"""Statements: the merchant's ledger lines on its wallet accounts, as CSV (GET /statements and
+the dashboard's wallet export). Read-only; one query per table whatever the number of lines."""
+
+import csv
+import io
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from uuid import UUID
+
+from django.db.models import Sum
+from django.utils import timezone
+
+from config import money
+from config.exceptions import DomainError
+from merchants.models import Merchant
+from payments import ledger
+from payments.models import JournalLine, Payin, Payout
+
+MAX_DAYS = 31
+WALLET_ACCOUNTS = (ledger.MERCHANT_AVAILABLE, ledger.MERCHANT_RESERVED)
+COLUMNS = (
+    "created_at",
+    "journal_id",
+    "kind",
+    "resource_type",
+    "resource_id",
+    "provider_reference",
+    "account",
+    "amount",
+    "fee",
+    "balance_after",
+)
+
+
+class InvalidStatementRange(DomainError):
+    status = 400
+    reason = "invalid_statement_range"
+    message = f"Give `from` and `to` dates at most {MAX_DAYS} days apart, `to` not before `from`."
+
+
+@dataclass(frozen=True)
+class StatementLine:
+    created_at: datetime
+    journal_id: UUID
+    kind: str
+    resource_type: str
+    resource_id: UUID
+    provider_reference: str
+    account: str
+    amount: Decimal
+    fee: Decimal
+    balance_after: Decimal
+
+
+def statement_bounds(*, from_date: date, to_date: date) -> tuple[datetime, datetime]:
+    """[start of from_date, start of the day after to_date) in the project's time zone (UTC);
+    InvalidStatementRange past MAX_DAYS days (both ends included) or reversed."""
+    if to_date < from_date:
+        message = "`to` must not be before `from`."
+        raise InvalidStatementRange(message, fields={"to": [message]})
+    if (to_date - from_date).days + 1 > MAX_DAYS:
+        message = f"A statement covers at most {MAX_DAYS} days."
+        raise InvalidStatementRange(message, fields={"to": [message]})
+    zone = timezone.get_default_timezone()
+    start = datetime.combine(from_date, time.min, tzinfo=zone)
+    end = datetime.combine(to_date + timedelta(days=1), time.min, tzinfo=zone)
+    return start, end
+
+
+def _references(lines: list[JournalLine]) -> dict[tuple[str, UUID, str], str]:
+    """provider_reference per (resource_type, resource_id, kind), joined through the payin,
+    payout or transfer that caused the journal."""
+    from transfers.models import Transfer
+
+    ids: dict[str, set[UUID]] = {"payin": set(), "payout": set(), "transfer": set()}
+    for line in lines:
+        if line.journal.resource_type in ids:
+            ids[line.journal.resource_type].add(line.journal.resource_id)
+    payins = dict(Payin.objects.filter(pk__in=ids["payin"]).values_list("id", "provider_reference"))
+    payouts = dict(
+        Payout.objects.filter(pk__in=ids["payout"]).values_list("id", "provider_reference")
+    )
+    transfers = {
+        row[0]: row[1:]
+        for row in Transfer.objects.filter(pk__in=ids["transfer"]).values_list(
+            "id", "collection_reference", "disbursement_reference"
+        )
+    }
+    found: dict[tuple[str, UUID, str], str] = {}
+    for line in lines:
+        journal = line.journal
+        key = (journal.resource_type, journal.resource_id, journal.kind)
+        if journal.resource_type == "payin":
+            found[key] = payins.get(journal.resource_id, "")
+        elif journal.resource_type == "payout":
+            found[key] = payouts.get(journal.resource_id, "")
+        elif journal.resource_type == "transfer" and journal.resource_id in transfers:
+            collection, disbursement = transfers[journal.resource_id]
+            found[key] = collection if journal.kind == "transfer_collected" else disbursement
+    return found
+
+
+def statement_lines(
+    *, merchant: Merchant, currency: str, from_date: date, to_date: date
+) -> list[StatementLine]:
+    """The merchant's ledger lines on merchant_available and merchant_reserved in `currency`,
+    journals created in [from_date, to_date] (whole days), oldest first. `fee` is what the
+    line's journal credited to fee_revenue; `balance_after` is the running merchant_available
+    balance after the line (an opening balance summed from every earlier line)."""
+    start, end = statement_bounds(from_date=from_date, to_date=to_date)
+    wallet_lines = JournalLine.objects.filter(
+        account__merchant=merchant, account__currency=currency, account__code__in=WALLET_ACCOUNTS
+    )
+    opening = wallet_lines.filter(
+        account__code=ledger.MERCHANT_AVAILABLE, journal__created_at__lt=start
+    ).aggregate(total=Sum("amount"))["total"] or Decimal(0)
+    lines = list(
+        wallet_lines.filter(journal__created_at__gte=start, journal__created_at__lt=end)
+        .select_related("journal", "account")
+        .order_by("journal__created_at", "journal_id", "id")
+    )
+    fees = dict(
+        JournalLine.objects.filter(
+            journal_id__in={line.journal_id for line in lines}, account__code=ledger.FEE_REVENUE
+        )
+        .values("journal_id")
+        .annotate(total=Sum("amount"))
+        .values_list("journal_id", "total")
+    )
+    references = _references(lines)
+    balance = opening
+    rows = []
+    for line in lines:
+        journal = line.journal
+        if line.account.code == ledger.MERCHANT_AVAILABLE:
+            balance += line.amount
+        rows.append(
+            StatementLine(
+                created_at=journal.created_at,
+                journal_id=journal.id,
+                kind=journal.kind,
+                resource_type=journal.resource_type,
+                resource_id=journal.resource_id,
+                provider_reference=references.get(
+                    (journal.resource_type, journal.resource_id, journal.kind), ""
+                ),
+                account=line.account.code,
+                amount=line.amount,
+                fee=fees.get(journal.id) or Decimal(0),
+                balance_after=balance,
+            )
+        )
+    return rows
+
+
+def statement_csv(lines: Iterable[StatementLine]) -> str:
+    """The CSV text: a header row, then one row per line; amounts as DecimalStrings (a debit
+    is negative), times in ISO 8601."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(COLUMNS)
+    for line in lines:
+        writer.writerow(
+            [
+                line.created_at.isoformat(),
+                line.journal_id,
+                line.kind,
+                line.resource_type,
+                line.resource_id,
+                _safe(line.provider_reference),
+                line.account,
+                _signed(line.amount),
+                _signed(line.fee),
+                _signed(line.balance_after),
+            ]
+        )
+    return out.getvalue()
+
+
+def _signed(amount: Decimal) -> str:
+    text = money.format_amount(abs(amount))
+    return f"-{text}" if amount < 0 else text
+
+
+def _safe(text: str) -> str:
+    """No spreadsheet formula injection from a provider-supplied reference."""
+    return f"'{text}" if text[:1] in ("=", "+", "-", "@") else text

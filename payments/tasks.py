@@ -1,0 +1,87 @@
+"""Thin Celery tasks: each calls one service. All are routed to the "provider" queue."""
+
+import logging
+from uuid import UUID
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+from django.utils import timezone
+
+from payments import services
+from payments.provider import ProviderUnavailable, deliver_answer
+
+logger = logging.getLogger("cowry.payments")
+
+
+# A deadlock victim or a dropped database connection is transient; every service these tasks
+# call is idempotent, so retrying is always safe and a provider answer is never lost to it.
+TRANSIENT_DATABASE_ERRORS = (OperationalError, InterfaceError)
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=TRANSIENT_DATABASE_ERRORS,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=20,
+)
+def deliver_provider_answer(
+    *,
+    callback: str,
+    reference: str,
+    provider_reference: str,
+    outcome: str,
+    reason: str = "",
+    **_: object,
+) -> None:
+    """The simulated provider's callback. Applying an answer twice changes nothing."""
+    deliver_answer(
+        callback=callback,
+        reference=reference,
+        provider_reference=provider_reference,
+        outcome=outcome,
+        reason=reason,
+    )
+
+
+@shared_task(acks_late=True)
+def check_ledger(**_: object) -> dict:
+    """Nightly: verify every ledger invariant; a breach is logged as an error."""
+    report = services.ledger_check()
+    if report["breaches"]:
+        logger.error("Ledger check found %d breaches: %s", len(report["breaches"]), report)
+    return report
+
+
+PROVIDER_TASK_OPTIONS = {
+    "acks_late": True,
+    "autoretry_for": (ProviderUnavailable, *TRANSIENT_DATABASE_ERRORS),
+    "retry_backoff": True,
+    "retry_jitter": True,
+    "max_retries": 8,
+}
+
+
+@shared_task(**PROVIDER_TASK_OPTIONS)
+def submit_payin(*, payin_id: str, **_: object) -> None:
+    services.payin_submit(payin_id=UUID(payin_id), now=timezone.now())
+
+
+@shared_task(**PROVIDER_TASK_OPTIONS)
+def submit_payout(*, payout_id: str, **_: object) -> None:
+    services.payout_submit(payout_id=UUID(payout_id), now=timezone.now())
+
+
+@shared_task(acks_late=True)
+def fail_timed_out_payments(**_: object) -> int:
+    """Beat: fail legs the provider never answered within PROVIDER_TIMEOUT_SECONDS, and
+    re-enqueue submissions whose enqueue after commit was lost (submitting is idempotent)."""
+    now = timezone.now()
+    failed = services.payments_fail_timed_out(now=now)
+    payin_ids, payout_ids = services.payments_stale_submissions(now=now)
+    for payin_id in payin_ids:
+        submit_payin.delay(payin_id=str(payin_id))
+    for payout_id in payout_ids:
+        submit_payout.delay(payout_id=str(payout_id))
+    return failed

@@ -1,0 +1,296 @@
+import uuid
+from datetime import datetime
+
+from django.db import models
+from django.utils import timezone
+
+from config.money import CURRENCIES
+
+CURRENCY_CHOICES = [(c, c) for c in CURRENCIES]
+AMOUNT = {"max_digits": 20, "decimal_places": 2}
+
+
+class RailType(models.TextChoices):
+    MOBILE_MONEY = "mobile_money"
+    BANK_TRANSFER = "bank_transfer"
+
+
+class CorridorType(models.TextChoices):
+    DOMESTIC = "domestic"
+    CROSS_BORDER = "cross_border"
+
+
+class FlowType(models.TextChoices):
+    PAYIN = "payin"
+    PAYOUT = "payout"
+    TRANSFER = "transfer"
+
+
+class QuoteStatus(models.TextChoices):
+    ACTIVE = "active"
+    EXPIRED = "expired"
+    CONSUMED = "consumed"
+
+
+class OperatorStatus(models.TextChoices):
+    """How the operator works right now, set by support staff: `delayed` still quotes (answers
+    are slow), `closed` refuses new quotes (400 operator_closed)."""
+
+    OPERATIONAL = "operational"
+    DELAYED = "delayed"
+    CLOSED = "closed"
+
+
+class Operator(models.Model):
+    """A provider route: <COUNTRY>_<OPERATOR>_<RAIL>, e.g. CM_MTN_MOMO."""
+
+    code = models.CharField(max_length=64, unique=True)
+    country_code = models.CharField(max_length=2)
+    currency = models.CharField(max_length=3, choices=CURRENCY_CHOICES)
+    rail_type = models.CharField(max_length=16, choices=RailType.choices)
+    name = models.CharField(max_length=100)
+    min_amount = models.DecimalField(**AMOUNT)
+    max_amount = models.DecimalField(**AMOUNT)
+    active = models.BooleanField(default=True)
+    status = models.CharField(
+        max_length=16,
+        choices=OperatorStatus.choices,
+        default=OperatorStatus.OPERATIONAL,
+        help_text="Set by support: delayed still quotes; closed refuses new quotes.",
+    )
+
+    class Meta:
+        ordering = ["code"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=OperatorStatus.values),
+                name="operator_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(min_amount__gte=0)
+                & models.Q(max_amount__gte=models.F("min_amount")),
+                name="operator_limits_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(rail_type__in=RailType.values), name="operator_rail_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class Corridor(models.Model):
+    """A transfer route, code <payer_country>-<recipient_country>-<payer_cur>-<recipient_cur>."""
+
+    code = models.CharField(max_length=32, unique=True)
+    payer_country = models.CharField(max_length=2)
+    recipient_country = models.CharField(max_length=2)
+    payer_currency = models.CharField(max_length=3, choices=CURRENCY_CHOICES)
+    recipient_currency = models.CharField(max_length=3, choices=CURRENCY_CHOICES)
+    corridor_type = models.CharField(max_length=16, choices=CorridorType.choices)
+    requires_sender_details = models.BooleanField(default=False)
+    requires_kyc = models.BooleanField(default=False)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["code"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(corridor_type__in=CorridorType.values),
+                name="corridor_type_valid",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class FeeSchedule(models.Model):
+    """fee = percentage% x amount + fixed, clamped to [minimum_fee, maximum_fee], rounded up.
+
+    merchant null = the platform default. operator or corridor narrow the schedule; the most
+    specific active schedule wins (merchant over platform, operator/corridor over flow-wide).
+    Fixed, minimum and maximum are in units of the amount's currency (XAF and XOF are at par).
+    """
+
+    merchant = models.ForeignKey(
+        "merchants.Merchant",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="fee_schedules",
+        help_text="Empty: the platform default for every merchant.",
+    )
+    flow_type = models.CharField(max_length=16, choices=FlowType.choices)
+    operator = models.ForeignKey(
+        Operator, on_delete=models.CASCADE, null=True, blank=True, related_name="fee_schedules"
+    )
+    corridor = models.ForeignKey(
+        Corridor, on_delete=models.CASCADE, null=True, blank=True, related_name="fee_schedules"
+    )
+    percentage = models.DecimalField(
+        max_digits=7, decimal_places=4, default=0, help_text="In percent: 1.5 means 1.5%."
+    )
+    fixed_amount = models.DecimalField(**AMOUNT, default=0)
+    minimum_fee = models.DecimalField(**AMOUNT, default=0)
+    maximum_fee = models.DecimalField(**AMOUNT, null=True, blank=True)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["merchant__name", "flow_type", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(percentage__gte=0) & models.Q(percentage__lt=100),
+                name="fee_percentage_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(fixed_amount__gte=0) & models.Q(minimum_fee__gte=0),
+                name="fee_amounts_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(maximum_fee__isnull=True)
+                | models.Q(maximum_fee__gte=models.F("minimum_fee")),
+                name="fee_maximum_above_minimum",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(operator__isnull=True) | models.Q(corridor__isnull=True),
+                name="fee_operator_or_corridor",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(flow_type__in=FlowType.values), name="fee_flow_type_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        scope = self.operator or self.corridor or "all routes"
+        owner = self.merchant or "platform"
+        return f"{owner} {self.flow_type} {scope}"
+
+
+class FxRate(models.Model):
+    """target = source x rate x (1 - margin_percent/100). merchant null = the platform rate;
+    a merchant row overrides it (typically the same rate with a margin)."""
+
+    merchant = models.ForeignKey(
+        "merchants.Merchant",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="fx_rates",
+        help_text="Empty: the platform rate for every merchant.",
+    )
+    source_currency = models.CharField(max_length=3, choices=CURRENCY_CHOICES)
+    target_currency = models.CharField(max_length=3, choices=CURRENCY_CHOICES)
+    rate = models.DecimalField(max_digits=20, decimal_places=10)
+    margin_percent = models.DecimalField(max_digits=7, decimal_places=4, default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "FX rate"
+        ordering = ["source_currency", "target_currency", "merchant__name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["merchant", "source_currency", "target_currency"],
+                name="fx_rate_unique_per_merchant",
+            ),
+            models.UniqueConstraint(
+                fields=["source_currency", "target_currency"],
+                condition=models.Q(merchant__isnull=True),
+                name="fx_rate_unique_platform",
+            ),
+            models.CheckConstraint(condition=models.Q(rate__gt=0), name="fx_rate_positive"),
+            models.CheckConstraint(
+                condition=models.Q(margin_percent__gte=0) & models.Q(margin_percent__lt=100),
+                name="fx_margin_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_currency}->{self.target_currency} {self.rate}"
+
+
+class Quote(models.Model):
+    """Everything a payment needs, locked for QUOTE_TTL_SECONDS: amounts, fee, rate, routing."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    merchant = models.ForeignKey(
+        "merchants.Merchant", on_delete=models.PROTECT, related_name="quotes"
+    )
+    customer = models.ForeignKey(
+        "customers.Customer",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="quotes",
+    )
+    flow_type = models.CharField(max_length=16, choices=FlowType.choices)
+    status = models.CharField(
+        max_length=16, choices=QuoteStatus.choices, default=QuoteStatus.ACTIVE
+    )
+    expires_at = models.DateTimeField()
+    send_amount = models.DecimalField(**AMOUNT)
+    send_currency = models.CharField(max_length=3, choices=CURRENCY_CHOICES)
+    receive_amount = models.DecimalField(**AMOUNT)
+    receive_currency = models.CharField(max_length=3, choices=CURRENCY_CHOICES)
+    country_code = models.CharField(max_length=2, blank=True)
+    operator_code = models.CharField(max_length=64, blank=True)
+    rail_type = models.CharField(max_length=16, choices=RailType.choices, blank=True)
+    corridor_code = models.CharField(max_length=32, blank=True)
+    corridor_type = models.CharField(max_length=16, choices=CorridorType.choices, blank=True)
+    payer_operator_code = models.CharField(max_length=64, blank=True)
+    recipient_operator_code = models.CharField(max_length=64, blank=True)
+    total_fee = models.DecimalField(**AMOUNT)
+    fx_rate = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
+    wallet_impact = models.JSONField(default=dict)
+    pricing = models.JSONField(default=dict)
+    consumed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=QuoteStatus.values), name="quote_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(flow_type__in=FlowType.values), name="quote_flow_type_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(send_amount__gt=0)
+                & models.Q(receive_amount__gt=0)
+                & models.Q(total_fee__gte=0),
+                name="quote_amounts_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status=QuoteStatus.CONSUMED, consumed_at__isnull=False)
+                | (~models.Q(status=QuoteStatus.CONSUMED) & models.Q(consumed_at__isnull=True)),
+                name="quote_consumed_at_iff_consumed",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["merchant", "-created_at", "-id"], name="quote_merchant_page"),
+            models.Index(
+                fields=["merchant", "status", "-created_at", "-id"], name="quote_status_page"
+            ),
+            models.Index(
+                fields=["expires_at"],
+                condition=models.Q(status=QuoteStatus.ACTIVE),
+                name="quote_active_expiry",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.flow_type} quote {self.id}"
+
+    def effective_status(self, now: datetime) -> str:
+        """An active quote past expires_at is expired, whether or not the sweep has run."""
+        if self.status == QuoteStatus.ACTIVE and self.expires_at <= now:
+            return QuoteStatus.EXPIRED
+        return self.status
+
+    @property
+    def current_status(self) -> str:
+        return self.effective_status(timezone.now())

@@ -1,0 +1,275 @@
+"""Reads of the catalog, the merchant configuration and quotes.
+
+The payments and transfers apps validate routing through operator_enabled_for() and
+corridor_enabled_for(): a 400 whose reason and fields name what is wrong.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from django.db.models import Q
+
+from config import pagination
+from config.exceptions import DomainError, NotFound
+from merchants.models import Merchant, MerchantCorridor, MerchantOperator
+from quotes.models import (
+    Corridor,
+    FeeSchedule,
+    FlowType,
+    FxRate,
+    Operator,
+    OperatorStatus,
+    Quote,
+    QuoteStatus,
+)
+
+
+class QuoteNotFound(NotFound):
+    reason = "quote_not_found"
+    message = "The quote does not exist."
+
+
+class UnknownOperator(DomainError):
+    status = 400
+    reason = "unknown_operator"
+    message = "Unknown operator."
+
+
+class OperatorInactive(DomainError):
+    status = 400
+    reason = "operator_inactive"
+    message = "This operator is not available."
+
+
+class OperatorNotEnabled(DomainError):
+    status = 400
+    reason = "operator_not_enabled"
+    message = "This operator is not enabled for the merchant."
+
+
+class OperatorClosed(DomainError):
+    status = 400
+    reason = "operator_closed"
+    message = "This operator is closed for now."
+
+
+class UnknownCorridor(DomainError):
+    status = 400
+    reason = "unknown_corridor"
+    message = "Unknown corridor."
+
+
+class CorridorInactive(DomainError):
+    status = 400
+    reason = "corridor_inactive"
+    message = "This corridor is not available."
+
+
+class CorridorNotEnabled(DomainError):
+    status = 400
+    reason = "corridor_not_enabled"
+    message = "This transfer corridor is not enabled for the merchant."
+
+
+def quote_get(*, merchant: Merchant, quote_id: UUID) -> Quote:
+    """The merchant's quote; another merchant's quote is indistinguishable from none (404)."""
+    quote = Quote.objects.filter(merchant=merchant, pk=quote_id).first()
+    if quote is None:
+        raise QuoteNotFound()
+    return quote
+
+
+def operator_get(*, code: str, field: str = "operator_code") -> Operator:
+    """The catalog operator with this code, active or not; unknown is a 400 naming `field`."""
+    operator = Operator.objects.filter(code=code).first()
+    if operator is None:
+        message = f"Unknown operator {code!r}."
+        raise UnknownOperator(message, fields={field: [message]})
+    return operator
+
+
+def operator_enabled_for(
+    *, merchant: Merchant, code: str, field: str = "operator_code"
+) -> Operator:
+    """The operator if it exists, is active in the catalog and is enabled for the merchant."""
+    operator = operator_get(code=code, field=field)
+    if not operator.active:
+        message = f"Operator {code} is not available."
+        raise OperatorInactive(message, fields={field: [message]})
+    if not MerchantOperator.objects.filter(merchant=merchant, operator=operator).exists():
+        message = f"Operator {code} is not enabled for this merchant."
+        raise OperatorNotEnabled(message, fields={field: [message]})
+    return operator
+
+
+def operator_quotable_for(
+    *, merchant: Merchant, code: str, field: str = "operator_code"
+) -> Operator:
+    """operator_enabled_for(), and not `closed` by support (a `delayed` one still quotes)."""
+    operator = operator_enabled_for(merchant=merchant, code=code, field=field)
+    if operator.status == OperatorStatus.CLOSED:
+        message = f"Operator {code} is closed for now; try again later or use another one."
+        raise OperatorClosed(message, fields={field: [message]})
+    return operator
+
+
+def corridor_get(*, code: str, field: str = "corridor_code") -> Corridor:
+    corridor = Corridor.objects.filter(code=code).first()
+    if corridor is None:
+        message = f"Unknown corridor {code!r}."
+        raise UnknownCorridor(message, fields={field: [message]})
+    return corridor
+
+
+def corridor_enabled_for(
+    *, merchant: Merchant, code: str, field: str = "corridor_code"
+) -> Corridor:
+    """The corridor if it exists, is active in the catalog and is enabled for the merchant."""
+    corridor = corridor_get(code=code, field=field)
+    if not corridor.active:
+        message = f"Corridor {code} is not available."
+        raise CorridorInactive(message, fields={field: [message]})
+    if not MerchantCorridor.objects.filter(merchant=merchant, corridor=corridor).exists():
+        message = f"Corridor {code} is not enabled for this merchant."
+        raise CorridorNotEnabled(message, fields={field: [message]})
+    return corridor
+
+
+def fee_schedule_for(
+    *,
+    merchant: Merchant,
+    flow_type: str,
+    operator: Operator | None = None,
+    corridor: Corridor | None = None,
+) -> FeeSchedule | None:
+    """The most specific active schedule: the merchant's own before the platform default, and
+    one narrowed to this operator/corridor before a flow-wide one. None: no fee."""
+    rows = list(
+        FeeSchedule.objects.filter(flow_type=flow_type, active=True)
+        .filter(_merchant_q(merchant))
+        .order_by("-id")
+    )
+    return _most_specific(rows, operator=operator, corridor=corridor)
+
+
+def _most_specific(
+    rows: list[FeeSchedule], *, operator: Operator | None, corridor: Corridor | None
+) -> FeeSchedule | None:
+    """Of the active schedules of one merchant and flow (newest first), the one that applies."""
+
+    def rank(schedule: FeeSchedule) -> tuple[int, int]:
+        own = 1 if schedule.merchant_id is not None else 0
+        narrowed = 1 if (schedule.operator_id or schedule.corridor_id) else 0
+        return (own, narrowed)
+
+    matching = [
+        s
+        for s in rows
+        if (s.operator_id is None or (operator is not None and s.operator_id == operator.pk))
+        and (s.corridor_id is None or (corridor is not None and s.corridor_id == corridor.pk))
+    ]
+    if not matching:
+        return None
+    return max(matching, key=rank)
+
+
+def _merchant_q(merchant: Merchant) -> Q:
+    return Q(merchant__isnull=True) | Q(merchant=merchant)
+
+
+def fx_rate_for(*, merchant: Merchant, source_currency: str, target_currency: str) -> FxRate | None:
+    """The merchant's own rate row, else the platform's; None when no rate is configured."""
+    rows = FxRate.objects.filter(
+        _merchant_q(merchant), source_currency=source_currency, target_currency=target_currency
+    )
+    own = [r for r in rows if r.merchant_id is not None]
+    if own:
+        return own[0]
+    return next(iter(rows), None)
+
+
+def quote_list(
+    *,
+    merchant: Merchant,
+    page: pagination.PageRequest,
+    now: datetime,
+    status: str | None = None,
+    flow_type: str | None = None,
+    customer_id: UUID | None = None,
+    created_gte: datetime | None = None,
+    created_lt: datetime | None = None,
+) -> pagination.Page:
+    """The merchant's quotes, newest first, one page (GET /quotes). `status` is the status the
+    API shows: an active quote past expires_at counts as expired even before the sweep ran."""
+    queryset = Quote.objects.filter(merchant=merchant)
+    if status == QuoteStatus.ACTIVE:
+        queryset = queryset.filter(status=QuoteStatus.ACTIVE, expires_at__gt=now)
+    elif status == QuoteStatus.EXPIRED:
+        queryset = queryset.filter(
+            Q(status=QuoteStatus.EXPIRED) | Q(status=QuoteStatus.ACTIVE, expires_at__lte=now)
+        )
+    elif status is not None:
+        queryset = queryset.filter(status=status)
+    if flow_type is not None:
+        queryset = queryset.filter(flow_type=flow_type)
+    if customer_id is not None:
+        queryset = queryset.filter(customer_id=customer_id)
+    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
+    return pagination.paginate(queryset, page=page)
+
+
+@dataclass(frozen=True)
+class AvailableOperator:
+    operator: Operator
+    fees: dict[str, FeeSchedule | None]  # flow_type (payin, payout) -> the schedule that applies
+
+
+@dataclass(frozen=True)
+class AvailableCorridor:
+    corridor: Corridor
+    fees: FeeSchedule | None  # the transfer schedule that applies
+
+
+def _schedules_by_flow(*, merchant: Merchant) -> dict[str, list[FeeSchedule]]:
+    rows = FeeSchedule.objects.filter(_merchant_q(merchant), active=True).order_by("-id")
+    by_flow: dict[str, list[FeeSchedule]] = {flow: [] for flow in FlowType.values}
+    for row in rows:
+        by_flow.setdefault(row.flow_type, []).append(row)
+    return by_flow
+
+
+def operators_available_for(*, merchant: Merchant) -> list[AvailableOperator]:
+    """What the merchant can route payins and payouts through right now (GET /operators):
+    operators active in the catalog and enabled for the merchant, with their status and the
+    fee schedule that applies per flow. Three queries whatever the catalog size."""
+    operators = list(
+        Operator.objects.filter(active=True, merchant_links__merchant=merchant).order_by("code")
+    )
+    schedules = _schedules_by_flow(merchant=merchant)
+    return [
+        AvailableOperator(
+            operator=operator,
+            fees={
+                flow: _most_specific(schedules[flow], operator=operator, corridor=None)
+                for flow in (FlowType.PAYIN, FlowType.PAYOUT)
+            },
+        )
+        for operator in operators
+    ]
+
+
+def corridors_available_for(*, merchant: Merchant) -> list[AvailableCorridor]:
+    """The transfer corridors the merchant can quote right now (GET /corridors): active in the
+    catalog and enabled for the merchant, with their requirements and transfer fees."""
+    corridors = list(
+        Corridor.objects.filter(active=True, merchant_links__merchant=merchant).order_by("code")
+    )
+    schedules = _schedules_by_flow(merchant=merchant)[FlowType.TRANSFER]
+    return [
+        AvailableCorridor(
+            corridor=corridor,
+            fees=_most_specific(schedules, operator=None, corridor=corridor),
+        )
+        for corridor in corridors
+    ]

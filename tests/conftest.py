@@ -1,0 +1,60 @@
+import pytest
+
+from tests.catalog import enable_everything, load_catalog
+from tests.factories import MerchantFactory
+from tests.support import MerchantClient
+
+
+@pytest.fixture(autouse=True)
+def _eager_celery(settings):
+    """Unit tests run task code in-process; the worker tests start a real worker instead."""
+    from config.celery import app
+
+    app.conf.task_always_eager = True
+    app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def merchant(db):
+    return MerchantFactory()
+
+
+@pytest.fixture
+def other_merchant(db):
+    return MerchantFactory()
+
+
+@pytest.fixture
+def api(merchant) -> MerchantClient:
+    return MerchantClient(merchant)
+
+
+@pytest.fixture
+def other_api(other_merchant) -> MerchantClient:
+    return MerchantClient(other_merchant)
+
+
+@pytest.fixture
+def make_api(db):
+    return MerchantClient
+
+
+@pytest.fixture
+def catalog(db) -> None:
+    """The seeded operator/corridor catalog, platform fee schedules and FX rates."""
+    load_catalog()
+
+
+@pytest.fixture
+def enabled_merchant(catalog):
+    """A merchant with every catalog operator and corridor enabled."""
+    merchant = MerchantFactory()
+    enable_everything(merchant)
+    return merchant
+
+
+@pytest.fixture
+def enabled_api(enabled_merchant) -> MerchantClient:
+    return MerchantClient(enabled_merchant)

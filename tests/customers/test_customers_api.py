@@ -1,0 +1,112 @@
+import uuid
+
+import pytest
+
+from customers.models import Customer
+
+pytestmark = pytest.mark.django_db
+
+FULL = {
+    "external_ref": "cust-001",
+    "customer_type": "retail",
+    "first_name": "Awa",
+    "last_name": "Diallo",
+    "business_name": "Awa Shop",
+    "id_number": "SN123456",
+    "id_type": "national_id",
+    "email": "awa@example.com",
+    "phone": "+221770000001",
+    "country_code": "SN",
+    "nationality_code": "SN",
+    "date_of_birth": "1990-05-17",
+    "address_line1": "12 Rue Carnot",
+    "city": "Dakar",
+    "occupation": "Trader",
+    "source_of_funds": "salary",
+}
+
+
+def test_create_customer_returns_every_field(api):
+    response = api.post("/customers", FULL, idempotency_key="c1")
+
+    assert response.status_code == 201
+    body = response.json()
+    for field, value in FULL.items():
+        assert body[field] == value
+    uuid.UUID(body["id"])
+    assert body["merchant_id"] == str(api.merchant.id)
+    assert body["kyc_status"] == "not_started"
+    assert body["status"] == "active"
+    assert body["created_at"] and body["updated_at"]
+
+
+def test_customer_type_defaults_to_individual_and_absent_fields_are_null(api):
+    body = api.post("/customers", {"first_name": "Awa", "last_name": "Diallo"}).json()
+    assert body["customer_type"] == "individual"
+    assert body["email"] is None
+    assert body["date_of_birth"] is None
+
+
+def test_get_customer_returns_it(api):
+    created = api.post("/customers", FULL).json()
+    response = api.get(f"/customers/{created['id']}")
+    assert response.status_code == 200
+    assert {k: v for k, v in response.json().items() if k != "_meta"} == {
+        k: v for k, v in created.items() if k != "_meta"
+    }
+
+
+def test_another_merchants_customer_is_404_like_a_random_id(api, other_api):
+    created = api.post("/customers", FULL).json()
+    foreign = other_api.get(f"/customers/{created['id']}")
+    random = other_api.get(f"/customers/{uuid.uuid4()}")
+    assert foreign.status_code == random.status_code == 404
+    assert foreign.json() == random.json()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("email", "not-an-email"),
+        ("country_code", "SEN"),
+        ("country_code", "XX"),
+        ("country_code", "sn"),
+        ("nationality_code", "S"),
+        ("date_of_birth", "17/05/1990"),
+        ("date_of_birth", "2999-01-01"),
+        ("customer_type", "alien"),
+        ("id_type", "library_card"),
+        ("phone", "call me"),
+        ("first_name", "x" * 101),
+        ("external_ref", "r" * 129),
+        ("first_name", ""),
+        ("first_name", None),
+        ("first_name", 42.5),
+    ],
+)
+def test_invalid_field_is_400_naming_it_and_creates_nothing(api, field, value):
+    response = api.post("/customers", {"first_name": "Awa", field: value})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "bad_request"
+    assert field in error["fields"]
+    assert Customer.objects.count() == 0
+
+
+def test_body_that_is_not_an_object_is_400(api):
+    response = api.post("/customers", ["not", "an", "object"])
+    assert response.status_code == 400
+    assert Customer.objects.count() == 0
+
+
+def test_duplicate_external_ref_is_409(api):
+    api.post("/customers", {"external_ref": "dup"})
+    response = api.post("/customers", {"external_ref": "dup", "first_name": "Other"})
+    assert response.status_code == 409
+    assert response.json()["error"]["reason"] == "duplicate_external_ref"
+    assert Customer.objects.count() == 1
+
+
+def test_another_merchant_may_reuse_an_external_ref(api, other_api):
+    assert api.post("/customers", {"external_ref": "shared"}).status_code == 201
+    assert other_api.post("/customers", {"external_ref": "shared"}).status_code == 201

@@ -1,0 +1,121 @@
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from merchants import services
+from merchants.models import ApiKey, AuditLogEntry
+
+pytestmark = pytest.mark.django_db
+
+KEY_ADD = "/admin/merchants/apikey/add/"
+
+
+def _api_status(key: str, secret: str) -> int:
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=key, HTTP_X_API_SECRET=secret)
+    return client.get("/customers/00000000-0000-0000-0000-000000000000").status_code
+
+
+def _secret_on(page: str) -> str | None:
+    match = re.search(r'id="api-secret">(cs_[^<]+)<', page)
+    return match.group(1) if match else None
+
+
+def test_owner_creates_a_key_and_sees_the_secret_exactly_once(merchant, staff_client):
+    browser = staff_client(merchant=merchant, role="owner")
+
+    response = browser.post(KEY_ADD, {"label": "backend", "expires_at": ""}, follow=True)
+
+    page = response.content.decode()
+    secret = _secret_on(page)
+    assert secret is not None
+    assert "shown this once" in page
+    api_key = ApiKey.objects.get(merchant=merchant, label="backend")
+    assert _api_status(api_key.key, secret) == 404  # authenticated: the random id is not found
+    reload = browser.get(response.redirect_chain[-1][0]).content.decode()
+    assert _secret_on(reload) is None
+    assert secret not in reload
+    assert AuditLogEntry.objects.filter(merchant=merchant, action="api_key.created").count() == 1
+
+
+def test_viewer_cannot_create_keys(merchant, staff_client):
+    browser = staff_client(merchant=merchant, role="viewer")
+    assert browser.post(KEY_ADD, {"label": "x"}).status_code == 403
+    assert not ApiKey.objects.filter(merchant=merchant).exists()
+
+
+def test_rotation_keeps_the_old_key_working_for_the_grace_period_then_expires(
+    merchant, staff_client
+):
+    old = services.api_key_create(merchant=merchant, label="prod")
+    browser = staff_client(merchant=merchant, role="developer")
+
+    response = browser.post(
+        f"/admin/merchants/apikey/{old.api_key.pk}/rotate/", {"grace_hours": 24}, follow=True
+    )
+
+    new_secret = _secret_on(response.content.decode())
+    new_key = ApiKey.objects.filter(merchant=merchant).exclude(pk=old.api_key.pk).get()
+    assert _api_status(new_key.key, new_secret) == 404
+    assert _api_status(old.api_key.key, old.secret) == 404  # still inside the grace period
+    old_row = ApiKey.objects.get(pk=old.api_key.pk)
+    assert old_row.expires_at - timezone.now() > timedelta(hours=23)
+
+    ApiKey.objects.filter(pk=old.api_key.pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert _api_status(old.api_key.key, old.secret) == 401
+    assert AuditLogEntry.objects.filter(merchant=merchant, action="api_key.rotated").count() == 1
+
+
+def test_rotation_with_zero_grace_stops_the_old_key_at_once(merchant, staff_client):
+    old = services.api_key_create(merchant=merchant)
+    browser = staff_client(merchant=merchant, role="owner")
+    browser.post(f"/admin/merchants/apikey/{old.api_key.pk}/rotate/", {"grace_hours": 0})
+    assert _api_status(old.api_key.key, old.secret) == 401
+
+
+def test_revoke_from_the_dashboard_stops_the_key_at_once(merchant, staff_client):
+    issued = services.api_key_create(merchant=merchant)
+    browser = staff_client(merchant=merchant, role="owner")
+
+    browser.post(f"/admin/merchants/apikey/{issued.api_key.pk}/revoke/")
+
+    assert _api_status(issued.api_key.key, issued.secret) == 401
+    entry = AuditLogEntry.objects.get(merchant=merchant, action="api_key.revoked")
+    assert entry.actor_label == f"user-owner-{merchant.pk}"
+
+
+def test_staff_of_another_merchant_gets_404_on_a_keys_pages(merchant, other_merchant, staff_client):
+    issued = services.api_key_create(merchant=merchant)
+    intruder = staff_client(merchant=other_merchant, role="owner")
+    for suffix in ("change/", "rotate/", "revoke/", "secret/"):
+        assert (
+            intruder.get(f"/admin/merchants/apikey/{issued.api_key.pk}/{suffix}").status_code == 404
+        )
+    assert intruder.post(f"/admin/merchants/apikey/{issued.api_key.pk}/revoke/").status_code == 404
+    assert _api_status(issued.api_key.key, issued.secret) == 404
+    listing = intruder.get("/admin/merchants/apikey/").content.decode()
+    assert issued.api_key.key not in listing
+
+
+def test_key_pages_never_show_a_secret_hash(merchant, staff_client):
+    issued = services.api_key_create(merchant=merchant)
+    for browser in (staff_client(merchant=merchant, role="owner"), staff_client(support=True)):
+        page = browser.get(f"/admin/merchants/apikey/{issued.api_key.pk}/change/").content.decode()
+        assert issued.api_key.secret_hash not in page
+        assert issued.secret not in page
+
+
+def test_audit_log_is_readable_by_the_merchant_only(merchant, other_merchant, staff_client):
+    issued = services.api_key_create(merchant=merchant)
+    owner = staff_client(merchant=merchant, role="owner")
+    owner.post(f"/admin/merchants/apikey/{issued.api_key.pk}/revoke/")
+    assert issued.api_key.key in owner.get("/admin/merchants/auditlogentry/").content.decode()
+    intruder = staff_client(merchant=other_merchant, role="owner")
+    assert (
+        issued.api_key.key not in intruder.get("/admin/merchants/auditlogentry/").content.decode()
+    )

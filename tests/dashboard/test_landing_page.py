@@ -1,0 +1,42 @@
+from decimal import Decimal
+
+import pytest
+
+from payments import services as payment_services
+
+pytestmark = pytest.mark.django_db
+
+
+def test_merchant_staff_land_on_their_balances_and_todays_payments(
+    merchant, other_merchant, staff_client
+):
+    from django.utils import timezone
+
+    payment_services.wallet_credit(
+        merchant=merchant,
+        currency="XOF",
+        amount=Decimal("125000"),
+        reason="float",
+        at=timezone.now(),
+    )
+    payment_services.wallet_credit(
+        merchant=other_merchant,
+        currency="XAF",
+        amount=Decimal("999"),
+        reason="float",
+        at=timezone.now(),
+    )
+    browser = staff_client(merchant=merchant, role="viewer")
+
+    page = browser.get("/admin/").content.decode()
+
+    assert 'id="merchant-summary"' in page
+    assert "XOF" in page
+    assert "125,000" in page or "125000" in page
+    assert "XAF" not in page.split('id="merchant-summary"')[1].split("</table>")[0]
+    assert 'id="failing-deliveries"' in page
+
+
+def test_support_staff_see_no_merchant_summary(staff_client):
+    page = staff_client(support=True).get("/admin/").content.decode()
+    assert 'id="merchant-summary"' not in page

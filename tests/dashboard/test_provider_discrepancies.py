@@ -1,0 +1,46 @@
+import uuid
+
+import pytest
+from django.utils import timezone
+
+from merchants.models import AuditLogEntry
+from payments import services
+from payments.models import ProviderDiscrepancy
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "/admin/payments/providerdiscrepancy/"
+
+
+@pytest.fixture
+def discrepancy(merchant):
+    return services.provider_discrepancy_record(
+        merchant=merchant,
+        resource_type="payout",
+        resource_id=uuid.uuid4(),
+        reference="ref-1",
+        provider_reference="SIM-late",
+        outcome="completed",
+        reason="",
+        our_status="failed",
+        at=timezone.now(),
+    )
+
+
+def test_support_sees_and_resolves_a_discrepancy_with_an_audit_entry(discrepancy, staff_client):
+    support = staff_client(support=True)
+    assert str(discrepancy.resource_id) in support.get(CHANGELIST).content.decode()
+
+    support.post(CHANGELIST, {"action": "mark_resolved", "_selected_action": [discrepancy.pk]})
+
+    discrepancy.refresh_from_db()
+    assert discrepancy.resolved_at is not None
+    assert discrepancy.resolved_by == "user-support-x"
+    assert AuditLogEntry.objects.filter(target=str(discrepancy.resource_id)).count() == 1
+
+
+def test_merchant_staff_do_not_see_the_reconciliation_queue(discrepancy, merchant, staff_client):
+    owner = staff_client(merchant=merchant, role="owner")
+    assert owner.get(CHANGELIST).status_code == 403
+    owner.post(CHANGELIST, {"action": "mark_resolved", "_selected_action": [discrepancy.pk]})
+    assert ProviderDiscrepancy.objects.get(pk=discrepancy.pk).resolved_at is None

@@ -1,0 +1,193 @@
+"""Fault-injection helpers: a webhook receiver that can hang until released, a private Redis
+server that can be stopped and started, and PostgreSQL backend inspection."""
+
+import http.server
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import psycopg
+import pytest
+from django.utils import timezone
+
+from tests.worker import _database_url, wait_until
+from webhooks import services as webhook_services
+
+
+@dataclass
+class HangingReceiver:
+    """Answers 200, except that while `hold` is set each request blocks until `release()`."""
+
+    url: str = ""
+    requests: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    hold: bool = False
+    arrived: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def release(self) -> None:
+        self.hold = False
+        self.released.set()
+
+    def webhook_ids(self) -> list[str]:
+        with self.lock:
+            return [headers["X-Cowry-Webhook-Id"] for headers, _ in self.requests]
+
+
+@pytest.fixture
+def hanging_receiver() -> Iterator[HangingReceiver]:
+    state = HangingReceiver()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with state.lock:
+                state.requests.append((dict(self.headers.items()), body))
+            if state.hold:
+                state.arrived.set()
+                state.released.wait(timeout=120)
+            try:
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+            except OSError:
+                pass  # the sender is gone (killed, or timed out)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    yield state
+    state.release()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def webhook_endpoint(hanging_receiver, settings):
+    """Returns a function that points a merchant's webhooks at the hanging receiver."""
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+    settings.WEBHOOK_ALLOW_HTTP = True
+
+    def configure(merchant):
+        endpoint, _secret = webhook_services.endpoint_set(
+            merchant=merchant, url=hanging_receiver.url, now=timezone.now()
+        )
+        return endpoint
+
+    return configure
+
+
+WORKER_ENV = {
+    "ALLOW_PRIVATE_NETWORK_URLS": "true",
+    "WEBHOOK_ALLOW_HTTP": "true",
+    # A task whose worker was SIGKILLed is handed out again after this, not after an hour.
+    "CELERY_VISIBILITY_TIMEOUT_SECONDS": "3",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def admin_connection() -> psycopg.Connection:
+    """A separate connection to the test database, outside Django (autocommit)."""
+    return psycopg.connect(_database_url(), autocommit=True)
+
+
+def backends_waiting_on_a_lock(conn: psycopg.Connection, *, pattern: str) -> list[int]:
+    rows = conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND query ILIKE %s",
+        [pattern],
+    ).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def other_backends(conn: psycopg.Connection, *, exclude: set[int]) -> list[int]:
+    rows = conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+    ).fetchall()
+    return [pid for (pid,) in rows if pid not in exclude]
+
+
+def backend_gone(conn: psycopg.Connection, pid: int) -> bool:
+    row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
+    return row[0] == 0
+
+
+REDIS_FLAGS = ("--save", "", "--appendonly", "no")
+
+
+class RedisServer:
+    """A private redis-server (never the shared one on 6379) that the test stops and starts."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("redis-server is not installed")
+        self.process = subprocess.Popen(
+            [*(binary, "--port", str(self.port), "--bind", "127.0.0.1"), *REDIS_FLAGS],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        assert wait_until(self.answers, timeout=20), "redis-server did not start"
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+
+@pytest.fixture
+def private_redis() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+def _use_broker(url: str) -> None:
+    from config.celery import app
+
+    app.conf.broker_url = url
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def isolated_broker(private_redis, settings, monkeypatch) -> Iterator[RedisServer]:
+    """This process and the workers it starts talk to the private Redis."""
+    previous = settings.CELERY_BROKER_URL
+    settings.CELERY_BROKER_URL = private_redis.url
+    monkeypatch.setenv("CELERY_BROKER_URL", private_redis.url)  # celery reads it first
+    _use_broker(private_redis.url)
+    yield private_redis
+    _use_broker(previous)

@@ -1,0 +1,86 @@
+"""Redis (the broker) stopped while payins are created: the API still answers 201, and once
+Redis is back the beat sweeps resubmit what could not be enqueued and every event is delivered.
+
+The broker is a private redis-server started for this test, never the shared one."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from payments import ledger, provider, services, tasks
+from payments.models import Payin
+from tests.faults.conftest import WORKER_ENV
+from tests.payments.conftest import SILENT_PHONE, create_customer, create_quote, payin_body
+from tests.support import MerchantClient
+from tests.worker import celery_worker, wait_until
+from webhooks import services as webhook_services
+from webhooks.models import Event
+
+pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def test_payins_created_while_redis_is_down_are_processed_and_delivered_after_it_returns(
+    enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver
+):
+    api = MerchantClient(enabled_merchant)
+    webhook_endpoint(enabled_merchant)
+    customer = create_customer(api)
+    with celery_worker(extra_env=WORKER_ENV) as worker:
+        # Before the outage: a payin the provider has accepted but not yet answered.
+        quote = create_quote(api, "payin")
+        waiting = api.post("/payins", payin_body(quote, customer, phone=SILENT_PHONE)).json()
+        assert wait_until(
+            lambda: Payin.objects.get(pk=waiting["id"]).provider_reference != "", timeout=60
+        )
+        quotes = [create_quote(api, "payin") for _ in range(3)]
+
+        isolated_broker.stop()
+
+        created = []
+        for quote in quotes:
+            response = api.post("/payins", payin_body(quote, customer))
+            assert response.status_code == 201, response.json()
+            created.append(response.json()["id"])
+        # The provider's answer for the waiting payin arrives during the outage (a callback
+        # into the web process): applied and its event recorded, the hand-off to Redis fails.
+        held = Payin.objects.get(pk=waiting["id"])
+        provider.deliver_answer(
+            callback=services.PAYIN_CALLBACK,
+            reference=str(held.pk),
+            provider_reference=held.provider_reference,
+            outcome=provider.COMPLETED,
+        )
+        assert Payin.objects.get(pk=held.pk).status == "completed"
+        assert set(Payin.objects.filter(pk__in=created).values_list("status", flat=True)) == {
+            "created"
+        }
+
+        isolated_broker.start()
+
+        # The beat sweeps, run when they are next due: resubmit the lost submissions (the
+        # body of payments.tasks.fail_timed_out_payments at that time) and re-dispatch the
+        # deliveries whose hand-off was lost.
+        later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
+        stale_payins, _ = services.payments_stale_submissions(now=later)
+        assert sorted(map(str, stale_payins)) == sorted(created)
+        for payin_id in stale_payins:
+            tasks.submit_payin.delay(payin_id=str(payin_id))
+        lease = timedelta(seconds=webhook_services.lease_seconds() + 1)
+        assert webhook_services.deliveries_dispatch_due(now=timezone.now() + lease) == 1
+
+        everything = [*created, waiting["id"]]
+
+        def all_delivered() -> bool:
+            assert worker.poll() is None, "the worker died"
+            statuses = set(Payin.objects.filter(pk__in=everything).values_list("status", flat=True))
+            events = set(Event.objects.filter(data_id__in=everything).values_list("id", flat=True))
+            delivered = set(hanging_receiver.webhook_ids())
+            return statuses == {"completed"} and {str(e) for e in events} <= delivered
+
+        assert wait_until(all_delivered, timeout=120)
+
+    for payin_id in everything:
+        (event,) = Event.objects.filter(data_id=payin_id)
+        assert event.event_type == "payin.completed"
+    assert ledger.ledger_breaches() == []

@@ -1,0 +1,143 @@
+"""SIGKILL of the Celery worker in the middle of applying a provider answer and in the middle
+of a webhook delivery: after a restart the outcome is applied exactly once.
+
+The "middle" is made deterministic, never by racing a sleep: the test holds the wallet's row
+lock, so the worker applying the answer stops inside its transaction (status and history
+written, ledger not yet) and the test sees it waiting in pg_stat_activity; the receiver holds
+the webhook request open until the test has killed the worker.
+"""
+
+import os
+import signal
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from payments import ledger, selectors
+from payments.models import Journal, Payin, Wallet
+from tests.faults.conftest import (
+    WORKER_ENV,
+    admin_connection,
+    backend_gone,
+    backends_waiting_on_a_lock,
+)
+from tests.payments.conftest import create_customer, create_quote, fund, payin_body
+from tests.support import MerchantClient
+from tests.worker import celery_worker, wait_until
+from webhooks import services as webhook_services
+from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Event
+
+pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def _kill(worker) -> None:
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=30)
+
+
+def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_restart(
+    enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver
+):
+    api = MerchantClient(enabled_merchant)
+    webhook_endpoint(enabled_merchant)
+    fund(enabled_merchant, "1000")  # the XOF wallet exists, so the test can hold its lock
+    wallet = Wallet.objects.get(merchant=enabled_merchant, currency="XOF")
+    customer = create_customer(api)
+    quote = create_quote(api, "payin")
+
+    # Two connections: pg_stat_activity is a snapshot within a transaction, so the one that
+    # watches must not be the one that holds the lock.
+    locker, monitor = admin_connection(), admin_connection()
+    try:
+        with locker.transaction():
+            locker.execute("SELECT id FROM payments_wallet WHERE id = %s FOR UPDATE", [wallet.pk])
+            with celery_worker(extra_env=WORKER_ENV) as worker:
+                response = api.post("/payins", payin_body(quote, customer))
+                assert response.status_code == 201
+                payin_id = response.json()["id"]
+                # The worker has written `completed` and its history inside its transaction and
+                # now waits for the wallet lock, before posting the journal.
+                assert wait_until(
+                    lambda: backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%"),
+                    timeout=60,
+                )
+                (stuck,) = backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%")
+                _kill(worker)
+        # Lock released: the killed worker's transaction can only roll back.
+        assert wait_until(lambda: backend_gone(monitor, stuck), timeout=30)
+    finally:
+        locker.close()
+        monitor.close()
+
+    payin = Payin.objects.get(pk=payin_id)
+    assert payin.status == "pending"
+    assert not Journal.objects.filter(resource_id=payin.pk).exists()
+    assert not Event.objects.filter(data_id=payin.pk).exists()
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal("1000")
+
+    # A new worker gets the unacknowledged answer again (visibility timeout) and applies it.
+    with celery_worker(extra_env=WORKER_ENV) as worker:
+        assert wait_until(
+            lambda: worker.poll() is None and Payin.objects.get(pk=payin_id).status == "completed",
+            timeout=90,
+        )
+        event = Event.objects.get(data_id=payin_id)
+        assert wait_until(lambda: str(event.id) in hanging_receiver.webhook_ids(), timeout=60)
+
+    assert event.event_type == "payin.completed"
+    assert Event.objects.filter(data_id=payin_id).count() == 1
+    assert Journal.objects.filter(resource_id=payin_id).count() == 1
+    # 1000 float + 9850 credited (10000 less the 1.5% fee), once.
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(
+        "10850"
+    )
+    assert ledger.ledger_breaches() == []
+    assert set(hanging_receiver.webhook_ids()) == {str(event.id)}
+
+
+def test_worker_killed_during_a_webhook_delivery_delivers_it_again_with_the_same_id(
+    merchant, isolated_broker, webhook_endpoint, hanging_receiver
+):
+    endpoint = webhook_endpoint(merchant)
+    hanging_receiver.hold = True
+    with celery_worker(extra_env=WORKER_ENV) as worker:
+        event = webhook_services.event_record(
+            merchant=merchant,
+            event_type="payin.completed",
+            data_type="payin",
+            data_id=merchant.pk,
+            data_object={"id": str(merchant.pk), "status": "completed"},
+            at=timezone.now(),
+        )
+        # The request has reached the receiver, which holds it open: kill the sender now.
+        assert hanging_receiver.arrived.wait(timeout=60), "the worker never sent the webhook"
+        _kill(worker)
+    hanging_receiver.release()
+
+    delivery = Delivery.objects.get(event=event)
+    assert delivery.status == DeliveryStatus.DELIVERING  # claimed; no result was recorded
+    assert delivery.attempts == 1
+
+    with celery_worker(extra_env=WORKER_ENV) as worker:
+        # The lease runs out (a due time in the database, not a countdown); the beat sweep
+        # hands the delivery to the new worker.
+        now = timezone.now()
+        Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=now)
+        assert webhook_services.deliveries_dispatch_due(now=now) == 1
+        assert wait_until(
+            lambda: (
+                worker.poll() is None
+                and Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED
+            ),
+            timeout=60,
+        )
+
+    ids = hanging_receiver.webhook_ids()
+    assert len(ids) >= 2
+    assert set(ids) == {str(event.id)}
+    assert Event.objects.filter(merchant=merchant).count() == 1
+    first, second = DeliveryAttempt.objects.filter(delivery=delivery).order_by("number")
+    assert "worker was lost" in first.error
+    assert second.response_status == 200
+    assert endpoint.deliveries.get().attempts == 2

@@ -1,0 +1,132 @@
+"""Schema fuzzing: schemathesis drives the live WSGI app from its own /schema.
+
+Every operation gets positive and negative examples (examples, coverage and fuzzing phases),
+then the stateful phase chains operations through the links schemathesis infers from the
+schema (a created customer's id into the quote, payin and payout bodies, and so on). Each
+request carries the credentials of a merchant with every operator and corridor enabled, a
+funded wallet, and a fresh Idempotency-Key.
+
+Run alone with `pytest -m fuzz`. Bounded by max_examples, not by time.
+"""
+
+import uuid
+from decimal import Decimal
+
+import pytest
+import schemathesis
+from django.core import signals
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from django.utils import timezone
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from payments import services as payment_services
+from tests.catalog import enable_everything
+from tests.factories import MerchantFactory
+from tests.support import MerchantClient
+
+pytestmark = [pytest.mark.fuzz, pytest.mark.django_db]
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+]
+# Invalid input is a 400; a malformed path id is a 404 (DESIGN §7). Nothing else will do.
+NEGATIVE_EXPECTED = ["400", "404"]
+MAX_EXAMPLES = 12
+STATEFUL_EXAMPLES = 20
+
+
+@pytest.fixture
+def fuzz_credentials(db) -> dict[str, str]:
+    merchant = MerchantFactory()
+    enable_everything(merchant)
+    for currency in ("XOF", "XAF"):
+        payment_services.wallet_credit(
+            merchant=merchant,
+            currency=currency,
+            amount=Decimal("100000000"),
+            reason="fuzzing float",
+            at=timezone.now(),
+        )
+    client = MerchantClient(merchant)
+    return {"X-Api-Key": client.api_key, "X-Api-Secret": client.api_secret}
+
+
+@pytest.fixture(autouse=True)
+def _keep_test_connection():
+    """The WSGI app runs in this thread inside the test's transaction: like Django's test
+    client, do not let the request signals close the shared connection."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+def _load_schema():
+    """Loaded at collection: /schema needs no credentials and no database. (schemathesis's
+    lazy `from_fixture` loader does not work with pytest 9: it writes `node._nodeid`.)"""
+    loaded = schemathesis.openapi.from_wsgi("/schema?format=json", get_wsgi_application())
+    loaded.config.generation.update(
+        modes=[schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE],
+        max_examples=MAX_EXAMPLES,
+        # Valid credentials on every request (ours, below): fuzz the operation, not the login.
+        with_security_parameters=False,
+    )
+    loaded.config.checks.negative_data_rejection.expected_statuses = NEGATIVE_EXPECTED
+    return loaded
+
+
+schema = _load_schema()
+
+
+def _headers(credentials: dict[str, str]) -> dict[str, str]:
+    return {**credentials, "Idempotency-Key": str(uuid.uuid4())}
+
+
+@schema.parametrize()
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_every_operation_conforms_to_the_schema(case, fuzz_credentials):
+    case.call_and_validate(headers=_headers(fuzz_credentials), checks=CHECKS)
+
+
+def test_stateful_sequences_conform_to_the_schema(fuzz_credentials):
+    """Sequences of calls joined by the links schemathesis infers from the schema (the id a
+    POST returns feeds the GETs and the later POSTs that take it)."""
+    machine = schema.as_state_machine()
+    assert machine.bundles, "no links between operations: the stateful phase would be empty"
+
+    class CowryStateMachine(machine):
+        def get_call_kwargs(self, case):
+            return {"headers": _headers(fuzz_credentials)}
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            case.validate_response(response, checks=CHECKS, headers=kwargs.get("headers"))
+
+    CowryStateMachine.run(
+        settings=settings(
+            max_examples=STATEFUL_EXAMPLES,
+            stateful_step_count=6,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+    )

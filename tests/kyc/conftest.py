@@ -1,0 +1,118 @@
+import contextlib
+import http.server
+import struct
+import threading
+import zlib
+from dataclasses import dataclass, field
+
+import pytest
+
+from kyc.fetching import MAX_FILE_BYTES
+from tests.factories import CustomerFactory
+
+
+def _png_1x1() -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+PNG = _png_1x1()
+PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+
+
+@dataclass
+class FileServer:
+    """A real HTTP file server on 127.0.0.1 (reachable as 127.0.0.1 and as localhost)."""
+
+    port: int
+    requests: list[str] = field(default_factory=list)
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+
+@pytest.fixture
+def file_server():
+    server_state: dict = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            state: FileServer = server_state["state"]
+            state.requests.append(self.path)
+            path = self.path
+            if path == "/id.png":
+                self._send(200, "image/png", PNG)
+            elif path == "/id.pdf":
+                self._send(200, "application/pdf; charset=binary", PDF)
+            elif path == "/big.png":
+                self._send(200, "image/png", PNG + b"\x00" * MAX_FILE_BYTES)
+            elif path == "/big-unannounced.png":
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.end_headers()
+                self.wfile.write(PNG)
+                block = b"\x00" * 65536
+                try:
+                    for _ in range(MAX_FILE_BYTES // len(block) + 2):
+                        self.wfile.write(block)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+            elif path == "/page.html":
+                self._send(200, "text/html", b"<html>not an image</html>")
+            elif path == "/fake.png":
+                self._send(200, "image/png", b"<html>pretending</html>")
+            elif path == "/elsewhere":
+                self._redirect(state.url("/id.png", host="localhost"))
+            elif path == "/same-host":
+                self._redirect("/id.png")
+            else:
+                self._send(404, "text/plain", b"not found")
+
+        def _send(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self.wfile.write(body)
+
+        def _redirect(self, location: str) -> None:
+            self.send_response(302)
+            self.send_header("Location", location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    state = FileServer(port=server.server_address[1])
+    server_state["state"] = state
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _media_in_tmp(settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
+@pytest.fixture
+def private_urls_allowed(settings):
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+
+
+@pytest.fixture
+def customer(merchant):
+    return CustomerFactory(merchant=merchant)

@@ -1,0 +1,228 @@
+"""Submissions whose files are served by a real local HTTP server; Celery runs eagerly and
+the on-commit work runs when the request's transaction commits."""
+
+from datetime import date, timedelta
+
+import pytest
+from django.core.files.storage import default_storage
+
+from kyc.models import KycDocument, KycStatusChange
+from tests.kyc.conftest import PDF, PNG
+
+pytestmark = pytest.mark.django_db
+
+
+def document(front_url, **overrides):
+    doc = {
+        "document_type": "national_id",
+        "document_number": "SN-99",
+        "issue_country_code": "SN",
+        "issue_date": "2021-03-01",
+        "expiry_date": "2031-02-28",
+        "front_file_url": front_url,
+    }
+    doc.update(overrides)
+    return {key: value for key, value in doc.items() if value is not None}
+
+
+@pytest.fixture
+def submit_and_settle(api, django_capture_on_commit_callbacks):
+    def run(customer, documents):
+        with django_capture_on_commit_callbacks(execute=True):
+            response = api.post(
+                f"/customers/{customer.id}/kyc", {"documents": documents}, idempotency_key=None
+            )
+        assert response.status_code == 201, response.content
+        assert response.json()["kyc_status"] == "pending"
+        assert {d["status"] for d in response.json()["documents"]} == {"uploaded"}
+        state = api.get(f"/customers/{customer.id}/kyc")
+        assert state.status_code == 200
+        return state.json()
+
+    return run
+
+
+def test_good_image_is_fetched_stored_and_approved(
+    private_urls_allowed, file_server, customer, submit_and_settle
+):
+    state = submit_and_settle(customer, [document(file_server.url("/id.png"))])
+
+    assert state["kyc_status"] == "approved"
+    [doc] = state["documents"]
+    assert doc["status"] == "fetched"
+    assert doc["failure_reason"] is None
+    assert doc["review_status"] == "approved"
+    assert doc["rejection_reason"] is None
+    stored = KycDocument.objects.get(pk=doc["id"])
+    assert stored.front_file.name.endswith("front.png")
+    with default_storage.open(stored.front_file.name) as handle:
+        assert handle.read() == PNG
+    customer.refresh_from_db()
+    assert customer.kyc_status == "approved"
+    moves = list(
+        KycStatusChange.objects.filter(customer=customer)
+        .order_by("id")
+        .values_list("from_status", "to_status")
+    )
+    assert moves == [("not_started", "pending"), ("pending", "approved")]
+
+
+def test_every_file_of_a_document_is_stored(
+    private_urls_allowed, file_server, customer, submit_and_settle
+):
+    state = submit_and_settle(
+        customer,
+        [
+            document(
+                file_server.url("/id.png"),
+                back_file_url=file_server.url("/id.pdf"),
+                selfie_file_url=file_server.url("/same-host"),
+            )
+        ],
+    )
+
+    assert state["kyc_status"] == "approved"
+    stored = KycDocument.objects.get(pk=state["documents"][0]["id"])
+    with default_storage.open(stored.back_file.name) as handle:
+        assert handle.read() == PDF
+    assert stored.back_file.name.endswith("back.pdf")
+    with default_storage.open(stored.selfie_file.name) as handle:
+        assert handle.read() == PNG
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/missing.png", "front_file_url: http_status_404"),
+        ("/big.png", "front_file_url: file_too_large"),
+        ("/big-unannounced.png", "front_file_url: file_too_large"),
+        ("/page.html", "front_file_url: content_type_not_allowed"),
+        ("/fake.png", "front_file_url: content_mismatch"),
+        ("/elsewhere", "front_file_url: redirect_to_other_host"),
+    ],
+)
+def test_unfetchable_file_rejects_the_customer_with_the_reason(
+    private_urls_allowed, file_server, customer, submit_and_settle, path, reason
+):
+    state = submit_and_settle(customer, [document(file_server.url(path))])
+
+    assert state["kyc_status"] == "rejected"
+    [doc] = state["documents"]
+    assert doc["status"] == "fetch_failed"
+    assert doc["failure_reason"] == reason
+    assert doc["review_status"] == "rejected"
+    assert doc["rejection_reason"] == f"file_not_fetched ({reason})"
+    stored = KycDocument.objects.get(pk=doc["id"])
+    assert not stored.front_file
+    assert not default_storage.exists(f"kyc/{customer.id}")
+
+
+def test_redirect_to_another_host_is_not_followed(
+    private_urls_allowed, file_server, customer, submit_and_settle
+):
+    submit_and_settle(customer, [document(file_server.url("/elsewhere"))])
+
+    assert file_server.requests == ["/elsewhere"]
+
+
+def test_expired_document_is_rejected_even_though_its_file_was_fetched(
+    private_urls_allowed, file_server, customer, submit_and_settle
+):
+    yesterday = date.today() - timedelta(days=1)
+    state = submit_and_settle(
+        customer,
+        [
+            document(file_server.url("/id.png")),
+            document(
+                file_server.url("/id.png"),
+                document_type="passport",
+                issue_date="2010-01-01",
+                expiry_date=yesterday.isoformat(),
+            ),
+        ],
+    )
+
+    assert state["kyc_status"] == "rejected"
+    national_id, passport = state["documents"]
+    assert passport["status"] == "fetched"
+    assert passport["review_status"] == "rejected"
+    assert passport["rejection_reason"] == "document_expired"
+    assert national_id["review_status"] == "approved"
+    assert national_id["rejection_reason"] is None
+    change = KycStatusChange.objects.get(customer=customer, to_status="rejected")
+    assert "passport: document_expired" in change.reason
+
+
+def test_document_expiring_today_is_still_valid(
+    private_urls_allowed, file_server, customer, submit_and_settle
+):
+    state = submit_and_settle(
+        customer,
+        [document(file_server.url("/id.png"), expiry_date=date.today().isoformat())],
+    )
+    assert state["kyc_status"] == "approved"
+
+
+def test_one_bad_file_among_good_documents_rejects_the_customer(
+    private_urls_allowed, file_server, customer, submit_and_settle
+):
+    state = submit_and_settle(
+        customer,
+        [document(file_server.url("/id.png")), document(file_server.url("/missing.png"))],
+    )
+
+    assert state["kyc_status"] == "rejected"
+    assert [d["review_status"] for d in state["documents"]] == ["approved", "rejected"]
+
+
+def test_private_address_is_refused_at_fetch_time_when_the_setting_is_off(
+    settings, file_server, customer, submit_and_settle
+):
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    # "localhost" passes the submission check (it is a name) but resolves to 127.0.0.1.
+    state = submit_and_settle(customer, [document(file_server.url("/id.png", host="localhost"))])
+
+    assert state["kyc_status"] == "rejected"
+    [doc] = state["documents"]
+    assert doc["status"] == "fetch_failed"
+    assert doc["failure_reason"] == "front_file_url: private_address_refused"
+    assert file_server.requests == []
+
+
+def test_rejected_customer_may_submit_again_and_be_approved(
+    private_urls_allowed, file_server, customer, submit_and_settle
+):
+    first = submit_and_settle(customer, [document(file_server.url("/missing.png"))])
+    assert first["kyc_status"] == "rejected"
+
+    second = submit_and_settle(customer, [document(file_server.url("/id.png"))])
+
+    assert second["kyc_status"] == "approved"
+    assert len(second["documents"]) == 1
+    assert second["documents"][0]["id"] != first["documents"][0]["id"]
+    moves = list(
+        KycStatusChange.objects.filter(customer=customer)
+        .order_by("id")
+        .values_list("from_status", "to_status")
+    )
+    assert moves == [
+        ("not_started", "pending"),
+        ("pending", "rejected"),
+        ("rejected", "pending"),
+        ("pending", "approved"),
+    ]
+
+
+def test_approved_customer_resubmitting_goes_back_to_pending_until_reviewed(
+    private_urls_allowed, file_server, customer, submit_and_settle, api
+):
+    submit_and_settle(customer, [document(file_server.url("/id.png"))])
+
+    response = api.post(
+        f"/customers/{customer.id}/kyc",
+        {"documents": [document(file_server.url("/id.png"))]},
+        idempotency_key=None,
+    )
+
+    assert response.status_code == 201
+    assert response.json()["kyc_status"] == "pending"

@@ -1,0 +1,241 @@
+import threading
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+
+from config.exceptions import DomainError
+from customers import services as customer_services
+from customers.models import Customer
+from kyc import selectors, services
+from kyc.models import KycDocument, KycStatusChange, KycSubmission
+from tests.factories import CustomerFactory
+
+
+def doc(url: str) -> dict:
+    return {"document_type": "passport", "front_file_url": url}
+
+
+def history(customer: Customer) -> list[tuple[str, str]]:
+    return list(
+        KycStatusChange.objects.filter(customer=customer)
+        .order_by("id")
+        .values_list("from_status", "to_status")
+    )
+
+
+@pytest.mark.django_db
+class TestKycTransition:
+    @pytest.mark.parametrize("to", ["approved", "rejected"])
+    def test_a_customer_never_reviewed_cannot_be_decided(self, customer, to):
+        with pytest.raises(customer_services.KycTransitionRefused) as refused:
+            customer_services.customer_kyc_transition(
+                customer_id=customer.id, to=to, at=timezone.now()
+            )
+
+        assert refused.value.reason == "kyc_transition_not_allowed"
+        customer.refresh_from_db()
+        assert customer.kyc_status == "not_started"
+        assert history(customer) == []
+
+    def test_nothing_goes_back_to_not_started(self, customer):
+        now = timezone.now()
+        customer_services.customer_kyc_transition(customer_id=customer.id, to="pending", at=now)
+        with pytest.raises(customer_services.KycTransitionRefused):
+            customer_services.customer_kyc_transition(
+                customer_id=customer.id, to="not_started", at=now
+            )
+        assert history(customer) == [("not_started", "pending")]
+
+    def test_the_system_cannot_overturn_a_decision(self, customer):
+        now = timezone.now()
+        for to in ("pending", "approved"):
+            customer_services.customer_kyc_transition(customer_id=customer.id, to=to, at=now)
+        with pytest.raises(customer_services.KycTransitionRefused):
+            customer_services.customer_kyc_transition(
+                customer_id=customer.id, to="rejected", at=now
+            )
+        customer.refresh_from_db()
+        assert customer.kyc_status == "approved"
+
+    def test_moving_to_the_current_status_changes_nothing(self, customer):
+        now = timezone.now()
+        customer_services.customer_kyc_transition(customer_id=customer.id, to="pending", at=now)
+        customer_services.customer_kyc_transition(customer_id=customer.id, to="pending", at=now)
+        assert history(customer) == [("not_started", "pending")]
+
+    def test_unknown_status_is_refused(self, customer):
+        with pytest.raises(ValueError):
+            customer_services.customer_kyc_transition(
+                customer_id=customer.id, to="maybe", at=timezone.now()
+            )
+
+    def test_support_may_overturn_a_rejection_and_is_recorded(self, customer):
+        user = get_user_model().objects.create_user("agent", password="x", is_staff=True)
+        now = timezone.now()
+        for to in ("pending", "rejected"):
+            customer_services.customer_kyc_transition(customer_id=customer.id, to=to, at=now)
+
+        services.kyc_decide_by_hand(customer_id=customer.id, approve=True, user=user, at=now)
+
+        customer.refresh_from_db()
+        assert customer.kyc_status == "approved"
+        change = KycStatusChange.objects.filter(customer=customer).latest("id")
+        assert (change.from_status, change.to_status) == ("rejected", "approved")
+        assert change.changed_by == user
+        assert "agent" in change.reason
+
+    def test_support_cannot_decide_before_any_submission(self, customer):
+        user = get_user_model().objects.create_user("agent", password="x", is_staff=True)
+        with pytest.raises(DomainError):
+            services.kyc_decide_by_hand(
+                customer_id=customer.id, approve=True, user=user, at=timezone.now()
+            )
+        assert history(customer) == []
+
+
+@pytest.mark.django_db
+class TestReview:
+    """Services called directly: on-commit work does not run in these tests."""
+
+    def test_review_of_a_superseded_submission_changes_nothing(self, merchant, customer):
+        now = timezone.now()
+        services.kyc_submit(
+            merchant=merchant,
+            customer_id=customer.id,
+            documents=[doc("https://a.example/1.png")],
+            at=now,
+        )
+        first = KycSubmission.objects.get(customer=customer, number=1)
+        KycDocument.objects.filter(submission=first).update(status="fetched")
+        services.kyc_submit(
+            merchant=merchant,
+            customer_id=customer.id,
+            documents=[doc("https://a.example/2.png")],
+            at=now,
+        )
+
+        services.kyc_submission_review(submission_id=first.id, at=now)
+
+        first.refresh_from_db()
+        assert first.outcome == "superseded"
+        customer.refresh_from_db()
+        assert customer.kyc_status == "pending"
+        assert set(KycDocument.objects.values_list("review_status", flat=True)) == {"pending"}
+        state = selectors.kyc_state_for(customer=customer)
+        assert [d.front_file_url for d in state.documents] == ["https://a.example/2.png"]
+
+    def test_review_waits_while_a_file_is_still_being_fetched(self, merchant, customer):
+        now = timezone.now()
+        services.kyc_submit(
+            merchant=merchant,
+            customer_id=customer.id,
+            documents=[doc("https://a.example/1.png")],
+            at=now,
+        )
+        submission = KycSubmission.objects.get(customer=customer)
+
+        services.kyc_submission_review(submission_id=submission.id, at=now)
+
+        submission.refresh_from_db()
+        assert submission.outcome == "pending"
+        customer.refresh_from_db()
+        assert customer.kyc_status == "pending"
+
+    def test_a_second_review_changes_nothing(self, merchant, customer):
+        now = timezone.now()
+        services.kyc_submit(
+            merchant=merchant,
+            customer_id=customer.id,
+            documents=[doc("https://a.example/1.png")],
+            at=now,
+        )
+        submission = KycSubmission.objects.get(customer=customer)
+        KycDocument.objects.update(status="fetched")
+        services.kyc_submission_review(submission_id=submission.id, at=now)
+
+        services.kyc_submission_review(submission_id=submission.id, at=now)
+
+        assert history(customer) == [("not_started", "pending"), ("pending", "approved")]
+
+    def test_review_does_not_override_a_support_decision(self, merchant, customer):
+        user = get_user_model().objects.create_user("agent", password="x", is_staff=True)
+        now = timezone.now()
+        services.kyc_submit(
+            merchant=merchant,
+            customer_id=customer.id,
+            documents=[doc("https://a.example/1.png")],
+            at=now,
+        )
+        submission = KycSubmission.objects.get(customer=customer)
+        services.kyc_decide_by_hand(customer_id=customer.id, approve=False, user=user, at=now)
+        KycDocument.objects.update(status="fetched")
+
+        services.kyc_submission_review(submission_id=submission.id, at=now)
+
+        customer.refresh_from_db()
+        assert customer.kyc_status == "rejected"
+
+    def test_fetching_again_does_not_download_again(
+        self, merchant, customer, file_server, private_urls_allowed
+    ):
+        now = timezone.now()
+        services.kyc_submit(
+            merchant=merchant,
+            customer_id=customer.id,
+            documents=[doc(file_server.url("/id.png"))],
+            at=now,
+        )
+        document = KycDocument.objects.get(customer=customer)
+        services.kyc_document_fetch(document_id=document.id, at=now)
+        first_file = KycDocument.objects.get(pk=document.id).front_file.name
+
+        services.kyc_document_fetch(document_id=document.id, at=now)
+
+        assert file_server.requests == ["/id.png"]
+        assert KycDocument.objects.get(pk=document.id).front_file.name == first_file
+
+    def test_customer_kyc_approved_selector(self, customer):
+        assert selectors.customer_kyc_approved(customer=customer) is False
+        customer.kyc_status = "approved"
+        assert selectors.customer_kyc_approved(customer=customer) is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_submissions_are_numbered_and_the_latest_decides(
+    file_server, private_urls_allowed
+):
+    customer = CustomerFactory()
+    merchant = customer.merchant
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def submit(path: str) -> None:
+        try:
+            barrier.wait()
+            services.kyc_submit(
+                merchant=merchant,
+                customer_id=customer.id,
+                documents=[doc(file_server.url(path))],
+                at=timezone.now(),
+            )
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=submit, args=(p,)) for p in ("/id.png", "/id.pdf")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    submissions = {s.number: s for s in KycSubmission.objects.filter(customer=customer)}
+    assert set(submissions) == {1, 2}
+    assert submissions[2].outcome == "approved"
+    assert submissions[1].outcome in {"approved", "superseded"}
+    customer.refresh_from_db()
+    assert customer.kyc_status == "approved"
+    assert history(customer)[-1] == ("pending", "approved")

@@ -1,0 +1,108 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from merchants import services
+from merchants.models import ApiKey, MerchantStatus
+from tests.factories import CustomerFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _get(headers: dict, path: str = "/customers/00000000-0000-0000-0000-000000000000"):
+    client = APIClient()
+    return client.get(
+        path, **{f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+    )
+
+
+def _assert_unauthorized(response) -> None:
+    assert response.status_code == 401
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"]["code"] == "unauthorized"
+    assert response.json()["error"]["message"]
+
+
+def test_request_without_any_credential_is_401():
+    _assert_unauthorized(_get({}))
+
+
+def test_request_with_key_but_no_secret_is_401(merchant):
+    issued = services.api_key_create(merchant=merchant)
+    _assert_unauthorized(_get({"X-Api-Key": issued.api_key.key}))
+
+
+def test_request_with_secret_but_no_key_is_401(merchant):
+    issued = services.api_key_create(merchant=merchant)
+    _assert_unauthorized(_get({"X-Api-Secret": issued.secret}))
+
+
+def test_unknown_key_is_401():
+    _assert_unauthorized(_get({"X-Api-Key": "ck_unknown", "X-Api-Secret": "cs_whatever"}))
+
+
+def test_wrong_secret_is_401(merchant):
+    issued = services.api_key_create(merchant=merchant)
+    _assert_unauthorized(
+        _get({"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret + "x"})
+    )
+
+
+def test_another_keys_secret_is_401(merchant):
+    first = services.api_key_create(merchant=merchant)
+    second = services.api_key_create(merchant=merchant)
+    _assert_unauthorized(_get({"X-Api-Key": first.api_key.key, "X-Api-Secret": second.secret}))
+
+
+def test_expired_key_is_401(merchant):
+    issued = services.api_key_create(
+        merchant=merchant, expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    _assert_unauthorized(_get({"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret}))
+
+
+def test_revoked_key_is_401_at_once(merchant):
+    issued = services.api_key_create(merchant=merchant)
+    headers = {"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret}
+    customer = CustomerFactory(merchant=merchant)
+    assert _get(headers, f"/customers/{customer.id}").status_code == 200
+
+    services.api_key_revoke(key=issued.api_key.key)
+
+    _assert_unauthorized(_get(headers, f"/customers/{customer.id}"))
+
+
+def test_suspended_merchant_is_401(merchant):
+    issued = services.api_key_create(merchant=merchant)
+    merchant.status = MerchantStatus.SUSPENDED
+    merchant.save()
+    _assert_unauthorized(_get({"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret}))
+
+
+def test_secret_is_stored_only_as_a_hash(merchant):
+    issued = services.api_key_create(merchant=merchant)
+    stored = ApiKey.objects.get(pk=issued.api_key.pk)
+    assert issued.secret not in stored.secret_hash
+    assert stored.secret_hash != issued.secret
+    assert len(stored.secret_hash) == 64
+
+
+def test_valid_credentials_record_last_use(merchant):
+    issued = services.api_key_create(merchant=merchant)
+    customer = CustomerFactory(merchant=merchant)
+    response = _get(
+        {"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret},
+        f"/customers/{customer.id}",
+    )
+    assert response.status_code == 200
+    assert ApiKey.objects.get(pk=issued.api_key.pk).last_used_at is not None
+
+
+def test_failed_authentication_never_logs_the_secret(merchant, caplog):
+    issued = services.api_key_create(merchant=merchant)
+    with caplog.at_level("DEBUG"):
+        _get({"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret + "wrong"})
+        _get({"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret})
+    assert issued.secret not in caplog.text

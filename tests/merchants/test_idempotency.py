@@ -1,0 +1,160 @@
+import threading
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from customers.models import Customer
+from merchants import idempotency
+from merchants.models import IdempotencyRecord, IdempotencyStatus
+from tests.factories import MerchantFactory
+from tests.support import MerchantClient
+
+pytestmark = pytest.mark.django_db
+
+
+def test_post_without_idempotency_key_is_400_and_creates_nothing(api):
+    response = api.post("/customers", {"first_name": "Awa"}, idempotency_key=None)
+    assert response.status_code == 400
+    assert response.json()["error"]["reason"] == "idempotency_key_missing"
+    assert Customer.objects.count() == 0
+
+
+def test_first_response_carries_meta_not_replayed(api):
+    response = api.post("/customers", {"first_name": "Awa"}, idempotency_key="key-1")
+    assert response.status_code == 201
+    assert response.json()["_meta"] == {"idempotency_key": "key-1", "idempotency_replayed": False}
+
+
+def test_replay_returns_same_status_and_body_and_creates_nothing_more(api):
+    first = api.post("/customers", {"first_name": "Awa"}, idempotency_key="key-1")
+    replay = api.post("/customers", {"first_name": "Awa"}, idempotency_key="key-1")
+
+    assert replay.status_code == 201
+    assert replay.json()["_meta"] == {"idempotency_key": "key-1", "idempotency_replayed": True}
+    first_body = {k: v for k, v in first.json().items() if k != "_meta"}
+    replay_body = {k: v for k, v in replay.json().items() if k != "_meta"}
+    assert replay_body == first_body
+    assert Customer.objects.count() == 1
+
+
+def test_same_key_with_another_body_is_409(api):
+    api.post("/customers", {"first_name": "Awa"}, idempotency_key="key-1")
+    response = api.post("/customers", {"first_name": "Binta"}, idempotency_key="key-1")
+    assert response.status_code == 409
+    assert response.json()["error"] == {
+        "code": "conflict",
+        "message": idempotency.IdempotencyKeyReused.message,
+        "reason": "idempotency_key_reused",
+    }
+    assert Customer.objects.count() == 1
+
+
+def test_key_still_in_progress_is_409(api):
+    body = {"first_name": "Awa"}
+    IdempotencyRecord.objects.create(
+        merchant=api.merchant,
+        key="busy",
+        method="POST",
+        path="/customers",
+        fingerprint=idempotency.request_fingerprint(method="POST", path="/customers", body=body),
+        status=IdempotencyStatus.IN_PROGRESS,
+        locked_at=timezone.now(),
+        expires_at=timezone.now() + timedelta(days=1),
+    )
+    response = api.post("/customers", body, idempotency_key="busy")
+    assert response.status_code == 409
+    assert response.json()["error"]["reason"] == "request_in_progress"
+    assert Customer.objects.count() == 0
+
+
+def test_abandoned_in_progress_key_is_taken_over(api, settings):
+    body = {"first_name": "Awa"}
+    IdempotencyRecord.objects.create(
+        merchant=api.merchant,
+        key="crashed",
+        method="POST",
+        path="/customers",
+        fingerprint=idempotency.request_fingerprint(method="POST", path="/customers", body=body),
+        status=IdempotencyStatus.IN_PROGRESS,
+        locked_at=timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT_SECONDS + 1),
+        expires_at=timezone.now() + timedelta(days=1),
+    )
+    assert api.post("/customers", body, idempotency_key="crashed").status_code == 201
+
+
+def test_failed_request_releases_its_key(api):
+    bad = api.post("/customers", {"email": "nope"}, idempotency_key="key-1")
+    assert bad.status_code == 400
+    assert not IdempotencyRecord.objects.filter(key="key-1").exists()
+
+    good = api.post("/customers", {"email": "awa@example.com"}, idempotency_key="key-1")
+    assert good.status_code == 201
+    assert good.json()["_meta"]["idempotency_replayed"] is False
+
+
+def test_keys_are_scoped_per_merchant(api, other_api):
+    first = api.post("/customers", {"first_name": "Awa"}, idempotency_key="shared")
+    second = other_api.post("/customers", {"first_name": "Awa"}, idempotency_key="shared")
+    assert first.status_code == second.status_code == 201
+    assert first.json()["id"] != second.json()["id"]
+    assert second.json()["_meta"]["idempotency_replayed"] is False
+
+
+def test_expired_key_can_be_used_again(api, settings):
+    settings.IDEMPOTENCY_KEY_TTL_SECONDS = 0
+    first = api.post("/customers", {"first_name": "Awa"}, idempotency_key="key-1")
+    second = api.post("/customers", {"first_name": "Awa"}, idempotency_key="key-1")
+    assert second.status_code == 201
+    assert second.json()["id"] != first.json()["id"]
+    assert second.json()["_meta"]["idempotency_replayed"] is False
+
+
+def test_purge_removes_only_expired_records(api):
+    api.post("/customers", {"first_name": "Awa"}, idempotency_key="fresh")
+    api.post("/customers", {"first_name": "Binta"}, idempotency_key="old")
+    IdempotencyRecord.objects.filter(key="old").update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    assert idempotency.purge_expired() == 1
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["fresh"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ten_concurrent_identical_requests_create_exactly_one_customer():
+    merchant = MerchantFactory()
+    body = {"first_name": "Awa", "external_ref": "race-1"}
+    key = str(uuid.uuid4())
+    barrier = threading.Barrier(10)
+    responses = []
+    lock = threading.Lock()
+
+    def send() -> None:
+        client = MerchantClient(merchant)
+        barrier.wait()
+        try:
+            response = client.post("/customers", body, idempotency_key=key)
+            with lock:
+                responses.append(response)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert Customer.objects.filter(merchant=merchant).count() == 1
+    customer_id = str(Customer.objects.get(merchant=merchant).id)
+    statuses = sorted(r.status_code for r in responses)
+    assert set(statuses) <= {201, 409}
+    assert statuses.count(201) >= 1
+    for response in responses:
+        if response.status_code == 201:
+            assert response.json()["id"] == customer_id
+        else:
+            assert response.json()["error"]["reason"] == "request_in_progress"

@@ -1,0 +1,56 @@
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from rest_framework.test import APIClient
+
+from merchants.models import ApiKey, Merchant
+
+pytestmark = pytest.mark.django_db
+
+
+def _run(*args) -> dict:
+    out = StringIO()
+    call_command(*args, "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def _status_with(api_key: str, api_secret: str) -> int:
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=api_key, HTTP_X_API_SECRET=api_secret)
+    return client.post(
+        "/customers", {"first_name": "A"}, format="json", HTTP_IDEMPOTENCY_KEY="k"
+    ).status_code
+
+
+def test_create_merchant_with_key_gives_working_credentials():
+    data = _run("create_merchant", "Acme", "--with-key")
+    assert Merchant.objects.get(pk=data["merchant_id"]).name == "Acme"
+    assert _status_with(data["api_key"], data["api_secret"]) == 201
+
+
+def test_create_api_key_then_revoke_it():
+    merchant_id = _run("create_merchant", "Acme")["merchant_id"]
+    key = _run("create_api_key", merchant_id, "--expires-at", "2999-01-01T00:00:00Z")
+    assert key["expires_at"].startswith("2999-01-01")
+    assert _status_with(key["api_key"], key["api_secret"]) == 201
+
+    assert _run("revoke_api_key", key["api_key"]) == {"api_key": key["api_key"], "revoked": True}
+    assert _status_with(key["api_key"], key["api_secret"]) == 401
+
+
+def test_create_api_key_for_unknown_merchant_fails_clearly():
+    with pytest.raises(CommandError, match="No merchant"):
+        call_command("create_api_key", "00000000-0000-0000-0000-000000000000")
+
+
+def test_seed_demo_is_idempotent_and_prints_a_new_key_each_time():
+    first = _run("seed_demo")
+    second = _run("seed_demo")
+    assert first["merchant_id"] == second["merchant_id"]
+    assert first["api_key"] != second["api_key"]
+    assert Merchant.objects.filter(name="Demo Merchant").count() == 1
+    assert ApiKey.objects.filter(merchant_id=first["merchant_id"]).count() == 2
+    assert _status_with(second["api_key"], second["api_secret"]) == 201

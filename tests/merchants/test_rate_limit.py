@@ -1,0 +1,45 @@
+import pytest
+from django.core.cache import cache
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _clear_counters():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def test_requests_over_the_merchant_limit_get_429_with_retry_after(api):
+    api.merchant.rate_limit_per_minute = 3
+    api.merchant.save()
+    path = "/customers/00000000-0000-0000-0000-000000000000"
+
+    statuses = [api.get(path).status_code for _ in range(3)]
+    limited = api.get(path)
+
+    assert statuses == [404, 404, 404]
+    assert limited.status_code == 429
+    assert limited.json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(limited["Retry-After"]) <= 61
+
+
+def test_limit_is_counted_per_api_key(make_api, merchant):
+    merchant.rate_limit_per_minute = 1
+    merchant.save()
+    first, second = make_api(merchant), make_api(merchant)
+    path = "/customers/00000000-0000-0000-0000-000000000000"
+    assert first.get(path).status_code == 404
+    assert first.get(path).status_code == 429
+    assert second.get(path).status_code == 404
+
+
+def test_rate_limited_post_creates_nothing(api):
+    from customers.models import Customer
+
+    api.merchant.rate_limit_per_minute = 1
+    api.merchant.save()
+    assert api.post("/customers", {"first_name": "A"}).status_code == 201
+    assert api.post("/customers", {"first_name": "B"}).status_code == 429
+    assert Customer.objects.count() == 1

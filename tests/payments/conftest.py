@@ -1,0 +1,78 @@
+"""Helpers for the payments tests: quotes and customers through the real API."""
+
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from payments import services
+from tests.worker import celery_worker_process  # noqa: F401 - the real-worker fixture
+
+SN_PHONE = "+221770001234"
+DECLINED_PHONE = "+221770001000"
+SILENT_PHONE = "+221770001999"
+
+
+def create_customer(api, **fields) -> dict:
+    body = {"first_name": "Awa", "last_name": "Diallo", "phone": SN_PHONE, **fields}
+    response = api.post("/customers", body)
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def create_quote(
+    api,
+    flow: str,
+    *,
+    amount: str = "10000",
+    operator: str = "SN_ORANGE_MOMO",
+    country: str = "SN",
+    currency: str = "XOF",
+    customer_id: str | None = None,
+) -> dict:
+    body = {
+        "country_code": country,
+        "operator_code": operator,
+        "rail_type": "mobile_money",
+        "send_amount": amount,
+        "send_currency": currency,
+    }
+    if customer_id:
+        body["customer_id"] = customer_id
+    response = api.post(f"/quotes/{flow}", body)
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def fund(merchant, amount: str, currency: str = "XOF") -> None:
+    services.wallet_credit(
+        merchant=merchant,
+        currency=currency,
+        amount=Decimal(amount),
+        reason="test float",
+        at=timezone.now(),
+    )
+
+
+def payin_body(quote: dict, customer: dict, phone: str = SN_PHONE) -> dict:
+    return {"quote_id": quote["id"], "customer_id": customer["id"], "source": {"phone": phone}}
+
+
+def payout_body(quote: dict, customer: dict, phone: str = SN_PHONE, **recipient) -> dict:
+    return {
+        "quote_id": quote["id"],
+        "customer_id": customer["id"],
+        "payment_reason_code": "SALARY",
+        "recipient": {
+            "recipient_type": "individual",
+            "first_name": "Moussa",
+            "last_name": "Ndiaye",
+            "phone": phone,
+            **recipient,
+        },
+    }
+
+
+@pytest.fixture
+def customer(enabled_api) -> dict:
+    return create_customer(enabled_api)

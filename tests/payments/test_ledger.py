@@ -1,0 +1,212 @@
+import json
+import uuid
+from decimal import Decimal
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from payments import ledger, services
+from payments.models import Journal, JournalLine, Wallet
+
+pytestmark = pytest.mark.django_db
+
+
+def _post(merchant, lines, *, kind="test", resource_id=None, currency="XOF"):
+    return ledger.post_journal(
+        merchant=merchant,
+        currency=currency,
+        kind=kind,
+        resource_type="test",
+        resource_id=resource_id or uuid.uuid4(),
+        lines=lines,
+        at=timezone.now(),
+    )
+
+
+def test_credit_wallet_posts_a_balanced_adjustment(merchant):
+    wallet = services.wallet_credit(
+        merchant=merchant,
+        currency="XOF",
+        amount=Decimal("5000"),
+        reason="opening float",
+        at=timezone.now(),
+    )
+    assert wallet.available == Decimal("5000")
+    assert wallet.reserved == 0
+    journal = Journal.objects.get(merchant=merchant)
+    assert journal.kind == "adjustment"
+    assert journal.memo == "opening float"
+    assert sorted((line.account.code, line.amount) for line in journal.lines.all()) == [
+        ("adjustments", Decimal("-5000")),
+        ("merchant_available", Decimal("5000")),
+    ]
+    assert ledger.ledger_breaches() == []
+
+
+def test_posting_the_same_resource_and_kind_twice_changes_nothing(merchant):
+    resource_id = uuid.uuid4()
+    lines = [(ledger.ADJUSTMENTS, Decimal("-10")), (ledger.MERCHANT_AVAILABLE, Decimal("10"))]
+    first = _post(merchant, lines, resource_id=resource_id)
+    second = _post(merchant, lines, resource_id=resource_id)
+    assert first.pk == second.pk
+    assert Journal.objects.count() == 1
+    assert Wallet.objects.get(merchant=merchant).available == Decimal("10")
+
+
+def test_an_unbalanced_journal_is_refused(merchant):
+    with pytest.raises(ledger.UnbalancedJournal):
+        _post(
+            merchant,
+            [(ledger.ADJUSTMENTS, Decimal("-10")), (ledger.MERCHANT_AVAILABLE, Decimal("9"))],
+        )
+    with pytest.raises(ledger.UnbalancedJournal):
+        _post(merchant, [(ledger.ADJUSTMENTS, -10.0), (ledger.MERCHANT_AVAILABLE, 10.0)])
+    assert Journal.objects.count() == 0
+    assert JournalLine.objects.count() == 0
+
+
+def test_a_journal_that_would_overdraw_the_wallet_is_refused_and_changes_nothing(merchant):
+    services.wallet_credit(
+        merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
+    )
+    with pytest.raises(ledger.InsufficientBalance):
+        _post(
+            merchant,
+            [
+                (ledger.MERCHANT_AVAILABLE, Decimal("-101")),
+                (ledger.MERCHANT_RESERVED, Decimal("101")),
+            ],
+        )
+    wallet = Wallet.objects.get(merchant=merchant)
+    assert (wallet.available, wallet.reserved) == (Decimal("100"), Decimal("0"))
+    assert Journal.objects.count() == 1
+
+
+def test_wallets_are_per_currency(merchant):
+    services.wallet_credit(
+        merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
+    )
+    services.wallet_credit(
+        merchant=merchant, currency="XAF", amount=Decimal("7"), reason="x", at=timezone.now()
+    )
+    balances = dict(Wallet.objects.filter(merchant=merchant).values_list("currency", "available"))
+    assert balances == {"XOF": Decimal("100"), "XAF": Decimal("7")}
+
+
+@pytest.mark.parametrize(
+    ("currency", "amount", "reason"),
+    [("EUR", "10", "x"), ("XOF", "0", "x"), ("XOF", "1.5", "x"), ("XOF", "10", "  ")],
+)
+def test_invalid_adjustments_are_refused(merchant, currency, amount, reason):
+    with pytest.raises(services.InvalidAdjustment):
+        services.wallet_credit(
+            merchant=merchant,
+            currency=currency,
+            amount=Decimal(amount),
+            reason=reason,
+            at=timezone.now(),
+        )
+    assert Journal.objects.count() == 0
+
+
+def test_credit_wallet_command_prints_the_new_balance_as_json(merchant, capsys):
+    call_command("credit_wallet", str(merchant.id), "XAF", "2500", "--reason", "float", "--json")
+    call_command("credit_wallet", str(merchant.id), "XAF", "500.00", "--reason", "float", "--json")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert json.loads(lines[-1]) == {"currency": "XAF", "available": "3000"}
+
+
+@pytest.mark.parametrize("amount", ["-5", "1.5", "abc"])
+def test_credit_wallet_command_refuses_bad_amounts(merchant, amount):
+    with pytest.raises(CommandError):
+        call_command("credit_wallet", str(merchant.id), "XAF", amount, "--reason", "float")
+    assert Journal.objects.count() == 0
+
+
+def test_credit_wallet_command_refuses_an_unknown_merchant():
+    with pytest.raises(CommandError):
+        call_command("credit_wallet", str(uuid.uuid4()), "XAF", "10", "--reason", "float")
+
+
+def test_check_ledger_is_clean_on_a_sound_ledger(merchant, capsys):
+    services.wallet_credit(
+        merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
+    )
+    call_command("check_ledger", "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True
+    assert report["breaches"] == []
+
+
+def test_check_ledger_exits_non_zero_when_a_wallet_disagrees_with_its_lines(merchant, capsys):
+    services.wallet_credit(
+        merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
+    )
+    Wallet.objects.filter(merchant=merchant).update(available=Decimal("150"))
+    with pytest.raises(CommandError):
+        call_command("check_ledger", "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False
+    assert "available is 150" in report["breaches"][0]
+
+
+def test_check_ledger_reports_an_unbalanced_journal(merchant):
+    services.wallet_credit(
+        merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
+    )
+    line = JournalLine.objects.get(account__code=ledger.ADJUSTMENTS)
+    JournalLine.objects.filter(pk=line.pk).update(amount=Decimal("-99"))
+    breaches = ledger.ledger_breaches()
+    assert any("summing to 1" in breach for breach in breaches)
+
+
+def test_check_ledger_task_returns_the_report(merchant):
+    from payments import tasks
+
+    services.wallet_credit(
+        merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
+    )
+    report = tasks.check_ledger.delay().get()
+    assert report["ok"] is True
+
+
+def test_check_ledger_is_clean_after_every_kind_of_payment_and_flags_a_missing_journal(
+    enabled_api, enabled_merchant, django_capture_on_commit_callbacks, capsys
+):
+    from payments.models import Payout
+    from tests.payments.conftest import (
+        DECLINED_PHONE,
+        SILENT_PHONE,
+        create_customer,
+        create_quote,
+        fund,
+        payin_body,
+        payout_body,
+    )
+
+    customer = create_customer(enabled_api)
+    fund(enabled_merchant, "100000")
+    with django_capture_on_commit_callbacks(execute=True):
+        for phone in ("+221770001234", DECLINED_PHONE, SILENT_PHONE):
+            quote = create_quote(enabled_api, "payin")
+            assert (
+                enabled_api.post("/payins", payin_body(quote, customer, phone)).status_code == 201
+            )
+            quote = create_quote(enabled_api, "payout")
+            response = enabled_api.post("/payouts", payout_body(quote, customer, phone))
+            assert response.status_code == 201
+    services.payments_fail_timed_out(now=timezone.now() + timezone.timedelta(days=1))
+    call_command("check_ledger", "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert report == {"ok": True, "breaches": [], "journals": report["journals"], "wallets": 1}
+
+    completed = Payout.objects.get(status="completed")
+    journal = Journal.objects.get(resource_id=completed.id, kind="payout_completed")
+    journal.lines.all().delete()
+    journal.delete()
+    with pytest.raises(CommandError):
+        call_command("check_ledger")
+    assert f"payout {completed.id} (completed) has no payout_completed journal" in (
+        capsys.readouterr().out
+    )

@@ -1,0 +1,161 @@
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from payments import ledger, provider, selectors, services, tasks
+from payments.models import Payin, Payout, ProviderDiscrepancy
+from tests.payments.conftest import SILENT_PHONE, create_quote, fund, payin_body, payout_body
+from webhooks.models import Event
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_payin_the_provider_never_answers_stays_pending_then_the_sweep_fails_it(
+    enabled_api, customer, django_capture_on_commit_callbacks, settings
+):
+    quote = create_quote(enabled_api, "payin")
+    with django_capture_on_commit_callbacks(execute=True):
+        payin_id = enabled_api.post("/payins", payin_body(quote, customer, SILENT_PHONE)).json()[
+            "id"
+        ]
+    assert enabled_api.get(f"/payins/{payin_id}").json()["status"] == "pending"
+
+    # Not yet due: the sweep leaves it alone.
+    assert tasks.fail_timed_out_payments.delay().get() == 0
+    assert Payin.objects.get(pk=payin_id).status == "pending"
+
+    Payin.objects.filter(pk=payin_id).update(provider_timeout_at=timezone.now())
+    assert tasks.fail_timed_out_payments.delay().get() == 1
+    payin = enabled_api.get(f"/payins/{payin_id}").json()
+    assert payin["status"] == "failed"
+    assert payin["history"][-1]["reason"] == "provider_timeout"
+    assert Event.objects.get(data_id=payin_id).event_type == "payin.failed"
+    assert tasks.fail_timed_out_payments.delay().get() == 0  # nothing left to fail
+
+
+def test_a_silent_payout_is_failed_by_the_sweep_and_its_reservation_released(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    fund(enabled_merchant, "20000")
+    quote = create_quote(enabled_api, "payout")
+    with django_capture_on_commit_callbacks(execute=True):
+        payout_id = enabled_api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()[
+            "id"
+        ]
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("9800"),
+        Decimal("10200"),
+    )
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    assert services.payments_fail_timed_out(now=later) == 1
+    payout = enabled_api.get(f"/payouts/{payout_id}").json()
+    assert payout["status"] == "failed"
+    assert payout["history"][-1]["reason"] == "provider_timeout"
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("20000"),
+        Decimal("0"),
+    )
+    assert ledger.ledger_breaches() == []
+
+
+def test_a_late_answer_after_the_timeout_changes_nothing_and_is_kept_for_reconciliation(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    fund(enabled_merchant, "20000")
+    quote = create_quote(enabled_api, "payout")
+    with django_capture_on_commit_callbacks(execute=True):
+        payout_id = enabled_api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()[
+            "id"
+        ]
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    services.payments_fail_timed_out(now=later)
+    provider.deliver_answer(
+        callback=services.PAYOUT_CALLBACK,
+        reference=payout_id,
+        provider_reference="SIM-late",
+        outcome=provider.COMPLETED,
+    )
+    provider.deliver_answer(  # the provider repeats itself: still one discrepancy
+        callback=services.PAYOUT_CALLBACK,
+        reference=payout_id,
+        provider_reference="SIM-late",
+        outcome=provider.COMPLETED,
+    )
+    payout = Payout.objects.get(pk=payout_id)
+    assert payout.status == "failed"
+    assert payout.history.count() == 2
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("20000"),
+        Decimal("0"),
+    )
+    assert ledger.ledger_breaches() == []
+    discrepancy = ProviderDiscrepancy.objects.get()
+    assert (discrepancy.resource_type, str(discrepancy.resource_id)) == ("payout", payout_id)
+    assert (discrepancy.provider_outcome, discrepancy.our_status) == ("completed", "failed")
+    assert discrepancy.merchant == enabled_merchant
+    assert discrepancy.resolved_at is None
+
+
+def test_a_repeated_answer_that_agrees_records_no_discrepancy(
+    enabled_api, customer, django_capture_on_commit_callbacks
+):
+    quote = create_quote(enabled_api, "payin")
+    with django_capture_on_commit_callbacks(execute=True):
+        payin_id = enabled_api.post("/payins", payin_body(quote, customer)).json()["id"]
+    assert Payin.objects.get(pk=payin_id).status == "completed"
+    provider.deliver_answer(
+        callback=services.PAYIN_CALLBACK,
+        reference=payin_id,
+        provider_reference="SIM-again",
+        outcome=provider.COMPLETED,
+    )
+    assert not ProviderDiscrepancy.objects.exists()
+
+
+def test_a_rejected_submission_fails_the_payin(
+    enabled_api, customer, django_capture_on_commit_callbacks, settings
+):
+    settings.PAYMENTS_PROVIDER_GATEWAY = "tests.payments.test_timeouts.RejectingGateway"
+    quote = create_quote(enabled_api, "payin")
+    with django_capture_on_commit_callbacks(execute=True):
+        payin_id = enabled_api.post("/payins", payin_body(quote, customer)).json()["id"]
+    payin = enabled_api.get(f"/payins/{payin_id}").json()
+    assert payin["status"] == "failed"
+    assert payin["history"][-1]["reason"] == "invalid_account"
+
+
+class RejectingGateway:
+    """A provider that refuses every request synchronously (a real provider can)."""
+
+    def submit_collection(self, **kwargs):
+        raise provider.ProviderRejected("invalid_account")
+
+    submit_disbursement = submit_collection
+
+
+def test_a_payin_whose_submission_was_never_enqueued_is_resubmitted_by_the_sweep(
+    enabled_api, customer
+):
+    quote = create_quote(enabled_api, "payin")
+    # No on-commit capture: the submission task is never enqueued (a lost broker message).
+    payin_id = enabled_api.post("/payins", payin_body(quote, customer)).json()["id"]
+    assert tasks.fail_timed_out_payments.delay().get() == 0
+    assert Payin.objects.get(pk=payin_id).status == "created"  # too recent to resubmit
+
+    Payin.objects.filter(pk=payin_id).update(created_at=timezone.now() - timedelta(minutes=5))
+    tasks.fail_timed_out_payments.delay().get()
+    assert enabled_api.get(f"/payins/{payin_id}").json()["status"] == "completed"
+
+
+def test_a_payout_whose_submission_was_never_enqueued_is_resubmitted_by_the_sweep(
+    enabled_api, enabled_merchant, customer
+):
+    fund(enabled_merchant, "20000")
+    quote = create_quote(enabled_api, "payout")
+    payout_id = enabled_api.post("/payouts", payout_body(quote, customer)).json()["id"]
+    Payout.objects.filter(pk=payout_id).update(created_at=timezone.now() - timedelta(minutes=5))
+    tasks.fail_timed_out_payments.delay().get()
+    assert enabled_api.get(f"/payouts/{payout_id}").json()["status"] == "completed"
+    assert ledger.ledger_breaches() == []

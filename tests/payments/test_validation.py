@@ -1,0 +1,192 @@
+"""Spec 4.4: every reason a payment creation is a 400, and that none of them changes anything."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from payments.models import Journal, Payin, Payout
+from quotes.models import Quote
+from tests.payments.conftest import (
+    create_customer,
+    create_quote,
+    fund,
+    payin_body,
+    payout_body,
+)
+from tests.support import MerchantClient
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def funded(enabled_merchant):
+    fund(enabled_merchant, "100000")
+
+
+def _assert_400(response, reason, field=None):
+    assert response.status_code == 400, response.json()
+    error = response.json()["error"]
+    assert error["code"] == "bad_request"
+    assert error["reason"] == reason
+    if field is not None:
+        path = field.split(".")
+        fields = error["fields"]
+        for part in path:
+            assert part in fields, error
+            fields = fields[part]
+
+
+def _nothing_created():
+    assert Payin.objects.count() == 0
+    assert Payout.objects.count() == 0
+    assert not Journal.objects.filter(kind__startswith="pay").exists()
+
+
+@pytest.mark.parametrize("flow", ["payin", "payout"])
+def test_expired_quote_is_400(enabled_api, customer, funded, flow):
+    quote = create_quote(enabled_api, flow)
+    Quote.objects.filter(pk=quote["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    body = payin_body(quote, customer) if flow == "payin" else payout_body(quote, customer)
+    _assert_400(enabled_api.post(f"/{flow}s", body), "quote_expired", "quote_id")
+    _nothing_created()
+
+
+@pytest.mark.parametrize("flow", ["payin", "payout"])
+def test_quote_of_the_other_flow_is_400(enabled_api, customer, funded, flow):
+    other_flow = "payout" if flow == "payin" else "payin"
+    quote = create_quote(enabled_api, other_flow)
+    body = payin_body(quote, customer) if flow == "payin" else payout_body(quote, customer)
+    _assert_400(enabled_api.post(f"/{flow}s", body), "quote_flow_mismatch", "quote_id")
+    _nothing_created()
+    assert enabled_api.get(f"/quotes/{quote['id']}").json()["status"] == "active"
+
+
+@pytest.mark.parametrize("flow", ["payin", "payout"])
+def test_consumed_quote_is_400(enabled_api, customer, funded, flow):
+    quote = create_quote(enabled_api, flow)
+    body = payin_body(quote, customer) if flow == "payin" else payout_body(quote, customer)
+    assert enabled_api.post(f"/{flow}s", body).status_code == 201
+    _assert_400(enabled_api.post(f"/{flow}s", body), "quote_consumed", "quote_id")
+
+
+@pytest.mark.parametrize("flow", ["payin", "payout"])
+def test_unknown_and_other_merchants_quotes_are_400(enabled_api, customer, funded, flow):
+    other = MerchantClient(enabled_api.merchant.__class__.objects.create(name="Other"))
+    from tests.catalog import enable_everything
+
+    enable_everything(other.merchant)
+    foreign_quote = create_quote(other, flow)
+    for quote_id in (foreign_quote["id"], str(uuid.uuid4())):
+        quote = {"id": quote_id}
+        body = payin_body(quote, customer) if flow == "payin" else payout_body(quote, customer)
+        _assert_400(enabled_api.post(f"/{flow}s", body), "quote_not_found", "quote_id")
+    _nothing_created()
+
+
+@pytest.mark.parametrize("flow", ["payin", "payout"])
+def test_quote_for_another_customer_is_400(enabled_api, customer, funded, flow):
+    other_customer = create_customer(enabled_api, first_name="Binta")
+    quote = create_quote(enabled_api, flow, customer_id=other_customer["id"])
+    body = payin_body(quote, customer) if flow == "payin" else payout_body(quote, customer)
+    _assert_400(enabled_api.post(f"/{flow}s", body), "quote_customer_mismatch", "customer_id")
+    _nothing_created()
+
+
+@pytest.mark.parametrize("flow", ["payin", "payout"])
+def test_unknown_or_foreign_customer_is_400(enabled_api, other_api, funded, flow):
+    foreign = create_customer(other_api)
+    quote = create_quote(enabled_api, flow)
+    for customer in (foreign, {"id": str(uuid.uuid4())}):
+        body = payin_body(quote, customer) if flow == "payin" else payout_body(quote, customer)
+        _assert_400(enabled_api.post(f"/{flow}s", body), "customer_not_found", "customer_id")
+    _nothing_created()
+
+
+@pytest.mark.parametrize("missing", ["quote_id", "customer_id", "source"])
+def test_payin_missing_field_is_400(enabled_api, customer, missing):
+    quote = create_quote(enabled_api, "payin")
+    body = payin_body(quote, customer)
+    del body[missing]
+    _assert_400(enabled_api.post("/payins", body), "invalid_request", missing)
+    _nothing_created()
+
+
+@pytest.mark.parametrize("missing", ["quote_id", "customer_id", "recipient"])
+def test_payout_missing_field_is_400(enabled_api, customer, funded, missing):
+    quote = create_quote(enabled_api, "payout")
+    body = payout_body(quote, customer)
+    del body[missing]
+    _assert_400(enabled_api.post("/payouts", body), "invalid_request", missing)
+    _nothing_created()
+
+
+def test_payin_source_without_phone_on_mobile_money_is_400(enabled_api, customer):
+    quote = create_quote(enabled_api, "payin")
+    body = payin_body(quote, customer)
+    body["source"] = {}
+    _assert_400(enabled_api.post("/payins", body), "invalid_request", "source.phone")
+    _nothing_created()
+    assert enabled_api.get(f"/quotes/{quote['id']}").json()["status"] == "active"
+
+
+@pytest.mark.parametrize("field", ["bank_name", "bank_code", "account_name", "account_number"])
+def test_payin_source_with_bank_fields_on_mobile_money_is_400(enabled_api, customer, field):
+    quote = create_quote(enabled_api, "payin")
+    body = payin_body(quote, customer)
+    body["source"][field] = "x123"
+    _assert_400(enabled_api.post("/payins", body), "invalid_request", f"source.{field}")
+    _nothing_created()
+
+
+@pytest.mark.parametrize("field", ["phone", "first_name", "last_name"])
+def test_payout_recipient_missing_field_is_400(enabled_api, customer, funded, field):
+    quote = create_quote(enabled_api, "payout")
+    body = payout_body(quote, customer)
+    del body["recipient"][field]
+    _assert_400(enabled_api.post("/payouts", body), "invalid_request", f"recipient.{field}")
+    _nothing_created()
+
+
+def test_payout_recipient_with_bank_fields_on_mobile_money_is_400(enabled_api, customer, funded):
+    quote = create_quote(enabled_api, "payout")
+    body = payout_body(quote, customer, account_number="0001234")
+    _assert_400(enabled_api.post("/payouts", body), "invalid_request", "recipient.account_number")
+    _nothing_created()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("phone", "not a phone"),
+        ("email", "nope"),
+        ("recipient_nationality_code", "XX"),
+        ("recipient_type", "robot"),
+        ("first_name", 42),
+    ],
+)
+def test_payout_recipient_invalid_values_are_400(enabled_api, customer, funded, field, value):
+    quote = create_quote(enabled_api, "payout")
+    body = payout_body(quote, customer, **{field: value})
+    _assert_400(enabled_api.post("/payouts", body), "invalid_request", f"recipient.{field}")
+    _nothing_created()
+
+
+@pytest.mark.parametrize("value", ["nope", 42, None])
+def test_malformed_quote_id_is_400(enabled_api, customer, value):
+    body = {"quote_id": value, "customer_id": customer["id"], "source": {"phone": "+221770001234"}}
+    _assert_400(enabled_api.post("/payins", body), "invalid_request", "quote_id")
+
+
+def test_operator_disabled_after_quoting_is_400(enabled_api, enabled_merchant, customer):
+    from merchants.models import MerchantOperator
+
+    quote = create_quote(enabled_api, "payin")
+    MerchantOperator.objects.filter(
+        merchant=enabled_merchant, operator__code="SN_ORANGE_MOMO"
+    ).delete()
+    _assert_400(
+        enabled_api.post("/payins", payin_body(quote, customer)), "operator_not_enabled", "quote_id"
+    )
+    _nothing_created()

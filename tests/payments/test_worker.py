@@ -1,0 +1,40 @@
+"""End to end through Redis and a separate worker process."""
+
+from decimal import Decimal
+
+import pytest
+
+from payments import ledger, selectors
+from tests.payments.conftest import create_customer, create_quote, fund, payin_body, payout_body
+from tests.support import MerchantClient
+from tests.worker import wait_until
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def test_payin_and_payout_complete_through_a_real_worker(enabled_merchant, celery_worker_process):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    quote = create_quote(api, "payin")
+    response = api.post("/payins", payin_body(quote, customer))
+    assert response.status_code == 201
+    payin_id = response.json()["id"]
+
+    def payin_status():
+        assert celery_worker_process.poll() is None, "the worker died"
+        return api.get(f"/payins/{payin_id}").json()["status"]
+
+    assert wait_until(lambda: payin_status() == "completed", timeout=60), payin_status()
+
+    fund(enabled_merchant, "10000")
+    quote = create_quote(api, "payout", amount="5000")
+    payout_id = api.post("/payouts", payout_body(quote, customer)).json()["id"]
+    assert wait_until(
+        lambda: api.get(f"/payouts/{payout_id}").json()["status"] == "completed", timeout=60
+    )
+    # 9850 from the payin + 10000 float - (5000 + 150 fee)
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("14700"),
+        Decimal("0"),
+    )
+    assert ledger.ledger_breaches() == []

@@ -1,0 +1,87 @@
+import pytest
+from rest_framework.test import APIClient
+
+pytestmark = pytest.mark.django_db
+
+
+def _assert_error(response, status: int, code: str) -> dict:
+    assert response.status_code == status
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    return body["error"]
+
+
+def test_unknown_path_is_404_in_the_error_shape(api):
+    _assert_error(api.get("/no-such-thing"), 404, "not_found")
+
+
+def test_malformed_uuid_in_path_is_404(api):
+    _assert_error(api.get("/customers/not-a-uuid"), 404, "not_found")
+
+
+def test_unknown_path_without_credentials_is_json_not_html():
+    response = APIClient().get("/definitely/not/here")
+    _assert_error(response, 404, "not_found")
+
+
+def test_wrong_method_is_405(api):
+    response = api.client.delete("/customers")
+    _assert_error(response, 405, "method_not_allowed")
+
+
+def test_malformed_json_is_400_and_creates_nothing(api):
+    from customers.models import Customer
+
+    response = api.client.post(
+        "/customers", data="{not json", content_type="application/json", HTTP_IDEMPOTENCY_KEY="k1"
+    )
+    error = _assert_error(response, 400, "bad_request")
+    assert error["reason"] == "malformed_json"
+    assert Customer.objects.count() == 0
+
+
+def test_wrong_content_type_is_415(api):
+    response = api.client.post(
+        "/customers",
+        data="first_name=A",
+        content_type="application/x-www-form-urlencoded",
+        HTTP_IDEMPOTENCY_KEY="k1",
+    )
+    _assert_error(response, 415, "unsupported_media_type")
+
+
+def test_validation_error_names_the_field(api):
+    error = _assert_error(api.post("/customers", {"email": "not-an-email"}), 400, "bad_request")
+    assert "email" in error["fields"]
+
+
+def test_unhandled_exception_in_api_view_is_500_in_the_error_shape(api, settings):
+    settings.ROOT_URLCONF = "tests.urls_errors"
+    api.client.raise_request_exception = False
+    error = _assert_error(api.get("/test-explode"), 500, "internal_error")
+    assert "boom" not in error["message"]
+
+
+def test_unhandled_exception_in_plain_view_is_500_json(settings):
+    settings.ROOT_URLCONF = "tests.urls_errors"
+    client = APIClient(raise_request_exception=False)
+    _assert_error(client.get("/test-explode-plain"), 500, "internal_error")
+
+
+def test_health_reports_database_and_broker():
+    response = APIClient().get("/health")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+    assert response.json()["checks"] == {"database": "ok", "broker": "ok"}
+
+
+def test_schema_is_public_and_labelled_1_0_0():
+    response = APIClient().get("/schema?format=json")
+    assert response.status_code == 200
+    document = response.json()
+    assert document["info"]["version"] == "1.0.0"
+    assert document["openapi"].startswith("3.")
+    schemes = document["components"]["securitySchemes"]
+    assert {s["name"] for s in schemes.values()} == {"X-Api-Key", "X-Api-Secret"}

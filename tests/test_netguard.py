@@ -1,0 +1,64 @@
+import http.server
+import threading
+
+import pytest
+
+from config import netguard
+
+
+@pytest.fixture
+def local_server():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("127.0.0.1", False),
+        ("10.1.2.3", False),
+        ("172.16.0.1", False),
+        ("192.168.1.1", False),
+        ("169.254.169.254", False),
+        ("0.0.0.0", False),
+        ("::1", False),
+        ("::ffff:127.0.0.1", False),
+        ("fe80::1", False),
+        ("224.0.0.1", False),
+        ("8.8.8.8", True),
+        ("2001:4860:4860::8888", True),
+    ],
+)
+def test_address_classification(address, public):
+    assert netguard.address_is_public(address) is public
+
+
+def test_loopback_url_is_refused_when_private_urls_are_not_allowed(local_server, settings):
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    with pytest.raises(netguard.BlockedDestination):
+        netguard.guarded_session().get(local_server, timeout=2)
+
+
+def test_hostname_resolving_to_loopback_is_refused(local_server, settings):
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    with pytest.raises(netguard.BlockedDestination):
+        netguard.guarded_session().get(local_server.replace("127.0.0.1", "localhost"), timeout=2)
+
+
+def test_loopback_url_is_fetched_when_private_urls_are_allowed(local_server, settings):
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+    response = netguard.guarded_session().get(local_server, timeout=2)
+    assert response.status_code == 200
+    assert response.content == b"hello"

@@ -1,0 +1,34 @@
+"""The README's copy-paste webhook check must accept what Cowry really sends."""
+
+import re
+import time
+from pathlib import Path
+
+from webhooks.signing import sign
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _readme_verifier():
+    text = README.read_text()
+    block = re.search(r"```python\n(.*?def verify_cowry_webhook.*?)```", text, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    return namespace["verify_cowry_webhook"]
+
+
+def test_readme_snippet_accepts_a_real_signature_and_rejects_tampering():
+    verify = _readme_verifier()
+    body = b'{"id": "e1", "event": "payin.completed"}'
+    now = int(time.time())
+    headers = {
+        "X-Cowry-Timestamp": str(now),
+        "X-Cowry-Signature": sign(secret="whsec_test", timestamp=now, body=body),
+    }
+
+    assert verify(body, headers, "whsec_test") is True
+    assert verify(body + b" ", headers, "whsec_test") is False
+    assert verify(body, headers, "whsec_other") is False
+    old = {**headers, "X-Cowry-Timestamp": str(now - 301)}
+    old["X-Cowry-Signature"] = sign(secret="whsec_test", timestamp=now - 301, body=body)
+    assert verify(body, old, "whsec_test") is False

@@ -1,0 +1,118 @@
+"""Races on real PostgreSQL with real threads: each thread is its own request and connection."""
+
+import threading
+import uuid
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from payments.provider.simulator import SimulatorGateway
+from tests.transfers.conftest import (
+    SENDER_DETAILS,
+    SN_DECLINED,
+    create_customer,
+    create_quote,
+    ledger_is_clean,
+    transfer_body,
+)
+from transfers.models import Transfer, TransferHistory
+from webhooks.models import Event
+
+THREADS = 6
+
+
+class RetriedDisbursementsNeverAnswerGateway(SimulatorGateway):
+    """The real simulator, except that the provider never answers a relaunched disbursement
+    (attempt 2 and later), so the winning relaunch stays in flight while the others race."""
+
+    def submit_disbursement(self, **kwargs):
+        if not kwargs["reference"].endswith(":1"):
+            kwargs["phone"] = kwargs["phone"][:-3] + "999"
+        return super().submit_disbursement(**kwargs)
+
+
+def race(api, requests: list[tuple[str, dict | None]]) -> list:
+    """Send the requests at once from one thread each; returns the responses in order."""
+    barrier = threading.Barrier(len(requests))
+    responses: list = [None] * len(requests)
+
+    def send(index: int, path: str, body: dict | None) -> None:
+        client = APIClient()
+        client.credentials(HTTP_X_API_KEY=api.api_key, HTTP_X_API_SECRET=api.api_secret)
+        try:
+            barrier.wait()
+            responses[index] = client.post(
+                path, body, format="json", HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4())
+            )
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=send, args=(i, path, body))
+        for i, (path, body) in enumerate(requests)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return responses
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_relaunches_start_exactly_one_disbursement(enabled_api):
+    customer = create_customer(enabled_api, **SENDER_DETAILS)
+    quote = create_quote(enabled_api, customer_id=customer["id"])
+    with override_settings(
+        PAYMENTS_PROVIDER_GATEWAY=f"{__name__}.RetriedDisbursementsNeverAnswerGateway"
+    ):
+        created = enabled_api.post(
+            "/transfers", transfer_body(quote, customer, recipient_phone=SN_DECLINED)
+        )
+        transfer_id = created.json()["id"]
+        assert Transfer.objects.get(pk=transfer_id).payout_status == "failed"
+
+        path = f"/transfers/{transfer_id}/relaunch-payout"
+        responses = race(enabled_api, [(path, None)] * THREADS)
+
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [202] + [409] * (THREADS - 1), [r.json() for r in responses]
+    for response in responses:
+        if response.status_code == 409:
+            assert response.json()["error"]["reason"] == "transfer_not_relaunchable"
+    transfer = Transfer.objects.get(pk=transfer_id)
+    assert (transfer.status, transfer.payout_status, transfer.disbursement_attempt) == (
+        "disbursing",
+        "pending",
+        2,
+    )
+    assert transfer.disbursement_reference.startswith("SIM-")  # attempt 2 was submitted once
+    assert (
+        TransferHistory.objects.filter(transfer_id=transfer_id, reason="payout_relaunched").count()
+        == 1
+    )
+    assert (
+        Event.objects.filter(data_id=transfer_id, event_type="transfer.payin.completed").count()
+        == 1
+    )
+    assert ledger_is_clean()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_transfers_racing_for_one_quote_create_one(enabled_api):
+    customer = create_customer(enabled_api, **SENDER_DETAILS)
+    quote = create_quote(enabled_api, customer_id=customer["id"])
+    body = transfer_body(quote, customer)
+
+    responses = race(enabled_api, [("/transfers", body)] * 2)
+
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [201, 400], [r.json() for r in responses]
+    loser = next(r for r in responses if r.status_code == 400)
+    assert loser.json()["error"]["reason"] == "quote_consumed"
+    assert Transfer.objects.count() == 1
+    transfer = Transfer.objects.get()
+    assert transfer.status == "completed"
+    assert Event.objects.filter(data_id=transfer.id, event_type="transfer.completed").count() == 1
+    assert ledger_is_clean()

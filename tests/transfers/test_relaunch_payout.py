@@ -1,0 +1,516 @@
+from decimal import Decimal
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from payments import ledger
+from payments.models import ProviderDiscrepancy
+from payments.provider.simulator import SimulatorGateway
+from tests.transfers.conftest import (
+    SN_DECLINED,
+    SN_OTHER_PHONE,
+    SN_SILENT,
+    field_paths,
+    ledger_is_clean,
+    transfer_body,
+)
+from transfers import services
+from transfers.models import Transfer, TransferHistory
+from webhooks.models import Event
+
+pytestmark = pytest.mark.django_db
+
+
+def events_of(transfer_id) -> list[str]:
+    return list(
+        Event.objects.filter(data_id=transfer_id)
+        .order_by("created_at")
+        .values_list("event_type", flat=True)
+    )
+
+
+class FirstDisbursementDeclinedGateway(SimulatorGateway):
+    """The real simulator, except that the provider declines every first disbursement
+    attempt (a transient recipient-side problem): a retry of the same recipient succeeds."""
+
+    def submit_disbursement(self, **kwargs):
+        if kwargs["reference"].endswith(":1"):
+            kwargs["phone"] = kwargs["phone"][:-3] + "000"
+        return super().submit_disbursement(**kwargs)
+
+
+@pytest.fixture
+def failed_payout(enabled_api, customer, quote, run) -> dict:
+    """A transfer whose collection completed and whose disbursement was declined."""
+    response = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_DECLINED)
+    )
+    body = enabled_api.get(f"/transfers/{response.json()['id']}").json()
+    assert (body["status"], body["payin_status"], body["payout_status"]) == (
+        "failed",
+        "completed",
+        "failed",
+    )
+    return body
+
+
+def test_relaunch_without_body_retries_same_recipient_and_amount_and_completes(
+    enabled_api, enabled_merchant, customer, quote, run
+):
+    with override_settings(
+        PAYMENTS_PROVIDER_GATEWAY=f"{__name__}.FirstDisbursementDeclinedGateway"
+    ):
+        created = run(enabled_api.post, "/transfers", transfer_body(quote, customer))
+        transfer_id = created.json()["id"]
+        failed = enabled_api.get(f"/transfers/{transfer_id}").json()
+        assert failed["status"] == "failed"
+        first_reference = failed["execution"]["disbursement_reference"]
+
+        with run.capture() as callbacks:
+            response = enabled_api.post(f"/transfers/{transfer_id}/relaunch-payout")
+        assert response.status_code == 202, response.json()
+        body = response.json()
+        assert (body["status"], body["payin_status"], body["payout_status"]) == (
+            "disbursing",
+            "completed",
+            "pending",
+        )
+        assert body["payout_amount"] == "9800"
+        assert body["recipient"] == failed["recipient"]
+        assert body["execution"]["disbursement_attempt"] == 2
+        assert body["execution"]["disbursement_failed_at"] is None
+        assert (
+            body["execution"]["collection_reference"] == failed["execution"]["collection_reference"]
+        )
+        assert body["_meta"]["idempotency_replayed"] is False
+        assert len(callbacks) == 1
+        run(callbacks[0])
+
+    final = enabled_api.get(f"/transfers/{transfer_id}").json()
+    assert (final["status"], final["payin_status"], final["payout_status"]) == (
+        "completed",
+        "completed",
+        "completed",
+    )
+    assert final["execution"]["disbursement_reference"] != first_reference
+    assert [(h["status"], h["reason"]) for h in final["history"]] == [
+        ("pending", "created"),
+        ("collecting", "collection_submitted"),
+        ("disbursing", "collection_completed"),
+        ("failed", "provider_declined"),
+        ("disbursing", "payout_relaunched"),
+        ("completed", "disbursement_completed"),
+    ]
+    assert events_of(transfer_id) == [
+        "transfer.payin.completed",
+        "transfer.payout.failed",
+        "transfer.failed",
+        "transfer.payout.completed",
+        "transfer.completed",
+    ]
+    # The payer was collected from once only.
+    assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {
+        "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
+        "transfer_suspense": Decimal("0"),
+        "fee_revenue": Decimal("200"),
+        "fx_conversion": Decimal("9800"),
+    }
+    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {
+        "fx_conversion": Decimal("-9800"),
+        "provider_clearing:SN_WAVE_MOMO": Decimal("9800"),
+    }
+    assert ledger_is_clean()
+
+
+def test_relaunch_without_body_that_fails_again_keeps_the_money_in_suspense(
+    enabled_api, enabled_merchant, failed_payout, run
+):
+    transfer_id = failed_payout["id"]
+    response = run(enabled_api.post, f"/transfers/{transfer_id}/relaunch-payout")
+    assert response.status_code == 202
+
+    body = enabled_api.get(f"/transfers/{transfer_id}").json()
+    assert (body["status"], body["payin_status"], body["payout_status"]) == (
+        "failed",
+        "completed",
+        "failed",
+    )
+    assert body["execution"]["disbursement_attempt"] == 2
+    assert events_of(transfer_id) == [
+        "transfer.payin.completed",
+        "transfer.payout.failed",
+        "transfer.failed",
+        "transfer.payout.failed",
+        "transfer.failed",
+    ]
+    assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {
+        "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
+        "transfer_suspense": Decimal("10000"),
+    }
+    assert ledger_is_clean()
+
+
+def test_relaunch_with_lower_amount_and_new_recipient_pays_them_and_credits_the_difference(
+    enabled_api, enabled_merchant, failed_payout, run
+):
+    transfer_id = failed_payout["id"]
+    response = run(
+        enabled_api.post,
+        f"/transfers/{transfer_id}/relaunch-payout",
+        {
+            "payout_amount": "9000",
+            "recipient": {
+                "recipient_type": "individual",
+                "first_name": "Fatou",
+                "last_name": "Sow",
+                "phone": SN_OTHER_PHONE,
+                "operator_code": "SN_ORANGE_MOMO",
+                "country_code": "SN",
+                "rail_type": "mobile_money",
+            },
+        },
+    )
+    assert response.status_code == 202, response.json()
+    assert response.json()["payout_amount"] == "9000"
+    assert response.json()["recipient"]["operator_code"] == "SN_ORANGE_MOMO"
+
+    body = enabled_api.get(f"/transfers/{transfer_id}").json()
+    assert body["status"] == "completed"
+    assert (body["payout_amount"], body["receive_amount"]) == ("9000", "9000")
+    assert body["payin_amount"] == "10000"
+    assert body["recipient_operator_code"] == "SN_ORANGE_MOMO"
+    assert body["recipient"]["first_name"] == "Fatou"
+    assert body["recipient"]["phone"] == SN_OTHER_PHONE
+    final = Event.objects.get(data_id=transfer_id, event_type="transfer.completed")
+    assert final.payload["data"]["object"]["receive_amount"] == "9000"
+    assert final.payload["data"]["object"]["recipient_operator_code"] == "SN_ORANGE_MOMO"
+    # 9000 to the new operator; the 800 not paid out goes to the merchant's XOF wallet.
+    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {
+        "fx_conversion": Decimal("-9800"),
+        "provider_clearing:SN_ORANGE_MOMO": Decimal("9000"),
+        "merchant_available": Decimal("800"),
+    }
+    assert enabled_merchant.wallets.get(currency="XOF").available == Decimal("800")
+    assert ledger_is_clean()
+
+
+def _unchanged(transfer_id, before: Transfer) -> None:
+    after = Transfer.objects.get(pk=transfer_id)
+    for name in (
+        "status",
+        "payin_status",
+        "payout_status",
+        "payout_amount",
+        "recipient",
+        "recipient_operator_code",
+        "disbursement_attempt",
+        "updated_at",
+    ):
+        assert getattr(after, name) == getattr(before, name), name
+
+
+def test_payout_amount_above_the_original_is_rejected_and_changes_nothing(
+    enabled_api, failed_payout
+):
+    before = Transfer.objects.get(pk=failed_payout["id"])
+    response = enabled_api.post(
+        f"/transfers/{before.id}/relaunch-payout", {"payout_amount": "9801"}
+    )
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "bad_request"
+    assert error["reason"] == "payout_amount_above_original"
+    assert "payout_amount" in error["fields"]
+    _unchanged(before.id, before)
+
+
+@pytest.mark.parametrize(
+    ("body", "reason", "field"),
+    [
+        ({"payout_amount": "9000.5"}, "invalid_amount", "payout_amount"),
+        ({"payout_amount": "0"}, "invalid_amount", "payout_amount"),
+        ({"payout_amount": "50"}, "amount_below_minimum", "payout_amount"),
+        ({"payout_amount": 9000}, "invalid_request", "payout_amount"),
+        (
+            {
+                "recipient": {
+                    "first_name": "A",
+                    "last_name": "B",
+                    "phone": "+2250700001234",
+                    "country_code": "CI",
+                }
+            },
+            "party_routing_mismatch",
+            "recipient.country_code",
+        ),
+        (
+            {
+                "recipient": {
+                    "first_name": "A",
+                    "last_name": "B",
+                    "phone": "+221770001111",
+                    "operator_code": "CI_WAVE_MOMO",
+                }
+            },
+            "party_routing_mismatch",
+            "recipient.operator_code",
+        ),
+        (
+            {
+                "recipient": {
+                    "first_name": "A",
+                    "last_name": "B",
+                    "phone": "+221770001111",
+                    "rail_type": "bank_transfer",
+                }
+            },
+            "party_routing_mismatch",
+            "recipient.rail_type",
+        ),
+        (
+            {
+                "recipient": {
+                    "first_name": "A",
+                    "last_name": "B",
+                    "phone": "+221770001111",
+                    "operator_code": "SN_NOPE_MOMO",
+                }
+            },
+            "unknown_operator",
+            "recipient.operator_code",
+        ),
+        (
+            {"recipient": {"first_name": "A", "phone": "+221770001111"}},
+            "invalid_request",
+            "recipient.last_name",
+        ),
+        (
+            {"recipient": {"first_name": "A", "last_name": "B"}},
+            "invalid_request",
+            "recipient.phone",
+        ),
+        (
+            {
+                "recipient": {
+                    "first_name": "A",
+                    "last_name": "B",
+                    "phone": "+221770001111",
+                    "account_number": "123",
+                }
+            },
+            "invalid_request",
+            "recipient.account_number",
+        ),
+    ],
+)
+def test_bad_relaunch_body_is_a_400_naming_the_field(
+    enabled_api, failed_payout, body, reason, field
+):
+    before = Transfer.objects.get(pk=failed_payout["id"])
+    response = enabled_api.post(f"/transfers/{before.id}/relaunch-payout", body)
+
+    assert response.status_code == 400, response.json()
+    error = response.json()["error"]
+    assert error["reason"] == reason
+    assert field in field_paths(error["fields"]), error
+    _unchanged(before.id, before)
+
+
+def test_relaunch_to_an_operator_not_enabled_is_rejected(
+    enabled_api, enabled_merchant, failed_payout
+):
+    from merchants.models import MerchantOperator
+
+    MerchantOperator.objects.filter(
+        merchant=enabled_merchant, operator__code="SN_FREE_MOMO"
+    ).delete()
+    before = Transfer.objects.get(pk=failed_payout["id"])
+    response = enabled_api.post(
+        f"/transfers/{before.id}/relaunch-payout",
+        {
+            "recipient": {
+                "first_name": "A",
+                "last_name": "B",
+                "phone": "+221770001111",
+                "operator_code": "SN_FREE_MOMO",
+            }
+        },
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["reason"] == "operator_not_enabled"
+    assert "recipient.operator_code" in field_paths(response.json()["error"]["fields"])
+    _unchanged(before.id, before)
+
+
+def assert_not_relaunchable(api, transfer_id) -> None:
+    before = Transfer.objects.get(pk=transfer_id)
+    history = TransferHistory.objects.filter(transfer_id=transfer_id).count()
+    events = Event.objects.filter(data_id=transfer_id).count()
+    response = api.post(f"/transfers/{transfer_id}/relaunch-payout")
+    assert response.status_code == 409, response.json()
+    assert response.json()["error"]["code"] == "conflict"
+    assert response.json()["error"]["reason"] == "transfer_not_relaunchable"
+    _unchanged(transfer_id, before)
+    assert TransferHistory.objects.filter(transfer_id=transfer_id).count() == history
+    assert Event.objects.filter(data_id=transfer_id).count() == events
+
+
+def test_pending_transfer_is_not_relaunchable(enabled_api, customer, quote):
+    response = enabled_api.post("/transfers", transfer_body(quote, customer))  # not submitted
+    assert response.json()["status"] == "pending"
+    assert_not_relaunchable(enabled_api, response.json()["id"])
+
+
+def test_completed_transfer_is_not_relaunchable(enabled_api, customer, quote, run):
+    response = run(enabled_api.post, "/transfers", transfer_body(quote, customer))
+    assert Transfer.objects.get(pk=response.json()["id"]).status == "completed"
+    assert_not_relaunchable(enabled_api, response.json()["id"])
+    assert ledger_is_clean()
+
+
+def test_transfer_whose_collection_failed_is_not_relaunchable(enabled_api, customer, quote, run):
+    from tests.transfers.conftest import CM_DECLINED
+
+    response = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, payer_phone=CM_DECLINED)
+    )
+    assert Transfer.objects.get(pk=response.json()["id"]).payin_status == "failed"
+    assert_not_relaunchable(enabled_api, response.json()["id"])
+
+
+def test_disbursing_transfer_is_not_relaunchable(enabled_api, customer, quote, run):
+    response = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
+    )
+    assert Transfer.objects.get(pk=response.json()["id"]).status == "disbursing"
+    assert_not_relaunchable(enabled_api, response.json()["id"])
+    assert ledger_is_clean()
+
+
+def test_relaunch_needs_an_idempotency_key_and_replays(enabled_api, failed_payout):
+    transfer_id = failed_payout["id"]
+    missing = enabled_api.post(f"/transfers/{transfer_id}/relaunch-payout", idempotency_key=None)
+    assert missing.status_code == 400
+    assert Transfer.objects.get(pk=transfer_id).disbursement_attempt == 1
+
+    first = enabled_api.post(f"/transfers/{transfer_id}/relaunch-payout", idempotency_key="r-1")
+    again = enabled_api.post(f"/transfers/{transfer_id}/relaunch-payout", idempotency_key="r-1")
+    assert first.status_code == again.status_code == 202
+    assert again.json()["_meta"]["idempotency_replayed"] is True
+    assert Transfer.objects.get(pk=transfer_id).disbursement_attempt == 2
+
+
+def test_stuck_disbursement_times_out_then_relaunches(enabled_api, customer, quote, run):
+    response = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
+    )
+    transfer = Transfer.objects.get(pk=response.json()["id"])
+    assert transfer.status == "disbursing"
+
+    assert services.transfers_fail_timed_out(now=timezone.now()) == 0  # not due yet
+    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
+
+    body = enabled_api.get(f"/transfers/{transfer.id}").json()
+    assert (body["status"], body["payin_status"], body["payout_status"]) == (
+        "failed",
+        "completed",
+        "failed",
+    )
+    assert body["history"][-1]["reason"] == "provider_timeout"
+    assert events_of(transfer.id)[-2:] == ["transfer.payout.failed", "transfer.failed"]
+
+    relaunched = run(
+        enabled_api.post,
+        f"/transfers/{transfer.id}/relaunch-payout",
+        {"recipient": {"first_name": "Moussa", "last_name": "Ndiaye", "phone": SN_OTHER_PHONE}},
+    )
+    assert relaunched.status_code == 202
+    assert Transfer.objects.get(pk=transfer.id).status == "completed"
+    assert ledger_is_clean()
+
+
+def test_late_answer_for_a_replaced_attempt_changes_nothing_and_is_kept_for_reconciliation(
+    enabled_api, customer, quote, run
+):
+    response = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
+    )
+    transfer = Transfer.objects.get(pk=response.json()["id"])
+    run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at)
+    enabled_api.post(f"/transfers/{transfer.id}/relaunch-payout")  # attempt 2, not submitted
+    events = Event.objects.filter(data_id=transfer.id).count()
+
+    # The provider finally answers attempt 1: it must not complete attempt 2.
+    services.transfer_apply_disbursement_result(
+        reference=services.disbursement_reference(transfer.id, 1),
+        provider_reference="SIM-late",
+        outcome="completed",
+        reason="",
+        at=timezone.now(),
+    )
+
+    transfer.refresh_from_db()
+    assert (transfer.status, transfer.payout_status, transfer.disbursement_attempt) == (
+        "disbursing",
+        "pending",
+        2,
+    )
+    assert transfer.disbursement_reference == ""
+    assert Event.objects.filter(data_id=transfer.id).count() == events
+    assert ledger_is_clean()
+    # Attempt 1 paid after all while attempt 2 is under way: a possible double payout.
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=transfer.id)
+    assert discrepancy.resource_type == "transfer_disbursement"
+    assert (discrepancy.provider_outcome, discrepancy.our_status) == ("completed", "superseded")
+
+
+def test_repeated_provider_answer_changes_nothing(enabled_api, customer, quote, run):
+    response = run(enabled_api.post, "/transfers", transfer_body(quote, customer))
+    transfer = Transfer.objects.get(pk=response.json()["id"])
+    events = Event.objects.filter(data_id=transfer.id).count()
+
+    services.transfer_apply_disbursement_result(
+        reference=services.disbursement_reference(transfer.id, 1),
+        provider_reference=transfer.disbursement_reference,
+        outcome="completed",
+        reason="",
+        at=timezone.now(),
+    )
+    services.transfer_apply_collection_result(
+        reference=str(transfer.id),
+        provider_reference=transfer.collection_reference,
+        outcome="completed",
+        reason="",
+        at=timezone.now(),
+    )
+
+    assert Event.objects.filter(data_id=transfer.id).count() == events
+    assert TransferHistory.objects.filter(transfer=transfer).count() == 4
+    assert ledger_is_clean()
+
+
+def test_sweep_resubmits_a_collection_whose_enqueue_was_lost(enabled_api, customer, quote, run):
+    from datetime import timedelta
+
+    from transfers import tasks
+
+    response = enabled_api.post("/transfers", transfer_body(quote, customer))  # never enqueued
+    transfer = Transfer.objects.get(pk=response.json()["id"])
+    assert transfer.status == "pending"
+    assert services.transfers_stale_submissions(now=transfer.updated_at) == []
+    later = transfer.updated_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS)
+    assert services.transfers_stale_submissions(now=later) == [(transfer.id, None)]
+
+    # The beat task runs a minute later.
+    Transfer.objects.filter(pk=transfer.id).update(
+        updated_at=timezone.now() - timedelta(seconds=services.RESUBMIT_AFTER_SECONDS)
+    )
+    run(tasks.fail_timed_out_transfers)
+
+    transfer.refresh_from_db()
+    assert transfer.status == "completed"
+    assert services.transfers_stale_submissions(now=later) == []
+    assert ledger_is_clean()

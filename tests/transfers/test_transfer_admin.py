@@ -1,0 +1,143 @@
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from merchants import services as merchant_services
+from merchants.models import AuditLogEntry
+from tests.transfers.conftest import SN_DECLINED, SN_SILENT, ledger_is_clean, transfer_body
+from transfers.models import Transfer
+from webhooks.models import Event
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "admin:transfers_transfer_changelist"
+
+
+def login(username: str, **assignment) -> Client:
+    merchant_services.staff_user_create(username=username, password="pw-123456", **assignment)
+    client = Client()
+    assert client.login(username=username, password="pw-123456")
+    return client
+
+
+@pytest.fixture
+def support():
+    return login("support-agent", support=True)
+
+
+def make_transfer(api, customer, quote, run, **phones) -> Transfer:
+    response = run(api.post, "/transfers", transfer_body(quote, customer, **phones))
+    return Transfer.objects.get(pk=response.json()["id"])
+
+
+def test_page_shows_legs_history_events_and_journals(support, enabled_api, customer, quote, run):
+    transfer = make_transfer(enabled_api, customer, quote, run, recipient_phone=SN_DECLINED)
+
+    page = support.get(reverse("admin:transfers_transfer_change", args=[transfer.pk]))
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "transfer_collected" in html  # the journal
+    assert "transfer_suspense" in html
+    assert "10000 XAF" in html  # held in suspense
+    assert "transfer.payout.failed" in html  # the events
+    assert "provider_declined" in html  # history / execution
+    assert transfer.collection_reference in html
+    assert transfer.disbursement_reference in html
+
+
+def test_support_relaunches_a_failed_payout_and_it_is_recorded(
+    support, enabled_api, customer, quote, run
+):
+    transfer = make_transfer(enabled_api, customer, quote, run, recipient_phone=SN_DECLINED)
+
+    with run.capture(execute=True):
+        response = support.post(
+            reverse(CHANGELIST),
+            {"action": "relaunch_payout", "_selected_action": [str(transfer.pk)]},
+        )
+
+    assert response.status_code == 302
+    transfer.refresh_from_db()
+    assert transfer.disbursement_attempt == 2
+    assert transfer.history.filter(reason="payout_relaunched").count() == 1
+    entry = AuditLogEntry.objects.get(target=str(transfer.id))
+    assert entry.action == "support.action"
+    assert entry.actor.username == "support-agent"
+    assert entry.detail["action"] == "transfer.relaunch_payout"
+    assert entry.merchant_id == transfer.merchant_id
+    assert ledger_is_clean()
+
+
+def test_support_marks_a_stuck_disbursement_failed_and_it_is_recorded(
+    support, enabled_api, customer, quote, run
+):
+    transfer = make_transfer(enabled_api, customer, quote, run, recipient_phone=SN_SILENT)
+    assert transfer.status == "disbursing"
+
+    response = support.post(
+        reverse(CHANGELIST),
+        {"action": "mark_disbursement_failed", "_selected_action": [str(transfer.pk)]},
+    )
+
+    assert response.status_code == 302
+    transfer.refresh_from_db()
+    assert (transfer.status, transfer.payin_status, transfer.payout_status) == (
+        "failed",
+        "completed",
+        "failed",
+    )
+    assert transfer.disbursement_failure_reason == "marked_failed_by_support"
+    assert list(
+        Event.objects.filter(data_id=transfer.id)
+        .order_by("created_at")
+        .values_list("event_type", flat=True)
+    ) == ["transfer.payin.completed", "transfer.payout.failed", "transfer.failed"]
+    entry = AuditLogEntry.objects.get(target=str(transfer.id))
+    assert entry.actor.username == "support-agent"
+    assert entry.detail["action"] == "transfer.mark_disbursement_failed"
+    assert ledger_is_clean()
+
+
+def test_support_action_refused_for_a_completed_transfer_changes_nothing(
+    support, enabled_api, customer, quote, run
+):
+    transfer = make_transfer(enabled_api, customer, quote, run)
+    assert transfer.status == "completed"
+
+    for action in ("mark_disbursement_failed", "relaunch_payout"):
+        response = support.post(
+            reverse(CHANGELIST),
+            {"action": action, "_selected_action": [str(transfer.pk)]},
+            follow=True,
+        )
+        assert response.status_code == 200
+
+    transfer.refresh_from_db()
+    assert transfer.status == "completed"
+    assert transfer.disbursement_attempt == 1
+    assert not AuditLogEntry.objects.filter(target=str(transfer.id)).exists()
+    assert ledger_is_clean()
+
+
+def test_merchant_staff_see_only_their_transfers_and_cannot_run_support_actions(
+    enabled_api, enabled_merchant, customer, quote, run
+):
+    transfer = make_transfer(enabled_api, customer, quote, run, recipient_phone=SN_DECLINED)
+    owner = login("owner", merchant=enabled_merchant, role="owner")
+    from tests.factories import MerchantFactory
+
+    stranger = login("stranger", merchant=MerchantFactory(), role="owner")
+
+    assert (
+        owner.get(reverse("admin:transfers_transfer_change", args=[transfer.pk])).status_code == 200
+    )
+    assert (
+        stranger.get(reverse("admin:transfers_transfer_change", args=[transfer.pk])).status_code
+        == 404
+    )
+    owner.post(
+        reverse(CHANGELIST), {"action": "relaunch_payout", "_selected_action": [str(transfer.pk)]}
+    )
+    transfer.refresh_from_db()
+    assert transfer.disbursement_attempt == 1

@@ -1,0 +1,98 @@
+"""A real HTTP receiver on a local socket that records every raw request it gets."""
+
+import http.server
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+from django.utils import timezone
+
+from webhooks import services
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Receiver:
+    url: str = ""
+    requests: list[Received] = field(default_factory=list)
+    # Each item answers one request: an int status, ("sleep", seconds) or ("redirect", path).
+    plan: list = field(default_factory=list)
+    default: object = 200
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_answer(self):
+        with self.lock:
+            return self.plan.pop(0) if self.plan else self.default
+
+
+@pytest.fixture
+def receiver():
+    state = Receiver()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", "0"))
+            body = self.rfile.read(length)
+            with state.lock:
+                state.requests.append(Received(self.path, dict(self.headers.items()), body))
+            answer = state.next_answer()
+            try:
+                if isinstance(answer, tuple) and answer[0] == "sleep":
+                    time.sleep(answer[1])
+                    self._reply(200, b"late")
+                elif isinstance(answer, tuple) and answer[0] == "redirect":
+                    self.send_response(302)
+                    self.send_header("Location", answer[1])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                else:
+                    self._reply(answer, b"answer %d " % answer + b"x" * 2000)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        do_GET = do_POST
+
+        def _reply(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def webhook_settings(settings):
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+    settings.WEBHOOK_ALLOW_HTTP = True
+    settings.WEBHOOK_TIMEOUT_SECONDS = 2
+    settings.WEBHOOK_RETRY_SCHEDULE = [60, 300, 900, 3600, 14400, 43200]
+    return settings
+
+
+@pytest.fixture
+def endpoint(merchant, receiver, webhook_settings):
+    endpoint, _secret = services.endpoint_set(
+        merchant=merchant, url=receiver.url, now=timezone.now()
+    )
+    return endpoint

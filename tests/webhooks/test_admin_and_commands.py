@@ -1,0 +1,265 @@
+import json
+import uuid
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+from django.utils import timezone
+
+from webhooks import services
+from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
+from webhooks.verify import verify_signature
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(db) -> Client:
+    user = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _record(merchant) -> Event:
+    data_id = uuid.uuid4()
+    return services.event_record(
+        merchant=merchant,
+        event_type="payout.failed",
+        data_type="payout",
+        data_id=data_id,
+        data_object={"id": str(data_id), "status": "failed"},
+        at=timezone.now(),
+    )
+
+
+def _run(*args) -> dict:
+    out = StringIO()
+    call_command(*args, "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_resend_from_the_admin_arrives_with_the_same_event_id(
+    merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        event = _record(merchant)
+    assert len(receiver.requests) == 1
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            "/admin/webhooks/event/",
+            {"action": "resend_events", "_selected_action": [str(event.pk)]},
+        )
+    assert response.status_code == 302
+
+    assert len(receiver.requests) == 2
+    first, second = receiver.requests
+    assert second.headers["X-Cowry-Webhook-Id"] == str(event.pk)
+    assert second.body == first.body
+    assert verify_signature(
+        payload=second.body, headers=second.headers, secret=endpoint.signing_secret
+    )
+    assert Delivery.objects.filter(event=event, status=DeliveryStatus.SUCCEEDED).count() == 2
+
+
+def test_resend_without_an_endpoint_is_refused_with_a_message(merchant, admin_client):
+    event = _record(merchant)
+    response = admin_client.post(
+        "/admin/webhooks/event/",
+        {"action": "resend_events", "_selected_action": [str(event.pk)]},
+        follow=True,
+    )
+    assert "no enabled webhook endpoint" in response.content.decode()
+    assert not Delivery.objects.exists()
+
+
+def test_send_test_event_from_the_admin_arrives_signed(
+    merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(
+            "/admin/webhooks/webhookendpoint/",
+            {"action": "send_test_event", "_selected_action": [str(endpoint.pk)]},
+        )
+    assert len(receiver.requests) == 1
+    received = receiver.requests[0]
+    assert received.headers["X-Cowry-Event"] == "webhook.test"
+    assert verify_signature(
+        payload=received.body, headers=received.headers, secret=endpoint.signing_secret
+    )
+    assert json.loads(received.body)["data"]["type"] == "test"
+
+
+def test_admin_pages_never_render_the_signing_secret(
+    merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        event = _record(merchant)
+    delivery = event.deliveries.get()
+    pages = [
+        "/admin/webhooks/webhookendpoint/",
+        f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/",
+        "/admin/webhooks/event/",
+        f"/admin/webhooks/event/{event.pk}/change/",
+        "/admin/webhooks/delivery/",
+        f"/admin/webhooks/delivery/{delivery.pk}/change/",
+    ]
+    for page in pages:
+        response = admin_client.get(page)
+        assert response.status_code == 200, page
+        assert endpoint.signing_secret not in response.content.decode(), page
+    detail = admin_client.get(f"/admin/webhooks/event/{event.pk}/change/").content.decode()
+    assert "answer 200" in detail  # the attempt log is shown inline
+
+
+def test_event_list_filters_by_merchant_status_and_type(
+    merchant, other_merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        mine = _record(merchant)
+    theirs = _record(other_merchant)
+    page = admin_client.get(
+        "/admin/webhooks/event/",
+        {
+            "merchant__id__exact": str(merchant.pk),
+            "event_type": "payout.failed",
+            "deliveries__status": "succeeded",
+        },
+    ).content.decode()
+    assert str(mine.pk) in page
+    assert str(theirs.pk) not in page
+
+
+def test_rotating_the_secret_in_the_admin_shows_it_once_and_signs_with_it(
+    merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
+):
+    old_secret = endpoint.signing_secret
+    response = admin_client.post(
+        "/admin/webhooks/webhookendpoint/",
+        {"action": "rotate_signing_secret", "_selected_action": [str(endpoint.pk)]},
+        follow=True,
+    )
+    endpoint.refresh_from_db()
+    assert endpoint.signing_secret != old_secret
+    assert endpoint.signing_secret in response.content.decode()
+    page = admin_client.get(f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/")
+    assert endpoint.signing_secret not in page.content.decode()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        _record(merchant)
+    received = receiver.requests[-1]
+    secret = endpoint.signing_secret
+    assert verify_signature(payload=received.body, headers=received.headers, secret=secret)
+    assert not verify_signature(payload=received.body, headers=received.headers, secret=old_secret)
+
+
+def test_admin_add_endpoint_refuses_http_and_shows_the_secret_once(
+    merchant, admin_client, settings
+):
+    settings.WEBHOOK_ALLOW_HTTP = False
+    response = admin_client.post(
+        "/admin/webhooks/webhookendpoint/add/",
+        {"merchant": str(merchant.pk), "url": "http://hooks.example.com/cowry"},
+    )
+    assert response.status_code == 200
+    assert "must use https" in response.content.decode()
+    assert not WebhookEndpoint.objects.exists()
+
+    response = admin_client.post(
+        "/admin/webhooks/webhookendpoint/add/",
+        {"merchant": str(merchant.pk), "url": "https://hooks.example.com/cowry"},
+        follow=True,
+    )
+    endpoint = WebhookEndpoint.objects.get(merchant=merchant)
+    assert endpoint.url == "https://hooks.example.com/cowry"
+    assert endpoint.enabled
+    assert endpoint.signing_secret in response.content.decode()
+
+
+# set_webhook / deliver_webhooks ----------------------------------------------------------
+
+
+def test_set_webhook_prints_url_and_a_generated_secret(merchant, settings):
+    data = _run("set_webhook", str(merchant.pk), "https://hooks.example.com/cowry")
+    assert set(data) == {"url", "signing_secret"}
+    assert data["url"] == "https://hooks.example.com/cowry"
+    assert data["signing_secret"].startswith("whsec_")
+    assert len(data["signing_secret"]) >= 40
+    endpoint = WebhookEndpoint.objects.get(merchant=merchant)
+    assert endpoint.signing_secret == data["signing_secret"]
+    assert endpoint.enabled
+
+    again = _run("set_webhook", str(merchant.pk), "https://hooks.example.com/v2")
+    assert again["signing_secret"] != data["signing_secret"]
+    assert WebhookEndpoint.objects.filter(merchant=merchant).count() == 1
+    assert WebhookEndpoint.objects.get(merchant=merchant).url == "https://hooks.example.com/v2"
+
+
+def test_set_webhook_uses_the_given_secret(merchant):
+    secret = "my-own-signing-secret-0123456789"
+    data = _run("set_webhook", str(merchant.pk), "https://hooks.example.com/x", "--secret", secret)
+    assert data == {"url": "https://hooks.example.com/x", "signing_secret": secret}
+
+
+def test_set_webhook_human_output(merchant):
+    out = StringIO()
+    call_command("set_webhook", str(merchant.pk), "https://hooks.example.com/x", stdout=out)
+    secret = WebhookEndpoint.objects.get(merchant=merchant).signing_secret
+    assert "https://hooks.example.com/x" in out.getvalue()
+    assert secret in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://hooks.example.com/x", "https"),
+        ("ftp://hooks.example.com/x", "https"),
+        ("https://user:pw@hooks.example.com/x", "credentials"),
+        ("https://127.0.0.1/x", "public address"),
+        ("https://10.0.0.5/x", "public address"),
+        ("https://[::1]/x", "public address"),
+        ("https://", "valid URL"),
+        ("not a url", "https"),
+    ],
+)
+def test_set_webhook_refuses_bad_urls_and_changes_nothing(merchant, settings, url, message):
+    settings.WEBHOOK_ALLOW_HTTP = False
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    with pytest.raises(CommandError, match=message):
+        call_command("set_webhook", str(merchant.pk), url)
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_set_webhook_accepts_http_only_when_allowed(merchant, settings):
+    settings.WEBHOOK_ALLOW_HTTP = True
+    assert _run("set_webhook", str(merchant.pk), "http://hooks.example.com/x")["url"] == (
+        "http://hooks.example.com/x"
+    )
+
+
+def test_set_webhook_refuses_a_short_secret(merchant):
+    with pytest.raises(CommandError, match="at least 16"):
+        call_command("set_webhook", str(merchant.pk), "https://h.example.com/", "--secret", "short")
+    assert not WebhookEndpoint.objects.exists()
+
+
+@pytest.mark.parametrize("merchant_id", ["00000000-0000-0000-0000-000000000000", "nope"])
+def test_set_webhook_for_an_unknown_merchant_fails_clearly(db, merchant_id):
+    with pytest.raises(CommandError, match="No merchant"):
+        call_command("set_webhook", merchant_id, "https://hooks.example.com/x")
+
+
+def test_deliver_webhooks_command_sends_due_deliveries_without_a_broker(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        event = _record(merchant)
+    assert receiver.requests == []
+
+    assert _run("deliver_webhooks") == {"attempted": 1}
+    assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [str(event.pk)]
+    assert _run("deliver_webhooks") == {"attempted": 0}

@@ -1,0 +1,416 @@
+import hashlib
+import hmac
+import json
+import threading
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from webhooks import services, tasks
+from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Event
+from webhooks.verify import verify_signature
+
+pytestmark = pytest.mark.django_db
+
+PAYIN = {
+    "id": None,
+    "status": "completed",
+    "send_amount": "1500",
+    "send_currency": "XAF",
+    "receive_amount": "1455",
+    "receive_currency": "XAF",
+    "country_code": "CM",
+    "operator_code": "CM_MTN_MOMO",
+    "rail_type": "mobile_money",
+    "wallet_impact": {"credit_amount": "1455", "currency": "XAF"},
+    "completed_at": "2026-01-02T03:04:05Z",
+}
+PAYOUT = {
+    "id": None,
+    "status": "completed",
+    "send_amount": "1000",
+    "send_currency": "XOF",
+    "receive_amount": "1000",
+    "receive_currency": "XOF",
+    "operator_code": "SN_WAVE_MOMO",
+    "wallet_impact": {"debit_amount": "1020", "currency": "XOF"},
+    "completed_at": "2026-01-02T03:04:05Z",
+}
+TRANSFER = {
+    "id": None,
+    "status": "completed",
+    "payin_status": "completed",
+    "payout_status": "completed",
+    "send_amount": "5000",
+    "send_currency": "XAF",
+    "receive_amount": "4900",
+    "receive_currency": "XOF",
+    "payin_amount": "5000",
+    "payin_currency": "XAF",
+    "payout_amount": "4900",
+    "payout_currency": "XOF",
+    "corridor_code": "CM-SN-XAF-XOF",
+    "payer_operator_code": "CM_MTN_MOMO",
+    "recipient_operator_code": "SN_WAVE_MOMO",
+    "collection_reference": "sim-col-1",
+    "disbursement_reference": "sim-dis-1",
+    "collection_completed_at": "2026-01-02T03:04:05Z",
+    "disbursement_completed_at": "2026-01-02T03:05:05Z",
+}
+EVENT_TYPES = [
+    ("payin.completed", "payin", PAYIN),
+    ("payin.failed", "payin", PAYIN),
+    ("payout.completed", "payout", PAYOUT),
+    ("payout.failed", "payout", PAYOUT),
+    ("transfer.payin.completed", "transfer", TRANSFER),
+    ("transfer.payin.failed", "transfer", TRANSFER),
+    ("transfer.payout.completed", "transfer", TRANSFER),
+    ("transfer.payout.failed", "transfer", TRANSFER),
+    ("transfer.completed", "transfer", TRANSFER),
+    ("transfer.failed", "transfer", TRANSFER),
+]
+
+
+def record(merchant, event_type="payin.completed", data_type="payin", snapshot=PAYIN, at=None):
+    data_id = uuid.uuid4()
+    return services.event_record(
+        merchant=merchant,
+        event_type=event_type,
+        data_type=data_type,
+        data_id=data_id,
+        data_object={**snapshot, "id": str(data_id)},
+        at=at or timezone.now(),
+    )
+
+
+def independent_signature(secret: str, timestamp: str, body: bytes) -> str:
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + digest.hexdigest()
+
+
+def assert_valid_request(received, *, secret, event, now=None):
+    headers = received.headers
+    assert headers["Content-Type"] == "application/json"
+    assert "Cowry" in headers["User-Agent"]
+    assert headers["X-Cowry-Event"] == event.event_type
+    assert headers["X-Cowry-Webhook-Id"] == str(event.id)
+    assert headers["X-Cowry-Timestamp"].isdigit()
+    assert headers["X-Cowry-Signature"] == independent_signature(
+        secret, headers["X-Cowry-Timestamp"], received.body
+    )
+    assert verify_signature(payload=received.body, headers=headers, secret=secret, now=now)
+
+
+@pytest.mark.parametrize(("event_type", "data_type", "snapshot"), EVENT_TYPES)
+def test_every_event_type_is_delivered_signed_with_its_snapshot(
+    merchant,
+    endpoint,
+    receiver,
+    django_capture_on_commit_callbacks,
+    event_type,
+    data_type,
+    snapshot,
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant, event_type, data_type, snapshot)
+
+    assert len(receiver.requests) == 1
+    received = receiver.requests[0]
+    assert received.path == "/hook"
+    assert_valid_request(received, secret=endpoint.signing_secret, event=event)
+    body = json.loads(received.body)
+    assert body == {
+        "id": str(event.id),
+        "event": event_type,
+        "created_at": body["created_at"],
+        "data": {
+            "type": data_type,
+            "id": str(event.data_id),
+            "object": {**snapshot, "id": str(event.data_id)},
+        },
+    }
+    assert body["id"] == received.headers["X-Cowry-Webhook-Id"]
+    delivery = Delivery.objects.get(event=event)
+    assert delivery.status == DeliveryStatus.SUCCEEDED
+    assert delivery.attempts == 1
+    attempt = delivery.attempt_log.get()
+    assert attempt.response_status == 200
+    assert attempt.duration_ms is not None
+    assert attempt.error == ""
+    assert attempt.response_body.startswith("answer 200 ")
+    assert len(attempt.response_body) == 1024
+
+
+def test_receiver_failing_twice_gets_the_same_event_three_times_freshly_signed(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    receiver.plan = [500, 500, 200]
+    start = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant, at=start)
+    delivery = Delivery.objects.get(event=event)
+    assert delivery.status == DeliveryStatus.PENDING
+    assert delivery.last_error == "HTTP 500"
+
+    second = delivery.next_attempt_at + timedelta(seconds=1)
+    assert services.deliveries_send_due(now=second - timedelta(seconds=2)) == 0  # not due yet
+    assert services.deliveries_send_due(now=second) == 1
+    delivery.refresh_from_db()
+    third = delivery.next_attempt_at + timedelta(seconds=1)
+    assert services.deliveries_send_due(now=third) == 1
+
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.SUCCEEDED
+    assert delivery.attempts == 3
+    assert [a.response_status for a in delivery.attempt_log.all()] == [500, 500, 200]
+    assert len(receiver.requests) == 3
+    assert {r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests} == {str(event.id)}
+    assert len({r.body for r in receiver.requests}) == 1
+    timestamps = [int(r.headers["X-Cowry-Timestamp"]) for r in receiver.requests]
+    assert timestamps == sorted(timestamps)
+    assert len(set(timestamps)) == 3
+    assert len({r.headers["X-Cowry-Signature"] for r in receiver.requests}) == 3
+    for received, at in zip(receiver.requests, [start, second, third], strict=True):
+        assert_valid_request(
+            received, secret=endpoint.signing_secret, event=event, now=int(at.timestamp())
+        )
+
+
+def test_seven_failures_follow_the_schedule_then_mark_the_delivery_failed(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, settings
+):
+    receiver.default = 503
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+    delivery = Delivery.objects.get(event=event)
+    for number, delay in enumerate(settings.WEBHOOK_RETRY_SCHEDULE, start=1):
+        attempt = delivery.attempt_log.get(number=number)
+        assert delivery.status == DeliveryStatus.PENDING
+        assert delivery.next_attempt_at == attempt.finished_at + timedelta(seconds=delay)
+        assert services.deliveries_send_due(now=delivery.next_attempt_at) == 1
+        delivery.refresh_from_db()
+
+    assert delivery.status == DeliveryStatus.FAILED
+    assert delivery.attempts == 7
+    assert delivery.next_attempt_at is None
+    assert delivery.last_error == "HTTP 503"
+    assert len(receiver.requests) == 7
+    later = timezone.now() + timedelta(days=30)
+    assert services.deliveries_send_due(now=later) == 0
+    assert services.deliveries_dispatch_due(now=later) == 0
+    assert len(receiver.requests) == 7
+    assert DeliveryAttempt.objects.filter(delivery=delivery).count() == 7
+
+
+def test_a_timeout_is_a_failed_attempt(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, settings
+):
+    settings.WEBHOOK_TIMEOUT_SECONDS = 0.3
+    receiver.plan = [("sleep", 1.5)]
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+
+    delivery = Delivery.objects.get(event=event)
+    assert delivery.status == DeliveryStatus.PENDING
+    assert delivery.attempts == 1
+    attempt = delivery.attempt_log.get()
+    assert attempt.response_status is None
+    assert attempt.error.startswith("Timed out")
+    assert delivery.last_error == attempt.error
+    assert delivery.next_attempt_at == attempt.finished_at + timedelta(seconds=60)
+
+
+def test_a_redirect_is_not_followed_and_counts_as_a_failure(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    receiver.plan = [("redirect", "/elsewhere")]
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+
+    assert [r.path for r in receiver.requests] == ["/hook"]
+    delivery = Delivery.objects.get(event=event)
+    assert delivery.status == DeliveryStatus.PENDING
+    attempt = delivery.attempt_log.get()
+    assert attempt.response_status == 302
+    assert "redirect" in attempt.error
+    assert "/elsewhere" in attempt.error
+
+
+def test_an_event_recorded_while_the_broker_is_down_is_delivered_by_the_sweep(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    # The on-commit callback that would have published the task never runs: the message is lost.
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        event = record(merchant)
+    assert len(callbacks) == 1
+    assert receiver.requests == []
+
+    # The broker is back; the next beat sweeps after the hand-off is stale.
+    later = timezone.now() + timedelta(seconds=services.lease_seconds() + 1)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.deliveries_dispatch_due(now=later) == 1
+
+    assert len(receiver.requests) == 1
+    assert_valid_request(receiver.requests[0], secret=endpoint.signing_secret, event=event)
+    assert Delivery.objects.get(event=event).status == DeliveryStatus.SUCCEEDED
+
+
+def test_the_sweep_hands_a_due_delivery_to_the_broker_once_per_due_time(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    receiver.default = 500
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+    delivery = Delivery.objects.get(event=event)
+    assert (
+        services.deliveries_dispatch_due(now=delivery.next_attempt_at - timedelta(seconds=1)) == 0
+    )
+    # The retry falls due (moved into the past instead of waiting a minute).
+    due = timezone.now()
+    Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=due)
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert services.deliveries_dispatch_due(now=due) == 1
+        assert services.deliveries_dispatch_due(now=due + timedelta(seconds=30)) == 0
+    assert len(callbacks) == 1
+    assert len(receiver.requests) == 1  # the task message itself is what sends
+
+    callbacks[0]()  # the worker picks the message up
+    assert len(receiver.requests) == 2
+
+
+def test_the_beat_task_runs_the_sweep(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        event = record(merchant, at=timezone.now() - timedelta(hours=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.deliver_due_webhooks.delay()
+    assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [str(event.id)]
+
+
+def test_a_crashed_workers_attempt_is_taken_over_after_its_lease(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        event = record(merchant)
+    now = timezone.now()
+    assert services._delivery_claim(delivery_id=event.deliveries.get().id, now=now) is not None
+    # ... and the worker dies before sending. Nobody else may send within the lease:
+    assert services.deliveries_send_due(now=now + timedelta(seconds=10)) == 0
+
+    later = now + timedelta(seconds=services.lease_seconds() + 1)
+    assert services.deliveries_send_due(now=later) == 1
+
+    delivery = event.deliveries.get()
+    assert delivery.status == DeliveryStatus.SUCCEEDED
+    first, second = delivery.attempt_log.all()
+    assert first.response_status is None
+    assert "No result recorded" in first.error
+    assert second.response_status == 200
+    assert len(receiver.requests) == 1
+
+
+def test_a_private_address_is_refused_when_private_urls_are_not_allowed(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, settings
+):
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+
+    assert receiver.requests == []
+    delivery = Delivery.objects.get(event=event)
+    assert delivery.status == DeliveryStatus.PENDING
+    attempt = delivery.attempt_log.get()
+    assert attempt.response_status is None
+    assert attempt.error.startswith("Blocked")
+
+
+def test_events_are_kept_without_an_endpoint_and_nothing_is_sent(
+    merchant, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        event = record(merchant)
+    assert Event.objects.filter(pk=event.pk).exists()
+    assert not Delivery.objects.exists()
+    assert callbacks == []
+
+
+def test_a_disabled_endpoint_gets_no_delivery(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    services.endpoint_update(
+        endpoint_id=endpoint.pk, url=endpoint.url, enabled=False, now=timezone.now()
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        record(merchant)
+    assert not Delivery.objects.exists()
+    assert receiver.requests == []
+
+
+def test_an_event_rolled_back_with_its_state_change_is_never_sent(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    from django.db import transaction
+
+    def change_state_and_fail():
+        with transaction.atomic():
+            record(merchant)
+            raise RuntimeError("the state change failed")
+
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
+        change_state_and_fail()
+    assert not Event.objects.exists()
+    assert not Delivery.objects.exists()
+    assert receiver.requests == []
+
+
+def test_the_body_is_the_stored_bytes_on_every_attempt(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    receiver.plan = [500, 200]
+    snapshot = {**PAYIN, "note": "Café ünïcode", "nested": {"b": 1, "a": [1, 2]}}
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant, snapshot=snapshot)
+    delivery = event.deliveries.get()
+    services.deliveries_send_due(now=delivery.next_attempt_at)
+    first, second = receiver.requests
+    assert first.body == second.body == Event.objects.get(pk=event.pk).body.encode("utf-8")
+    assert json.loads(first.body)["data"]["object"]["note"] == "Café ünïcode"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_never_send_the_same_attempt(merchant, receiver, webhook_settings):
+    services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    receiver.plan = [("sleep", 0.3)]
+    event = record(merchant)  # autocommit: the on-commit task ran at once
+    assert len(receiver.requests) == 1
+    delivery = event.deliveries.get()
+    Delivery.objects.filter(pk=delivery.pk).update(
+        status=DeliveryStatus.PENDING, next_attempt_at=timezone.now()
+    )
+    receiver.requests.clear()
+    receiver.plan = [("sleep", 0.3), ("sleep", 0.3)]
+
+    barrier = threading.Barrier(4)
+    results = []
+
+    def worker():
+        try:
+            barrier.wait()
+            results.append(services.delivery_attempt(delivery_id=delivery.pk))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(receiver.requests) == 1
+    assert sum(result is not None for result in results) == 1
+    assert DeliveryAttempt.objects.filter(delivery=delivery).count() == 2

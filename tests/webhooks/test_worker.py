@@ -1,0 +1,56 @@
+"""End to end through Redis: deliveries run on the `webhooks` queue in a separate worker."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.worker import celery_worker, wait_until
+from webhooks import services
+from webhooks.models import Delivery, DeliveryStatus
+from webhooks.verify import verify_signature
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def test_an_event_and_its_retry_are_delivered_by_a_real_worker(
+    merchant, receiver, webhook_settings
+):
+    endpoint, secret = services.endpoint_set(
+        merchant=merchant, url=receiver.url, now=timezone.now()
+    )
+    receiver.plan = [500]
+    with celery_worker(extra_env={"ALLOW_PRIVATE_NETWORK_URLS": "true"}) as worker:
+        data_id = uuid.uuid4()
+        event = services.event_record(
+            merchant=merchant,
+            event_type="payin.completed",
+            data_type="payin",
+            data_id=data_id,
+            data_object={"id": str(data_id), "status": "completed"},
+            at=timezone.now(),
+        )
+        delivery = Delivery.objects.get(event=event)
+
+        def attempts() -> int:
+            assert worker.poll() is None, "the worker died"
+            return Delivery.objects.get(pk=delivery.pk).attempts
+
+        assert wait_until(lambda: attempts() == 1, timeout=60)
+        delivery.refresh_from_db()
+        assert delivery.status == DeliveryStatus.PENDING
+
+        # The retry falls due; the beat sweep hands it to the worker through Redis.
+        due = timezone.now()
+        Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=due)
+        assert services.deliveries_dispatch_due(now=due + timedelta(seconds=1)) == 1
+        assert wait_until(
+            lambda: Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED,
+            timeout=60,
+        )
+
+    assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [str(event.id)] * 2
+    for received in receiver.requests:
+        assert verify_signature(payload=received.body, headers=received.headers, secret=secret)
+    assert endpoint.deliveries.get().attempts == 2

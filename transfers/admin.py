@@ -1,0 +1,250 @@
+"""Transfers in the dashboard: both legs, history, execution, events and ledger journals on
+one page, and the support actions (relaunch payout, mark disbursement failed), each written to
+the audit log with who did it."""
+
+import json
+
+from django.contrib import admin, messages
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from config import money
+from config.exceptions import DomainError
+from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, is_ops, is_support
+from transfers import selectors, services
+from transfers.models import Transfer, TransferHistory
+
+
+class TransferHistoryInline(ScopedInlineMixin, admin.TabularInline):
+    model = TransferHistory
+    fields = ["created_at", "status", "payin_status", "payout_status", "reason"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+def _table(headers: list[str], rows: list[tuple]) -> str:
+    if not rows:
+        return "—"
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    cells = "".join(
+        format_html("<tr>{}</tr>", format_html_join("", "<td>{}</td>", ((c,) for c in row)))
+        for row in rows
+    )
+    return format_html("<table><tr>{}</tr>{}</table>", head, format_html(cells))
+
+
+def _when(value) -> str:
+    return value.isoformat(timespec="seconds") if value else "—"
+
+
+@admin.register(Transfer)
+class TransferAdmin(MerchantScopedAdmin):
+    list_display = [
+        "id",
+        "merchant",
+        "status",
+        "payin_status",
+        "payout_status",
+        "corridor_code",
+        "payin_amount",
+        "payin_currency",
+        "payout_amount",
+        "payout_currency",
+        "disbursement_attempt",
+        "created_at",
+    ]
+    list_filter = [
+        "status",
+        "payin_status",
+        "payout_status",
+        "corridor_code",
+        "payer_operator_code",
+        "recipient_operator_code",
+        "merchant",
+    ]
+    search_fields = [
+        "=id",
+        "=customer__id",
+        "customer__external_ref",
+        "collection_reference",
+        "disbursement_reference",
+        "payer__phone",
+        "recipient__phone",
+    ]
+    date_hierarchy = "created_at"
+    list_select_related = ["merchant"]
+    inlines = [TransferHistoryInline]
+    actions = ["relaunch_payout", "mark_disbursement_failed"]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "id",
+                    "merchant",
+                    "customer",
+                    "quote",
+                    "status",
+                    "corridor_code",
+                    "corridor_type",
+                    "payment_reason_code",
+                    "created_at",
+                    "updated_at",
+                ]
+            },
+        ),
+        ("Legs", {"fields": ["legs"]}),
+        ("Parties", {"fields": ["payer_party", "recipient_party"]}),
+        ("Ledger", {"fields": ["suspense_held", "journals"]}),
+        ("Webhook events", {"fields": ["events"]}),
+        ("Pricing (locked by the quote)", {"fields": ["pricing_json"]}),
+    ]
+    readonly_fields = [
+        "id",
+        "merchant",
+        "customer",
+        "quote",
+        "status",
+        "corridor_code",
+        "corridor_type",
+        "payment_reason_code",
+        "created_at",
+        "updated_at",
+        "legs",
+        "payer_party",
+        "recipient_party",
+        "suspense_held",
+        "journals",
+        "events",
+        "pricing_json",
+    ]
+
+    def has_support_permission(self, request) -> bool:
+        return is_ops(request.user) or is_support(request.user)
+
+    @admin.display(description="Collection and disbursement legs")
+    def legs(self, obj: Transfer) -> str:
+        return _table(
+            [
+                "leg",
+                "status",
+                "amount",
+                "operator",
+                "provider reference",
+                "submitted",
+                "completed",
+                "failed",
+                "failure reason",
+            ],
+            [
+                (
+                    "collection",
+                    obj.payin_status,
+                    f"{money.format_amount(obj.payin_amount)} {obj.payin_currency}",
+                    obj.payer_operator_code,
+                    obj.collection_reference or "—",
+                    _when(obj.collection_submitted_at),
+                    _when(obj.collection_completed_at),
+                    _when(obj.collection_failed_at),
+                    obj.collection_failure_reason or "—",
+                ),
+                (
+                    f"disbursement (attempt {obj.disbursement_attempt})",
+                    obj.payout_status,
+                    f"{money.format_amount(obj.payout_amount)} {obj.payout_currency}"
+                    f" (quoted {money.format_amount(obj.quoted_payout_amount)})",
+                    obj.recipient_operator_code,
+                    obj.disbursement_reference or "—",
+                    _when(obj.disbursement_submitted_at),
+                    _when(obj.disbursement_completed_at),
+                    _when(obj.disbursement_failed_at),
+                    obj.disbursement_failure_reason or "—",
+                ),
+            ],
+        )
+
+    @admin.display(description="Payer")
+    def payer_party(self, obj: Transfer) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(obj.payer, indent=2, sort_keys=True))
+
+    @admin.display(description="Recipient")
+    def recipient_party(self, obj: Transfer) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(obj.recipient, indent=2, sort_keys=True))
+
+    @admin.display(description="Held in transfer_suspense")
+    def suspense_held(self, obj: Transfer) -> str:
+        held = selectors.transfer_suspense_held(transfer=obj)
+        return f"{money.format_amount(held)} {obj.payin_currency}"
+
+    @admin.display(description="Journals")
+    def journals(self, obj: Transfer) -> str:
+        rows = [
+            (
+                _when(journal.created_at),
+                journal.kind,
+                journal.currency,
+                format_html_join(
+                    "",
+                    "{}: {}<br>",
+                    (
+                        (line.account.code, money.format_amount(line.amount))
+                        for line in journal.lines.all()
+                    ),
+                ),
+            )
+            for journal in selectors.transfer_journals(transfer=obj)
+        ]
+        return _table(["at", "kind", "currency", "lines"], rows)
+
+    @admin.display(description="Events")
+    def events(self, obj: Transfer) -> str:
+        rows = [
+            (_when(event.created_at), event.event_type, str(event.id))
+            for event in selectors.transfer_events(transfer=obj)
+        ]
+        return _table(["at", "event", "id"], rows)
+
+    @admin.display(description="Pricing")
+    def pricing_json(self, obj: Transfer) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(obj.pricing, indent=2, sort_keys=True))
+
+    def _run(self, request, queryset, action, verb: str) -> None:
+        done, refused = 0, []
+        for transfer in queryset:
+            try:
+                action(transfer)
+                done += 1
+            except DomainError as exc:
+                refused.append(f"{transfer.id}: {exc.message}")
+        if done:
+            self.message_user(request, f"{verb} for {done} transfer(s).")
+        for message in refused:
+            self.message_user(request, message, level=messages.ERROR)
+
+    @admin.action(
+        description="Relaunch payout (same recipient and amount)", permissions=["support"]
+    )
+    def relaunch_payout(self, request, queryset) -> None:
+        self._run(
+            request,
+            queryset,
+            lambda transfer: services.transfer_relaunch_payout(
+                merchant=transfer.merchant,
+                transfer_id=transfer.id,
+                actor=request.user,
+                now=timezone.now(),
+            ),
+            "Payout relaunched",
+        )
+
+    @admin.action(description="Mark disbursement failed (stuck leg)", permissions=["support"])
+    def mark_disbursement_failed(self, request, queryset) -> None:
+        self._run(
+            request,
+            queryset,
+            lambda transfer: services.transfer_mark_disbursement_failed(
+                transfer_id=transfer.id, actor=request.user, now=timezone.now()
+            ),
+            "Disbursement marked failed",
+        )

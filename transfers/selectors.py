@@ -1,0 +1,57 @@
+"""Reads of the transfers app."""
+
+from decimal import Decimal
+from uuid import UUID
+
+from django.db.models import QuerySet, Sum
+
+from config.exceptions import NotFound
+from merchants.models import Merchant
+from payments import ledger
+from payments.models import Journal, JournalLine
+from transfers.models import Transfer
+from webhooks.models import Event
+
+
+class TransferNotFound(NotFound):
+    reason = "transfer_not_found"
+    message = "The transfer does not exist."
+
+
+def transfer_get(*, merchant: Merchant, transfer_id: UUID, lock: bool = False) -> Transfer:
+    """The merchant's transfer with its history; another merchant's is indistinguishable from
+    none (404). `lock=True` (inside a transaction) holds its row until commit."""
+    queryset = Transfer.objects.filter(merchant=merchant, pk=transfer_id).select_related("merchant")
+    if lock:
+        queryset = queryset.select_for_update(of=("self",))
+    else:
+        queryset = queryset.prefetch_related("history")
+    transfer = queryset.first()
+    if transfer is None:
+        raise TransferNotFound()
+    return transfer
+
+
+def transfer_events(*, transfer: Transfer) -> QuerySet[Event]:
+    """The webhook events of the transfer, oldest first."""
+    return Event.objects.filter(data_type="transfer", data_id=transfer.id).order_by("created_at")
+
+
+def transfer_journals(*, transfer: Transfer) -> QuerySet[Journal]:
+    """The ledger journals of the transfer with their lines, oldest first."""
+    return (
+        Journal.objects.filter(resource_type="transfer", resource_id=transfer.id)
+        .prefetch_related("lines__account")
+        .order_by("created_at", "kind")
+    )
+
+
+def transfer_suspense_held(*, transfer: Transfer) -> Decimal:
+    """What this transfer holds in transfer_suspense (payin currency): the collected amount
+    until the disbursement completes, then zero."""
+    total = JournalLine.objects.filter(
+        journal__resource_type="transfer",
+        journal__resource_id=transfer.id,
+        account__code=ledger.TRANSFER_SUSPENSE,
+    ).aggregate(total=Sum("amount"))["total"]
+    return total or Decimal(0)

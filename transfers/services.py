@@ -1,0 +1,1027 @@
+"""Writes of the transfers app: create, the two legs through the provider gateway, the one
+transition function of the transfer state machine, relaunch-payout and the timeout sweep.
+
+States are (status, payin_status, payout_status); MOVES is the table of allowed moves. Every
+move writes a history row, records its webhook events and posts its journals in the
+transaction that makes it. Provider calls happen with no lock held.
+"""
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from config import money
+from config.exceptions import DomainError
+from customers import selectors as customer_selectors
+from customers.models import Customer, KycStatus
+from merchants import services as merchant_services
+from merchants.models import Merchant
+from payments import ledger, provider
+from payments import services as payment_services
+from quotes import selectors as quote_selectors
+from quotes import services as quote_services
+from quotes.models import CorridorType, FlowType, Operator, RailType
+from transfers.models import LegStatus, Transfer, TransferHistory, TransferStatus
+from webhooks import services as webhook_services
+
+logger = logging.getLogger("cowry.transfers")
+
+COLLECTION_CALLBACK = "transfers.services.transfer_apply_collection_result"
+DISBURSEMENT_CALLBACK = "transfers.services.transfer_apply_disbursement_result"
+
+# The FX position between the two currencies of a cross-currency transfer (docs/decisions.md).
+FX_CONVERSION = "fx_conversion"
+
+REASON_CREATED = "created"
+REASON_COLLECTION_SUBMITTED = "collection_submitted"
+REASON_COLLECTION_COMPLETED = "collection_completed"
+REASON_DISBURSEMENT_COMPLETED = "disbursement_completed"
+REASON_PAYOUT_RELAUNCHED = "payout_relaunched"
+REASON_PROVIDER_TIMEOUT = "provider_timeout"
+REASON_MARKED_FAILED = "marked_failed_by_support"
+
+RAIL_FIELDS = {
+    RailType.MOBILE_MONEY: ("phone",),
+    RailType.BANK_TRANSFER: ("bank_name", "bank_code", "account_name", "account_number"),
+}
+ROUTING_FIELDS = ("country_code", "rail_type", "operator_code")
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+class TransferNotRelaunchable(DomainError):
+    status = 409
+    reason = "transfer_not_relaunchable"
+    message = (
+        "Only a transfer whose disbursement leg failed (status failed, payin_status completed, "
+        "payout_status failed) can be relaunched."
+    )
+
+
+class InvalidTransferTransition(DomainError):
+    status = 409
+    reason = "invalid_transition"
+    message = "The transfer cannot make that move now."
+
+
+class StaleDisbursementAnswer(Exception):
+    """A provider answer for a disbursement attempt that a relaunch has replaced."""
+
+
+class CustomerNotFound(DomainError):
+    status = 400
+    reason = "customer_not_found"
+    message = "The customer does not exist."
+
+
+class PartyInvalid(DomainError):
+    status = 400
+    reason = "invalid_request"
+    message = "The request is invalid."
+
+
+class PartyRoutingMismatch(DomainError):
+    status = 400
+    reason = "party_routing_mismatch"
+    message = "The party's country, rail or operator does not match the quote."
+
+
+class SenderDetailsRequired(DomainError):
+    status = 400
+    reason = "sender_details_required"
+    message = "This corridor requires sender details that are missing."
+
+
+class KycNotApproved(DomainError):
+    status = 400
+    reason = "kyc_not_approved"
+    message = "This corridor requires the customer's KYC to be approved."
+
+
+class PayoutAmountAboveOriginal(DomainError):
+    status = 400
+    reason = "payout_amount_above_original"
+    message = "payout_amount cannot be above the transfer's original payout amount."
+
+
+class InvalidPayoutAmount(DomainError):
+    status = 400
+    reason = "invalid_amount"
+    message = "payout_amount is not a valid amount for the payout currency."
+
+
+@contextmanager
+def _nested_error_fields() -> Iterator[None]:
+    """Error fields named `party.name` are reported nested, {"party": {"name": [...]}}, the
+    same shape DRF gives to a nested serializer's errors."""
+    try:
+        yield
+    except DomainError as exc:
+        if exc.fields:
+            nested: dict[str, Any] = {}
+            for key, messages in exc.fields.items():
+                head, _, rest = key.partition(".")
+                if rest:
+                    nested.setdefault(head, {})[rest] = messages
+                else:
+                    nested[key] = messages
+            exc.fields = nested
+        raise
+
+
+# --- the state machine ---------------------------------------------------------------------
+
+State = tuple[str, str, str]
+S, L = TransferStatus, LegStatus
+
+
+@dataclass(frozen=True)
+class Move:
+    sources: frozenset[State]
+    target: State
+    events: tuple[str, ...] = ()
+    # A repeated provider answer finds the transfer already at the target: nothing changes.
+    repeat_is_noop: bool = True
+
+
+COLLECTION_SUBMITTED = "collection_submitted"
+COLLECTION_COMPLETED = "collection_completed"
+COLLECTION_FAILED = "collection_failed"
+DISBURSEMENT_COMPLETED = "disbursement_completed"
+DISBURSEMENT_FAILED = "disbursement_failed"
+PAYOUT_RELAUNCHED = "payout_relaunched"
+
+_CREATED: State = (S.PENDING, L.PENDING, L.NOT_STARTED)
+_COLLECTING: State = (S.COLLECTING, L.PENDING, L.NOT_STARTED)
+_DISBURSING: State = (S.DISBURSING, L.COMPLETED, L.PENDING)
+_PAYOUT_FAILED: State = (S.FAILED, L.COMPLETED, L.FAILED)
+
+MOVES: dict[str, Move] = {
+    COLLECTION_SUBMITTED: Move(frozenset({_CREATED}), _COLLECTING),
+    COLLECTION_COMPLETED: Move(
+        frozenset({_COLLECTING}), _DISBURSING, events=("transfer.payin.completed",)
+    ),
+    COLLECTION_FAILED: Move(
+        frozenset({_CREATED, _COLLECTING}),
+        (S.FAILED, L.FAILED, L.CANCELLED),
+        events=("transfer.payin.failed", "transfer.failed"),
+    ),
+    DISBURSEMENT_COMPLETED: Move(
+        frozenset({_DISBURSING}),
+        (S.COMPLETED, L.COMPLETED, L.COMPLETED),
+        events=("transfer.payout.completed", "transfer.completed"),
+    ),
+    DISBURSEMENT_FAILED: Move(
+        frozenset({_DISBURSING}),
+        _PAYOUT_FAILED,
+        events=("transfer.payout.failed", "transfer.failed"),
+    ),
+    PAYOUT_RELAUNCHED: Move(frozenset({_PAYOUT_FAILED}), _DISBURSING, repeat_is_noop=False),
+}
+DISBURSEMENT_MOVES = {DISBURSEMENT_COMPLETED, DISBURSEMENT_FAILED}
+
+
+def _state(transfer: Transfer) -> State:
+    return (transfer.status, transfer.payin_status, transfer.payout_status)
+
+
+def is_relaunchable(transfer: Transfer) -> bool:
+    return _state(transfer) == _PAYOUT_FAILED
+
+
+def _timeout_at(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS)
+
+
+def _fmt(amount: Decimal) -> str:
+    return money.format_amount(amount)
+
+
+def _leg_snapshot(transfer: Transfer) -> dict[str, Any]:
+    return {
+        "id": transfer.id,
+        "status": transfer.status,
+        "payin_status": transfer.payin_status,
+        "payout_status": transfer.payout_status,
+        "payin_amount": _fmt(transfer.payin_amount),
+        "payin_currency": transfer.payin_currency,
+        "payout_amount": _fmt(transfer.payout_amount),
+        "payout_currency": transfer.payout_currency,
+        "payer_operator_code": transfer.payer_operator_code,
+        "recipient_operator_code": transfer.recipient_operator_code,
+    }
+
+
+def payin_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
+    """data.object of transfer.payin.* (spec 6.3)."""
+    return {
+        **_leg_snapshot(transfer),
+        "collection_reference": transfer.collection_reference or None,
+        "collection_completed_at": transfer.collection_completed_at,
+        "collection_failed_at": transfer.collection_failed_at,
+        "collection_failure_reason": transfer.collection_failure_reason or None,
+    }
+
+
+def payout_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
+    """data.object of transfer.payout.* (spec 6.3)."""
+    return {
+        **_leg_snapshot(transfer),
+        "disbursement_attempt": transfer.disbursement_attempt,
+        "disbursement_reference": transfer.disbursement_reference or None,
+        "disbursement_completed_at": transfer.disbursement_completed_at,
+        "disbursement_failed_at": transfer.disbursement_failed_at,
+        "disbursement_failure_reason": transfer.disbursement_failure_reason or None,
+    }
+
+
+def aggregate_snapshot(transfer: Transfer) -> dict[str, Any]:
+    """data.object of transfer.completed / transfer.failed (spec 6.3)."""
+    return {
+        "id": transfer.id,
+        "status": transfer.status,
+        "payin_status": transfer.payin_status,
+        "payout_status": transfer.payout_status,
+        "send_amount": _fmt(transfer.send_amount),
+        "send_currency": transfer.send_currency,
+        "receive_amount": _fmt(transfer.receive_amount),
+        "receive_currency": transfer.receive_currency,
+        "corridor_code": transfer.corridor_code,
+        "payer_operator_code": transfer.payer_operator_code,
+        "recipient_operator_code": transfer.recipient_operator_code,
+        "collection_completed_at": transfer.collection_completed_at,
+        "disbursement_completed_at": transfer.disbursement_completed_at,
+        "disbursement_failed_at": transfer.disbursement_failed_at,
+    }
+
+
+def _snapshot_for(event_type: str, transfer: Transfer) -> dict[str, Any]:
+    if event_type.startswith("transfer.payin."):
+        return payin_leg_snapshot(transfer)
+    if event_type.startswith("transfer.payout."):
+        return payout_leg_snapshot(transfer)
+    return aggregate_snapshot(transfer)
+
+
+def _post_collected(transfer: Transfer, at: datetime) -> None:
+    """The collected money waits in transfer_suspense until the disbursement completes."""
+    ledger.post_journal(
+        merchant=transfer.merchant,
+        currency=transfer.payin_currency,
+        kind="transfer_collected",
+        resource_type="transfer",
+        resource_id=transfer.id,
+        lines=[
+            (ledger.provider_clearing(transfer.payer_operator_code), -transfer.payin_amount),
+            (ledger.TRANSFER_SUSPENSE, transfer.payin_amount),
+        ],
+        at=at,
+    )
+
+
+def _post_disbursed(transfer: Transfer, at: datetime) -> None:
+    """Empty the suspense: the fee to fee_revenue, the payout to the recipient operator and,
+    when a relaunch lowered the payout, the difference to the merchant's wallet. Across two
+    currencies the net amount passes through fx_conversion so each journal balances in its
+    own currency."""
+    payin, fee = transfer.payin_amount, transfer.total_fee
+    quoted, paid = transfer.quoted_payout_amount, transfer.payout_amount
+    payout_lines = [
+        (ledger.provider_clearing(transfer.recipient_operator_code), paid),
+        (ledger.MERCHANT_AVAILABLE, quoted - paid),
+    ]
+    common = {"merchant": transfer.merchant, "resource_type": "transfer", "at": at}
+    if transfer.payin_currency == transfer.payout_currency:
+        ledger.post_journal(
+            **common,
+            currency=transfer.payin_currency,
+            kind="transfer_disbursed",
+            resource_id=transfer.id,
+            lines=[
+                (ledger.TRANSFER_SUSPENSE, -payin),
+                (ledger.FEE_REVENUE, fee),
+                *payout_lines,
+            ],
+        )
+        return
+    ledger.post_journal(
+        **common,
+        currency=transfer.payin_currency,
+        kind="transfer_settled",
+        resource_id=transfer.id,
+        lines=[
+            (ledger.TRANSFER_SUSPENSE, -payin),
+            (ledger.FEE_REVENUE, fee),
+            (FX_CONVERSION, payin - fee),
+        ],
+    )
+    ledger.post_journal(
+        **common,
+        currency=transfer.payout_currency,
+        kind="transfer_disbursed",
+        resource_id=transfer.id,
+        lines=[(FX_CONVERSION, -quoted), *payout_lines],
+    )
+
+
+def transfer_transition(
+    *,
+    transfer_id: UUID,
+    move: str,
+    reason: str = "",
+    at: datetime,
+    provider_reference: str = "",
+    attempt: int | None = None,
+    changes: dict[str, Any] | None = None,
+) -> Transfer:
+    """The one way a transfer changes state: checks the move against MOVES, applies it with
+    the leg's timestamps, writes the history row, posts the journals, records the events and
+    enqueues the next leg after commit, in one transaction.
+
+    `attempt` (disbursement moves): the answer is for this disbursement attempt; an older
+    attempt's answer raises StaleDisbursementAnswer and changes nothing. `changes`
+    (relaunch): new payout_amount / recipient / recipient_operator_code."""
+    from transfers import tasks
+
+    spec = MOVES[move]
+    with transaction.atomic():
+        transfer = (
+            Transfer.objects.select_for_update(of=("self",))
+            .select_related("merchant")
+            .get(pk=transfer_id)
+        )
+        if (
+            move in DISBURSEMENT_MOVES
+            and attempt is not None
+            and attempt != transfer.disbursement_attempt
+        ):
+            raise StaleDisbursementAnswer(
+                f"answer for attempt {attempt}, transfer is on attempt "
+                f"{transfer.disbursement_attempt}"
+            )
+        fields = {"updated_at"}
+        if provider_reference:
+            column = (
+                "disbursement_reference" if move in DISBURSEMENT_MOVES else "collection_reference"
+            )
+            if not getattr(transfer, column):
+                setattr(transfer, column, provider_reference)
+                fields.add(column)
+        state = _state(transfer)
+        if state not in spec.sources:
+            if spec.repeat_is_noop and state == spec.target:
+                if len(fields) > 1:
+                    transfer.save(update_fields=sorted(fields - {"updated_at"}))
+                return transfer
+            if move == PAYOUT_RELAUNCHED:
+                raise TransferNotRelaunchable()
+            raise InvalidTransferTransition(f"A transfer in {state} cannot make the move {move}.")
+
+        transfer.status, transfer.payin_status, transfer.payout_status = spec.target
+        transfer.updated_at = at
+        fields |= {"status", "payin_status", "payout_status"}
+        enqueue_disbursement = False
+        if move == COLLECTION_SUBMITTED:
+            transfer.collection_submitted_at = at
+            transfer.leg_timeout_at = _timeout_at(at)
+            fields |= {"collection_submitted_at", "leg_timeout_at"}
+        elif move == COLLECTION_COMPLETED:
+            transfer.collection_completed_at = at
+            transfer.disbursement_attempt = 1
+            transfer.leg_timeout_at = _timeout_at(at)
+            fields |= {"collection_completed_at", "disbursement_attempt", "leg_timeout_at"}
+            _post_collected(transfer, at)
+            enqueue_disbursement = True
+        elif move == COLLECTION_FAILED:
+            transfer.collection_failed_at = at
+            transfer.collection_failure_reason = reason
+            transfer.leg_timeout_at = None
+            fields |= {"collection_failed_at", "collection_failure_reason", "leg_timeout_at"}
+        elif move == DISBURSEMENT_COMPLETED:
+            transfer.disbursement_completed_at = at
+            transfer.leg_timeout_at = None
+            fields |= {"disbursement_completed_at", "leg_timeout_at"}
+            _post_disbursed(transfer, at)
+        elif move == DISBURSEMENT_FAILED:
+            transfer.disbursement_failed_at = at
+            transfer.disbursement_failure_reason = reason
+            transfer.leg_timeout_at = None
+            fields |= {"disbursement_failed_at", "disbursement_failure_reason", "leg_timeout_at"}
+        elif move == PAYOUT_RELAUNCHED:
+            for name, value in (changes or {}).items():
+                setattr(transfer, name, value)
+                fields.add(name)
+            transfer.disbursement_attempt += 1
+            transfer.disbursement_reference = ""
+            transfer.disbursement_submitted_at = None
+            transfer.disbursement_failed_at = None
+            transfer.disbursement_failure_reason = ""
+            transfer.leg_timeout_at = _timeout_at(at)
+            fields |= {
+                "disbursement_attempt",
+                "disbursement_reference",
+                "disbursement_submitted_at",
+                "disbursement_failed_at",
+                "disbursement_failure_reason",
+                "leg_timeout_at",
+            }
+            enqueue_disbursement = True
+        transfer.save(update_fields=sorted(fields))
+        TransferHistory.objects.create(
+            transfer=transfer,
+            status=transfer.status,
+            payin_status=transfer.payin_status,
+            payout_status=transfer.payout_status,
+            reason=reason,
+            created_at=at,
+        )
+        for offset, event_type in enumerate(spec.events):
+            # A leg event, then the aggregate one: 1 µs apart so created_at orders them.
+            webhook_services.event_record(
+                merchant=transfer.merchant,
+                event_type=event_type,
+                data_type="transfer",
+                data_id=transfer.id,
+                data_object=_snapshot_for(event_type, transfer),
+                at=at + timedelta(microseconds=offset),
+            )
+        if enqueue_disbursement:
+            transfer_id_text, attempt_now = str(transfer.id), transfer.disbursement_attempt
+            transaction.on_commit(
+                lambda: tasks.submit_transfer_disbursement.delay(
+                    transfer_id=transfer_id_text, attempt=attempt_now
+                ),
+                robust=True,  # a broker hiccup is not a failed move: the sweep resubmits
+            )
+        return transfer
+
+
+# --- create --------------------------------------------------------------------------------
+
+
+def _customer(*, merchant: Merchant, customer_id: UUID) -> Customer:
+    try:
+        return customer_selectors.customer_get(merchant=merchant, customer_id=customer_id)
+    except customer_selectors.CustomerNotFound:
+        raise CustomerNotFound(fields={"customer_id": [CustomerNotFound.message]}) from None
+
+
+def _party(
+    *,
+    party: dict[str, Any],
+    field: str,
+    country_code: str,
+    rail_type: str,
+    operator_code: str,
+    required: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The party's own fields (routing removed). Routing fields, when sent, must equal the
+    quote's; the rail's fields (and `required`) must be present; the other rail's refused.
+    Each error names `field.<name>`."""
+    expected = {
+        "country_code": country_code,
+        "rail_type": rail_type,
+        "operator_code": operator_code,
+    }
+    mismatches = {
+        f"{field}.{name}": [f"Must be {value!r} for this transfer; got {party[name]!r}."]
+        for name, value in expected.items()
+        if party.get(name) not in (None, value)
+    }
+    if mismatches:
+        first = next(iter(mismatches))
+        raise PartyRoutingMismatch(f"{first}: {mismatches[first][0]}", fields=mismatches)
+    own = RAIL_FIELDS[rail_type]
+    foreign = [n for rail, names in RAIL_FIELDS.items() if rail != rail_type for n in names]
+    errors: dict[str, list[str]] = {}
+    for name in (*own, *required):
+        if not party.get(name):
+            errors[f"{field}.{name}"] = ["This field is required."]
+    for name in foreign:
+        if name in party:
+            errors[f"{field}.{name}"] = [f"This field belongs to another rail, not {rail_type}."]
+    if errors:
+        first = next(iter(errors))
+        raise PartyInvalid(f"{first}: {errors[first][0]}", fields=errors)
+    return {
+        key: value
+        for key, value in party.items()
+        if key not in ROUTING_FIELDS and value not in (None, "")
+    }
+
+
+def _recipient_names(recipient: dict[str, Any]) -> tuple[str, ...]:
+    if recipient.get("recipient_type") == "business":
+        return ("business_name",)
+    return ("first_name", "last_name")
+
+
+def _sender_requirements(
+    *,
+    customer: Customer,
+    requires_details: bool,
+    requires_kyc: bool,
+    corridor_code: str,
+    sender_occupation: str,
+    sender_source_of_funds: str,
+) -> None:
+    """DESIGN §4: each missing sender detail (and a KYC not approved) is named in one 400."""
+    missing: dict[str, list[str]] = {}
+    if requires_details:
+        for name in ("address_line1", "city"):
+            if not getattr(customer, name):
+                missing[f"customer.{name}"] = [
+                    f"{corridor_code} requires the customer's {name}; set it on the customer."
+                ]
+        if not (sender_occupation or customer.occupation):
+            missing["sender_occupation"] = [
+                f"{corridor_code} requires the sender's occupation: send sender_occupation or "
+                "set occupation on the customer."
+            ]
+        if not (sender_source_of_funds or customer.source_of_funds):
+            missing["sender_source_of_funds"] = [
+                f"{corridor_code} requires the sender's source of funds: send "
+                "sender_source_of_funds or set source_of_funds on the customer."
+            ]
+    kyc_missing = requires_kyc and customer.kyc_status != KycStatus.APPROVED
+    if kyc_missing:
+        missing["customer.kyc_status"] = [
+            f"{corridor_code} requires an approved KYC; the customer's is {customer.kyc_status}."
+        ]
+    if not missing:
+        return
+    names = ", ".join(missing)
+    if set(missing) == {"customer.kyc_status"}:
+        raise KycNotApproved(missing["customer.kyc_status"][0], fields=missing)
+    raise SenderDetailsRequired(
+        f"{corridor_code} requires sender details that are missing: {names}.", fields=missing
+    )
+
+
+def transfer_create(
+    *,
+    merchant: Merchant,
+    quote_id: UUID,
+    customer_id: UUID,
+    payer: dict[str, Any],
+    recipient: dict[str, Any],
+    payment_reason_code: str = "",
+    sender_source_of_funds: str = "",
+    sender_occupation: str = "",
+    now: datetime,
+) -> Transfer:
+    """Consume the merchant's active transfer quote and create the transfer (`pending`); the
+    collection is submitted when the transaction commits. Any 400 leaves the quote active."""
+    from transfers import tasks
+
+    with _nested_error_fields(), transaction.atomic():
+        customer = _customer(merchant=merchant, customer_id=customer_id)
+        quote = quote_services.quote_consume(
+            merchant=merchant,
+            quote_id=quote_id,
+            flow_type=FlowType.TRANSFER,
+            customer_id=customer_id,
+            now=now,
+        )
+        corridor = quote_selectors.corridor_enabled_for(
+            merchant=merchant, code=quote.corridor_code, field="quote_id"
+        )
+        payer_operator = quote_selectors.operator_enabled_for(
+            merchant=merchant, code=quote.payer_operator_code, field="quote_id"
+        )
+        recipient_operator = quote_selectors.operator_enabled_for(
+            merchant=merchant, code=quote.recipient_operator_code, field="quote_id"
+        )
+        payer_party = _party(
+            party=payer,
+            field="payer",
+            country_code=payer_operator.country_code,
+            rail_type=payer_operator.rail_type,
+            operator_code=payer_operator.code,
+        )
+        recipient_party = _party(
+            party=recipient,
+            field="recipient",
+            country_code=recipient_operator.country_code,
+            rail_type=recipient_operator.rail_type,
+            operator_code=recipient_operator.code,
+            required=_recipient_names(recipient),
+        )
+        recipient_party.setdefault("recipient_type", "individual")
+        _sender_requirements(
+            customer=customer,
+            requires_details=corridor.requires_sender_details
+            or quote.corridor_type == CorridorType.CROSS_BORDER,
+            requires_kyc=corridor.requires_kyc,
+            corridor_code=corridor.code,
+            sender_occupation=sender_occupation,
+            sender_source_of_funds=sender_source_of_funds,
+        )
+        transfer = Transfer.objects.create(
+            merchant=merchant,
+            customer=customer,
+            quote=quote,
+            status=TransferStatus.PENDING,
+            payin_status=LegStatus.PENDING,
+            payout_status=LegStatus.NOT_STARTED,
+            payin_amount=quote.send_amount,
+            payin_currency=quote.send_currency,
+            payout_amount=quote.receive_amount,
+            payout_currency=quote.receive_currency,
+            quoted_payout_amount=quote.receive_amount,
+            total_fee=quote.total_fee,
+            fx_rate=quote.fx_rate if quote.fx_rate is not None else Decimal(1),
+            corridor_code=quote.corridor_code,
+            corridor_type=quote.corridor_type,
+            payer_operator_code=payer_operator.code,
+            recipient_operator_code=recipient_operator.code,
+            payer_country_code=payer_operator.country_code,
+            recipient_country_code=recipient_operator.country_code,
+            payer_rail_type=payer_operator.rail_type,
+            recipient_rail_type=recipient_operator.rail_type,
+            payer=payer_party,
+            recipient=recipient_party,
+            payment_reason_code=payment_reason_code,
+            sender_source_of_funds=sender_source_of_funds,
+            sender_occupation=sender_occupation,
+            pricing=quote.pricing,
+            leg_timeout_at=_timeout_at(now),
+            created_at=now,
+            updated_at=now,
+        )
+        TransferHistory.objects.create(
+            transfer=transfer,
+            status=transfer.status,
+            payin_status=transfer.payin_status,
+            payout_status=transfer.payout_status,
+            reason=REASON_CREATED,
+            created_at=now,
+        )
+        transfer_id = str(transfer.id)
+        transaction.on_commit(
+            lambda: tasks.submit_transfer_collection.delay(transfer_id=transfer_id),
+            robust=True,  # a committed transfer is never a 500; the sweep resubmits
+        )
+    return transfer
+
+
+# --- the legs ------------------------------------------------------------------------------
+
+
+def _party_identifier(party: dict[str, Any]) -> dict[str, str]:
+    return {"phone": party.get("phone", ""), "account_number": party.get("account_number", "")}
+
+
+def disbursement_reference(transfer_id: UUID, attempt: int) -> str:
+    """Our reference of one disbursement attempt: a relaunch is a new provider transaction."""
+    return f"{transfer_id}:{attempt}"
+
+
+def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
+    """Send the collection leg to the provider (idempotent: a retried task resubmits the same
+    reference). The transfer is `collecting` before the call; no lock is held during it."""
+    transfer = Transfer.objects.get(pk=transfer_id)
+    if _state(transfer) == _CREATED:
+        transfer = transfer_transition(
+            transfer_id=transfer.id,
+            move=COLLECTION_SUBMITTED,
+            reason=REASON_COLLECTION_SUBMITTED,
+            at=now,
+        )
+    if _state(transfer) != _COLLECTING or transfer.collection_reference:
+        return transfer
+    try:
+        receipt = provider.gateway().submit_collection(
+            reference=str(transfer.id),
+            amount=transfer.payin_amount,
+            currency=transfer.payin_currency,
+            operator_code=transfer.payer_operator_code,
+            callback=COLLECTION_CALLBACK,
+            **_party_identifier(transfer.payer),
+        )
+    except provider.ProviderRejected as rejected:
+        return _apply_quietly(
+            transfer_id=transfer.id, move=COLLECTION_FAILED, reason=rejected.reason, at=now
+        )
+    Transfer.objects.filter(pk=transfer.id, collection_reference="").update(
+        collection_reference=receipt.provider_reference
+    )
+    transfer.refresh_from_db()
+    return transfer
+
+
+def transfer_submit_disbursement(*, transfer_id: UUID, attempt: int, now: datetime) -> Transfer:
+    """Send disbursement attempt `attempt` to the provider. Does nothing when the transfer is
+    not waiting for that attempt (a replaced attempt, an answer already in)."""
+    transfer = Transfer.objects.get(pk=transfer_id)
+    if (
+        _state(transfer) != _DISBURSING
+        or transfer.disbursement_attempt != attempt
+        or transfer.disbursement_reference
+    ):
+        return transfer
+    Transfer.objects.filter(
+        pk=transfer.id, disbursement_attempt=attempt, disbursement_submitted_at__isnull=True
+    ).update(disbursement_submitted_at=now)
+    try:
+        receipt = provider.gateway().submit_disbursement(
+            reference=disbursement_reference(transfer.id, attempt),
+            amount=transfer.payout_amount,
+            currency=transfer.payout_currency,
+            operator_code=transfer.recipient_operator_code,
+            callback=DISBURSEMENT_CALLBACK,
+            **_party_identifier(transfer.recipient),
+        )
+    except provider.ProviderRejected as rejected:
+        return _apply_quietly(
+            transfer_id=transfer.id,
+            move=DISBURSEMENT_FAILED,
+            reason=rejected.reason,
+            at=now,
+            attempt=attempt,
+        )
+    Transfer.objects.filter(
+        pk=transfer.id, disbursement_attempt=attempt, disbursement_reference=""
+    ).update(disbursement_reference=receipt.provider_reference)
+    transfer.refresh_from_db()
+    return transfer
+
+
+def _apply_quietly(**kwargs) -> Transfer | None:
+    """A provider answer that no longer fits (late, stale) is logged and changes nothing."""
+    try:
+        return transfer_transition(**kwargs)
+    except (InvalidTransferTransition, StaleDisbursementAnswer) as exc:
+        logger.warning("Provider answer ignored for transfer %s: %s", kwargs["transfer_id"], exc)
+        return None
+
+
+def _apply_answer(
+    *, leg: str, reference: str, outcome: str, provider_reason: str, **transition: Any
+) -> None:
+    """Apply a provider answer; one that no longer fits changes nothing, and one that
+    contradicts what we recorded (money moved that our books do not show, or the reverse, or a
+    superseded disbursement attempt that paid after all) is kept for support to reconcile."""
+    try:
+        transfer_transition(**transition)
+        return
+    except (InvalidTransferTransition, StaleDisbursementAnswer) as exc:
+        logger.warning(
+            "Provider answer ignored for transfer %s: %s", transition["transfer_id"], exc
+        )
+        stale = isinstance(exc, StaleDisbursementAnswer)
+    transfer = Transfer.objects.get(pk=transition["transfer_id"])
+    ours = transfer.payin_status if leg == "collection" else transfer.payout_status
+    if stale:
+        ours = "superseded"
+    contradicts = (outcome == provider.COMPLETED and ours != provider.COMPLETED) or (
+        outcome == provider.FAILED and ours == provider.COMPLETED
+    )
+    if contradicts:
+        payment_services.provider_discrepancy_record(
+            merchant=transfer.merchant,
+            resource_type=f"transfer_{leg}",
+            resource_id=transfer.id,
+            reference=reference,
+            provider_reference=transition.get("provider_reference", ""),
+            outcome=outcome,
+            reason=provider_reason,
+            our_status=ours,
+            at=transition["at"],
+        )
+
+
+def transfer_apply_collection_result(
+    *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
+) -> None:
+    """Gateway callback for the collection leg."""
+    completed = outcome == provider.COMPLETED
+    _apply_answer(
+        leg="collection",
+        reference=reference,
+        outcome=outcome,
+        provider_reason=reason,
+        transfer_id=UUID(reference),
+        move=COLLECTION_COMPLETED if completed else COLLECTION_FAILED,
+        reason=REASON_COLLECTION_COMPLETED if completed else reason,
+        at=at,
+        provider_reference=provider_reference,
+    )
+
+
+def transfer_apply_disbursement_result(
+    *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
+) -> None:
+    """Gateway callback for a disbursement attempt (reference `<transfer_id>:<attempt>`)."""
+    transfer_id, _, attempt = reference.partition(":")
+    completed = outcome == provider.COMPLETED
+    _apply_answer(
+        leg="disbursement",
+        reference=reference,
+        outcome=outcome,
+        provider_reason=reason,
+        transfer_id=UUID(transfer_id),
+        move=DISBURSEMENT_COMPLETED if completed else DISBURSEMENT_FAILED,
+        reason=REASON_DISBURSEMENT_COMPLETED if completed else reason,
+        at=at,
+        provider_reference=provider_reference,
+        attempt=int(attempt),
+    )
+
+
+# --- relaunch-payout and support actions ---------------------------------------------------
+
+
+def _relaunch_amount(*, transfer: Transfer, payout_amount: Decimal) -> Decimal:
+    if not money.has_valid_precision(payout_amount, transfer.payout_currency):
+        message = f"{transfer.payout_currency} has no minor unit: send a whole amount."
+        raise InvalidPayoutAmount(message, fields={"payout_amount": [message]})
+    payout_amount = money.quantize(payout_amount, transfer.payout_currency)
+    if payout_amount <= 0:
+        message = "payout_amount must be above zero."
+        raise InvalidPayoutAmount(message, fields={"payout_amount": [message]})
+    if payout_amount > transfer.quoted_payout_amount:
+        message = (
+            f"payout_amount {_fmt(payout_amount)} is above the original "
+            f"{_fmt(transfer.quoted_payout_amount)} {transfer.payout_currency}."
+        )
+        raise PayoutAmountAboveOriginal(message, fields={"payout_amount": [message]})
+    return payout_amount
+
+
+def _relaunch_operator(*, transfer: Transfer, recipient: dict[str, Any] | None) -> Operator:
+    """The operator of the (replacement) recipient: same country, rail and currency as the
+    corridor's recipient side, active and enabled for the merchant."""
+    code = (recipient or {}).get("operator_code") or transfer.recipient_operator_code
+    operator = quote_selectors.operator_enabled_for(
+        merchant=transfer.merchant, code=code, field="recipient.operator_code"
+    )
+    if (
+        operator.country_code != transfer.recipient_country_code
+        or operator.rail_type != transfer.recipient_rail_type
+        or operator.currency != transfer.payout_currency
+    ):
+        message = (
+            f"Operator {code} is not a {transfer.recipient_rail_type} operator of "
+            f"{transfer.recipient_country_code} in {transfer.payout_currency}."
+        )
+        raise PartyRoutingMismatch(message, fields={"recipient.operator_code": [message]})
+    return operator
+
+
+def _within_limits(*, operator: Operator, amount: Decimal) -> None:
+    if amount < operator.min_amount:
+        raise quote_services.AmountBelowMinimum(
+            f"{_fmt(amount)} is below {operator.code}'s minimum of {_fmt(operator.min_amount)}.",
+            field="payout_amount",
+        )
+    if amount > operator.max_amount:
+        raise quote_services.AmountAboveMaximum(
+            f"{_fmt(amount)} is above {operator.code}'s maximum of {_fmt(operator.max_amount)}.",
+            field="payout_amount",
+        )
+
+
+def transfer_relaunch_payout(
+    *,
+    merchant: Merchant,
+    transfer_id: UUID,
+    payout_amount: Decimal | None = None,
+    recipient: dict[str, Any] | None = None,
+    actor: Any = None,
+    now: datetime,
+) -> Transfer:
+    """Start a new disbursement attempt for a transfer whose disbursement leg failed; the
+    collection is never repeated. Without arguments the attempt reuses the transfer's current
+    recipient and payout amount. 404 for another merchant's transfer, 409
+    transfer_not_relaunchable otherwise, 400 naming the field for a bad amount or recipient.
+    Of two racing relaunches, the second waits for the row lock and gets the 409. With an
+    `actor` (support staff) the relaunch is written to the audit log in the same transaction."""
+    from transfers import selectors
+
+    with _nested_error_fields(), transaction.atomic():
+        transfer = selectors.transfer_get(merchant=merchant, transfer_id=transfer_id, lock=True)
+        if not is_relaunchable(transfer):
+            raise TransferNotRelaunchable(
+                f"{TransferNotRelaunchable.message} This one is {transfer.status} with "
+                f"payin_status {transfer.payin_status} and payout_status "
+                f"{transfer.payout_status}."
+            )
+        changes: dict[str, Any] = {}
+        amount = transfer.payout_amount
+        if payout_amount is not None:
+            amount = _relaunch_amount(transfer=transfer, payout_amount=payout_amount)
+            changes["payout_amount"] = amount
+        operator = _relaunch_operator(transfer=transfer, recipient=recipient)
+        if recipient is not None:
+            party = _party(
+                party=recipient,
+                field="recipient",
+                country_code=transfer.recipient_country_code,
+                rail_type=transfer.recipient_rail_type,
+                operator_code=operator.code,
+                required=_recipient_names(recipient),
+            )
+            party.setdefault("recipient_type", "individual")
+            changes["recipient"] = party
+            changes["recipient_operator_code"] = operator.code
+        _within_limits(operator=operator, amount=amount)
+        transfer = transfer_transition(
+            transfer_id=transfer.id,
+            move=PAYOUT_RELAUNCHED,
+            reason=REASON_PAYOUT_RELAUNCHED,
+            at=now,
+            changes=changes,
+        )
+        if actor is not None:
+            merchant_services.audit_record(
+                merchant=transfer.merchant,
+                actor=actor,
+                action="support.action",
+                target=str(transfer.id),
+                detail={
+                    "action": "transfer.relaunch_payout",
+                    "disbursement_attempt": transfer.disbursement_attempt,
+                    "payout_amount": _fmt(transfer.payout_amount),
+                },
+            )
+    return transfer
+
+
+def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: datetime) -> Transfer:
+    """Support: fail a disbursement leg stuck at the provider (reason marked_failed_by_support),
+    recorded in the audit log with who did it. The money stays in transfer_suspense until a
+    relaunch. 409 when the transfer is not disbursing."""
+    with transaction.atomic():
+        transfer = Transfer.objects.select_for_update().get(pk=transfer_id)
+        if _state(transfer) != _DISBURSING:
+            raise InvalidTransferTransition(
+                "Only a transfer whose disbursement leg is in flight (disbursing) can have it "
+                f"marked failed; this one is {transfer.status}."
+            )
+        transfer = transfer_transition(
+            transfer_id=transfer_id, move=DISBURSEMENT_FAILED, reason=REASON_MARKED_FAILED, at=now
+        )
+        merchant_services.audit_record(
+            merchant=transfer.merchant,
+            actor=actor,
+            action="support.action",
+            target=str(transfer.id),
+            detail={
+                "action": "transfer.mark_disbursement_failed",
+                "disbursement_attempt": transfer.disbursement_attempt,
+            },
+        )
+    return transfer
+
+
+def transfers_fail_timed_out(*, now: datetime) -> int:
+    """Fail every leg the provider has not answered by leg_timeout_at (reason
+    provider_timeout), each transfer in its own transaction. Returns how many failed."""
+    failed = 0
+    due = Transfer.objects.filter(
+        status__in=[TransferStatus.PENDING, TransferStatus.COLLECTING, TransferStatus.DISBURSING],
+        leg_timeout_at__lte=now,
+    ).values_list("id", "status", "disbursement_attempt")
+    for transfer_id, status, attempt in list(due):
+        if status == TransferStatus.DISBURSING:
+            kwargs = {"move": DISBURSEMENT_FAILED, "attempt": attempt}
+        else:
+            kwargs = {"move": COLLECTION_FAILED}
+        if _apply_quietly(
+            transfer_id=transfer_id, reason=REASON_PROVIDER_TIMEOUT, at=now, **kwargs
+        ):
+            failed += 1
+    return failed
+
+
+RESUBMIT_AFTER_SECONDS = 60
+
+
+def transfers_stale_submissions(*, now: datetime) -> list[tuple[UUID, int | None]]:
+    """(transfer id, disbursement attempt or None for the collection) of every leg whose
+    provider submission should have happened by now but has no provider reference (the
+    enqueue after commit was lost), older than RESUBMIT_AFTER_SECONDS and not yet timed out.
+    Submitting is idempotent, so resubmitting one that is merely slow is harmless."""
+    before = now - timedelta(seconds=RESUBMIT_AFTER_SECONDS)
+    rows = Transfer.objects.filter(
+        Q(status=TransferStatus.PENDING)
+        | Q(status=TransferStatus.COLLECTING, collection_reference="")
+        | Q(status=TransferStatus.DISBURSING, disbursement_reference=""),
+        updated_at__lte=before,
+        leg_timeout_at__gt=now,
+    ).values_list("id", "status", "disbursement_attempt")
+    return [
+        (transfer_id, attempt if status == TransferStatus.DISBURSING else None)
+        for transfer_id, status, attempt in rows
+    ]

@@ -1,0 +1,15 @@
+from django.urls import path
+
+from transfers import views
+
+urlpatterns = [
+    path("transfers", views.TransferCreateView.as_view(), name="transfer-create"),
+    path(
+        "transfers/<uuid:transfer_id>", views.TransferDetailView.as_view(), name="transfer-detail"
+    ),
+    path(
+        "transfers/<uuid:transfer_id>/relaunch-payout",
+        views.TransferRelaunchPayoutView.as_view(),
+        name="transfer-relaunch-payout",
+    ),
+]

@@ -1,0 +1,375 @@
+"""Webhook dashboard: endpoints, events with their deliveries and attempts, re-send and test.
+
+The signing secret is never rendered in a list or form (editable=False). Owners and
+developers of the endpoint's merchant can reveal it on explicit request (audited); support
+staff never can."""
+
+import json
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from config.exceptions import DomainError
+from merchants import dashboard
+from merchants import services as merchant_services
+from merchants.dashboard import MerchantScopedAdmin
+from merchants.models import AuditAction
+from webhooks import services
+from webhooks.models import Delivery, DeliveryAttempt, Event, WebhookEndpoint
+
+
+def _attempts_table(delivery: Delivery):
+    rows = [
+        (
+            attempt.number,
+            attempt.started_at.isoformat(timespec="seconds"),
+            attempt.response_status if attempt.response_status is not None else "—",
+            f"{attempt.duration_ms} ms" if attempt.duration_ms is not None else "—",
+            attempt.error or "",
+            attempt.response_body[:200],
+        )
+        for attempt in delivery.attempt_log.all()
+    ]
+    if not rows:
+        return "—"
+    return format_html(
+        "<table><tr><th>#</th><th>started</th><th>status</th><th>duration</th><th>error</th>"
+        "<th>answer (start)</th></tr>{}</table>",
+        format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code>"
+            "</td></tr>",
+            rows,
+        ),
+    )
+
+
+class WebhookEndpointForm(forms.ModelForm):
+    url = forms.URLField(max_length=2048, assume_scheme="https")
+
+    class Meta:
+        model = WebhookEndpoint
+        fields = ["merchant", "url", "event_types", "enabled"]
+
+    def clean_url(self) -> str:
+        try:
+            return services.webhook_url_validate(self.cleaned_data["url"])
+        except DomainError as exc:
+            raise forms.ValidationError(exc.message) from exc
+
+    def clean_event_types(self) -> list[str]:
+        value = self.cleaned_data.get("event_types") or []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise forms.ValidationError('A JSON list of event names, e.g. ["payout.failed"].')
+        try:
+            return services.event_types_validate(value)
+        except DomainError as exc:
+            raise forms.ValidationError(exc.message) from exc
+
+
+def _can_manage(request) -> bool:
+    return dashboard.is_ops(request.user) or dashboard.can_manage_credentials(request.user)
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(MerchantScopedAdmin):
+    form = WebhookEndpointForm
+    list_display = [
+        "merchant",
+        "url",
+        "event_types",
+        "enabled",
+        "disabled_reason",
+        "created_at",
+        "updated_at",
+    ]
+    list_filter = ["enabled", "disabled_reason"]
+    search_fields = ["merchant__name", "url"]
+    actions = ["send_test_event", "rotate_signing_secret"]
+    change_form_template = "admin/webhooks/webhookendpoint/change_form.html"
+
+    def has_add_permission(self, request, *args) -> bool:
+        return _can_manage(request)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return _can_manage(request)
+
+    def has_manage_permission(self, request, obj=None) -> bool:
+        return _can_manage(request)
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            fields = ["merchant", "url"] if dashboard.is_ops(request.user) else ["url"]
+            return [*fields, "event_types"]
+        return [
+            "merchant",
+            "url",
+            "event_types",
+            "enabled",
+            "disabled_reason",
+            "disabled_at",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        kwargs["fields"] = [
+            f
+            for f in self.get_fields(request, obj)
+            if f in ("merchant", "url", "event_types", "enabled")
+        ]
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        return ["merchant", "disabled_reason", "disabled_at", "created_at", "updated_at"]
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        now = timezone.now()
+        if change:
+            services.endpoint_update(
+                endpoint_id=obj.pk,
+                url=obj.url,
+                enabled=obj.enabled,
+                event_types=obj.event_types or [],
+                now=now,
+            )
+            return
+        merchant = (
+            obj.merchant if dashboard.is_ops(request.user) else dashboard.merchant_of(request.user)
+        )
+        # A merchant has up to five endpoints: adding one never replaces another.
+        endpoint, secret = services.endpoint_add(
+            merchant=merchant, url=obj.url, event_types=obj.event_types or [], now=now
+        )
+        merchant_services.audit_record(
+            merchant=merchant,
+            actor=request.user,
+            action=AuditAction.WEBHOOK_UPDATED,
+            target=obj.url,
+        )
+        obj.pk = endpoint.pk
+        obj.created_at = endpoint.created_at
+        obj.updated_at = endpoint.updated_at
+        obj.enabled = endpoint.enabled
+        self._show_secret_once(request, endpoint, secret)
+
+    def _show_secret_once(self, request, endpoint: WebhookEndpoint, secret: str) -> None:
+        messages.warning(
+            request,
+            f"Signing secret for {endpoint.url}: {secret} — copy it now: it is shown this once.",
+        )
+
+    def get_urls(self):
+        reveal = path(
+            "<uuid:endpoint_id>/reveal-secret/",
+            self.admin_site.admin_view(self.reveal_secret_view),
+            name="webhooks_webhookendpoint_reveal",
+        )
+        return [reveal, *super().get_urls()]
+
+    def render_change_form(self, request, context, *args, **kwargs):
+        context["can_reveal_secret"] = dashboard.can_manage_credentials(request.user)
+        return super().render_change_form(request, context, *args, **kwargs)
+
+    def reveal_secret_view(self, request, endpoint_id):
+        """The merchant's own owners and developers only, on an explicit POST; recorded."""
+        endpoint = self.get_queryset(request).filter(pk=endpoint_id).first()
+        if endpoint is None:
+            raise Http404("Not found.")
+        if not dashboard.can_manage_credentials(request.user):
+            raise PermissionDenied
+        secret = None
+        if request.method == "POST":
+            secret = endpoint.signing_secret
+            merchant_services.audit_record(
+                merchant=endpoint.merchant,
+                actor=request.user,
+                action=AuditAction.WEBHOOK_SECRET_REVEALED,
+                target=endpoint.url,
+            )
+        response = TemplateResponse(
+            request,
+            "admin/webhooks/webhookendpoint/reveal_secret.html",
+            {
+                **self.admin_site.each_context(request),
+                "endpoint": endpoint,
+                "secret": secret,
+                "opts": self.model._meta,
+                "title": "Webhook signing secret",
+            },
+        )
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @admin.action(description="Send a test event to the selected endpoints", permissions=["manage"])
+    def send_test_event(self, request, queryset) -> None:
+        for endpoint in queryset:
+            try:
+                delivery = services.endpoint_send_test_event(
+                    endpoint_id=endpoint.pk, now=timezone.now()
+                )
+            except DomainError as exc:
+                self.message_user(request, f"{endpoint.url}: {exc.message}", messages.ERROR)
+            else:
+                self.message_user(
+                    request, f"Test event {delivery.event_id} queued for {endpoint.url}."
+                )
+
+    @admin.action(
+        description="Rotate the signing secret of the selected endpoints", permissions=["manage"]
+    )
+    def rotate_signing_secret(self, request, queryset) -> None:
+        for endpoint in queryset:
+            secret = services.endpoint_rotate_secret(endpoint_id=endpoint.pk, now=timezone.now())
+            merchant_services.audit_record(
+                merchant=endpoint.merchant,
+                actor=request.user,
+                action=AuditAction.WEBHOOK_SECRET_ROTATED,
+                target=endpoint.url,
+            )
+            self._show_secret_once(request, endpoint, secret)
+
+
+class DeliveryInline(admin.TabularInline):
+    model = Delivery
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = [
+        "endpoint_url",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "delivered_at",
+        "last_error",
+        "attempts_log",
+    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="URL")
+    def endpoint_url(self, obj: Delivery) -> str:
+        return obj.endpoint.url
+
+    @admin.display(description="attempts log")
+    def attempts_log(self, obj: Delivery):
+        return _attempts_table(obj)
+
+
+@admin.register(Event)
+class EventAdmin(MerchantScopedAdmin):
+    list_display = ["id", "event_type", "merchant", "data_type", "data_id", "created_at"]
+    list_filter = ["merchant", "event_type", "deliveries__status"]
+    search_fields = ["id", "data_id"]
+    date_hierarchy = "created_at"
+    fields = ["id", "merchant", "event_type", "data_type", "data_id", "created_at", "envelope"]
+    readonly_fields = fields
+    inlines = [DeliveryInline]
+    actions = ["resend_events"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("merchant").distinct()
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="envelope")
+    def envelope(self, obj: Event):
+        return format_html("<pre>{}</pre>", json.dumps(obj.payload, indent=2))
+
+    def has_resend_permission(self, request, obj=None) -> bool:
+        return _can_manage(request) or dashboard.is_support(request.user)
+
+    @admin.action(
+        description="Re-send the selected events now (new delivery, same event id)",
+        permissions=["resend"],
+    )
+    def resend_events(self, request, queryset) -> None:
+        for event in queryset:
+            try:
+                services.event_resend(event_id=event.pk, now=timezone.now())
+            except DomainError as exc:
+                self.message_user(request, f"Event {event.pk}: {exc.message}", messages.ERROR)
+            else:
+                self.message_user(request, f"Event {event.pk} queued for delivery.")
+
+
+class DeliveryAttemptInline(admin.TabularInline):
+    model = DeliveryAttempt
+    extra = 0
+    can_delete = False
+    fields = [
+        "number",
+        "url",
+        "started_at",
+        "finished_at",
+        "response_status",
+        "duration_ms",
+        "error",
+        "response_body",
+    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(MerchantScopedAdmin):
+    merchant_path = "event__merchant"
+    list_display = [
+        "id",
+        "event",
+        "merchant",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "delivered_at",
+        "created_at",
+    ]
+    list_filter = ["status", "event__merchant", "event__event_type"]
+    search_fields = ["id", "event__id", "event__data_id"]
+    fields = [
+        "id",
+        "event",
+        "endpoint",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "dispatched_at",
+        "delivered_at",
+        "last_error",
+        "created_at",
+        "updated_at",
+    ]
+    readonly_fields = fields
+    inlines = [DeliveryAttemptInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("event__merchant", "endpoint")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="merchant")
+    def merchant(self, obj: Delivery):
+        return obj.event.merchant

@@ -1,0 +1,102 @@
+from datetime import datetime
+from uuid import UUID
+
+from django.db import models
+from django.db.models import Case, Exists, OuterRef, QuerySet, Value, When
+
+from config import pagination
+from config.exceptions import NotFound
+from merchants.models import Merchant
+from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
+
+OPEN_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.DELIVERING)
+
+
+def endpoint_for_merchant(*, merchant: Merchant) -> WebhookEndpoint | None:
+    """The merchant's primary (oldest) endpoint."""
+    return WebhookEndpoint.objects.filter(merchant=merchant).order_by("created_at", "id").first()
+
+
+def deliveries_due(*, now: datetime, limit: int) -> list[UUID]:
+    """Deliveries that may be claimed at `now`: a pending one whose retry is due, or one whose
+    worker's lease has run out. Oldest due first."""
+    return list(
+        Delivery.objects.filter(
+            status__in=OPEN_STATUSES, next_attempt_at__lte=now, endpoint__enabled=True
+        )
+        .order_by("next_attempt_at")
+        .values_list("id", flat=True)[:limit]
+    )
+
+
+class EventNotFound(NotFound):
+    reason = "event_not_found"
+    message = "The event does not exist."
+
+
+class EventDeliveryStatus(models.TextChoices):
+    """One summary of an event's deliveries, across its endpoints and re-sends."""
+
+    NONE = "none"  # no delivery: no endpoint subscribed when it happened
+    PENDING = "pending"  # a delivery is waiting for or making an attempt
+    FAILED = "failed"  # a delivery failed and no later one to that endpoint succeeded
+    SUCCEEDED = "succeeded"
+
+
+def _with_delivery_status(queryset: QuerySet[Event]) -> QuerySet[Event]:
+    deliveries = Delivery.objects.filter(event_id=OuterRef("pk"))
+    succeeded_later = Delivery.objects.filter(
+        event_id=OuterRef("event_id"),
+        endpoint_id=OuterRef("endpoint_id"),
+        status=DeliveryStatus.SUCCEEDED,
+        created_at__gt=OuterRef("created_at"),
+    )
+    unresolved_failure = deliveries.filter(status=DeliveryStatus.FAILED).exclude(
+        Exists(succeeded_later)
+    )
+    return queryset.annotate(
+        delivery_status=Case(
+            When(
+                Exists(deliveries.filter(status__in=OPEN_STATUSES)),
+                then=Value(EventDeliveryStatus.PENDING),
+            ),
+            When(Exists(unresolved_failure), then=Value(EventDeliveryStatus.FAILED)),
+            When(
+                Exists(deliveries.filter(status=DeliveryStatus.SUCCEEDED)),
+                then=Value(EventDeliveryStatus.SUCCEEDED),
+            ),
+            default=Value(EventDeliveryStatus.NONE),
+            output_field=models.CharField(),
+        )
+    )
+
+
+def event_get(*, merchant: Merchant, event_id: UUID) -> Event:
+    """The merchant's event with its delivery_status; another merchant's is a 404."""
+    event = _with_delivery_status(Event.objects.filter(merchant=merchant, pk=event_id)).first()
+    if event is None:
+        raise EventNotFound()
+    return event
+
+
+def event_list(
+    *,
+    merchant: Merchant,
+    page: pagination.PageRequest,
+    type: str | None = None,
+    data_id: UUID | None = None,
+    delivery_status: str | None = None,
+    created_gte: datetime | None = None,
+    created_lt: datetime | None = None,
+) -> pagination.Page:
+    """The merchant's events, newest first, one page (GET /events)."""
+    queryset = Event.objects.filter(merchant=merchant)
+    if type is not None:
+        queryset = queryset.filter(event_type=type)
+    if data_id is not None:
+        queryset = queryset.filter(data_id=data_id)
+    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
+    queryset = _with_delivery_status(queryset)
+    if delivery_status is not None:
+        queryset = queryset.filter(delivery_status=delivery_status)
+    return pagination.paginate(queryset, page=page)

@@ -1,0 +1,46 @@
+from rest_framework import serializers
+
+from config import pagination
+from config.fields import StrictCharField
+from config.schema import IdempotencyMetaSerializer
+from webhooks.selectors import EventDeliveryStatus
+
+
+class EventDataOutput(serializers.Serializer):
+    type = serializers.CharField(help_text="payin, payout or transfer")
+    id = serializers.UUIDField()
+    object = serializers.DictField(help_text="Snapshot of the resource at event time.")
+
+
+class EventOutput(serializers.Serializer):
+    """The webhook envelope of spec 6.2, exactly as it was sent, plus a delivery summary."""
+
+    id = serializers.UUIDField()
+    event = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    data = EventDataOutput()
+    delivery_status = serializers.ChoiceField(choices=EventDeliveryStatus.choices)
+    _meta = IdempotencyMetaSerializer(read_only=True, required=False)
+
+    def to_representation(self, instance):
+        return {**instance.payload, "delivery_status": instance.delivery_status}
+
+
+class EventListQuery(pagination.ListQueryInput):
+    type = StrictCharField(required=False, max_length=64, help_text="An event name.")
+    data_id = serializers.UUIDField(required=False, help_text="The id of the resource.")
+    delivery_status = serializers.ChoiceField(choices=EventDeliveryStatus.choices, required=False)
+
+
+EventPageOutput = pagination.page_serializer("EventPageOutput", EventOutput)
+
+
+class EventResendFailedInput(serializers.Serializer):
+    since = serializers.DateTimeField(
+        help_text="Re-send the failed deliveries created at or after this ISO 8601 time."
+    )
+
+
+class EventResendFailedOutput(serializers.Serializer):
+    resent = serializers.IntegerField()
+    _meta = IdempotencyMetaSerializer(read_only=True, required=False)

@@ -1,0 +1,752 @@
+"""Webhook endpoints, the event outbox and signed, retried delivery (spec 6, DESIGN §9).
+
+A delivery is claimed in a short transaction (status `delivering`, attempt number taken, a
+lease stored in `next_attempt_at`), the HTTP request is made with no lock held, and the answer
+is recorded in a new transaction. Retries are due times in the database picked up by the beat
+sweep; a worker that dies mid-attempt loses its lease and the delivery is claimed again.
+"""
+
+import ipaddress
+import json
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+from urllib.parse import urlsplit
+from uuid import UUID
+
+import requests
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.serializers.json import DjangoJSONEncoder
+from django.core.validators import URLValidator
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+
+from config import netguard
+from config.exceptions import DomainError, NotFound
+from merchants.models import Merchant
+from webhooks import selectors, signing
+from webhooks.models import (
+    Delivery,
+    DeliveryAttempt,
+    DeliveryStatus,
+    EndpointDisabledReason,
+    Event,
+    WebhookEndpoint,
+)
+
+logger = logging.getLogger("cowry.webhooks")
+
+SECRET_PREFIX = "whsec_"
+MIN_SECRET_LENGTH = 16
+MAX_URL_LENGTH = 2048
+RESPONSE_PREFIX_BYTES = 1024
+TEST_EVENT_TYPE = "webhook.test"
+MAX_ENDPOINTS_PER_MERCHANT = 5
+FAILING_DISABLE_AFTER = timedelta(days=5)
+# Spec 6.3: the names an endpoint can subscribe to (plus the dashboard's test event).
+EVENT_TYPES = (
+    "payin.completed",
+    "payin.failed",
+    "payout.completed",
+    "payout.failed",
+    "transfer.payin.completed",
+    "transfer.payin.failed",
+    "transfer.payout.completed",
+    "transfer.payout.failed",
+    "transfer.completed",
+    "transfer.failed",
+    TEST_EVENT_TYPE,
+)
+
+
+class InvalidWebhookUrl(DomainError):
+    status = 400
+    reason = "invalid_webhook_url"
+    message = "The webhook URL is not acceptable."
+
+
+class InvalidSigningSecret(DomainError):
+    status = 400
+    reason = "invalid_signing_secret"
+    message = f"A signing secret must be at least {MIN_SECRET_LENGTH} printable characters."
+
+
+class WebhookNotConfigured(DomainError):
+    status = 400
+    reason = "webhook_not_configured"
+    message = "The merchant has no enabled webhook endpoint."
+
+
+class TooManyWebhookEndpoints(DomainError):
+    status = 409
+    reason = "too_many_webhook_endpoints"
+    message = f"A merchant has at most {MAX_ENDPOINTS_PER_MERCHANT} webhook endpoints."
+
+
+class InvalidEventTypes(DomainError):
+    status = 400
+    reason = "invalid_event_types"
+    message = "Unknown event type."
+
+
+class NoWebhookEndpoint(DomainError):
+    status = 409
+    reason = "no_webhook_endpoint"
+    message = "The merchant has no enabled webhook endpoint subscribed to this event."
+
+
+def max_attempts() -> int:
+    """The first attempt plus one per retry of WEBHOOK_RETRY_SCHEDULE (7 by default)."""
+    return len(settings.WEBHOOK_RETRY_SCHEDULE) + 1
+
+
+def lease_seconds() -> int:
+    """How long a claimed attempt belongs to its worker: well beyond one request's timeout."""
+    return int(settings.WEBHOOK_TIMEOUT_SECONDS * 3) + 60
+
+
+def _serialize(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_safe(value: Any) -> Any:
+    """Decimals, UUIDs and datetimes as the API renders them (strings)."""
+    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+
+
+# Endpoints ----------------------------------------------------------------------------------
+
+
+def webhook_url_validate(url: str) -> str:
+    """The URL, stripped, or InvalidWebhookUrl: https (http only with WEBHOOK_ALLOW_HTTP), no
+    credentials or fragment, no literal private address unless ALLOW_PRIVATE_NETWORK_URLS.
+    Hostnames are checked again on the connected address at every attempt."""
+    url = url.strip()
+
+    def refuse(message: str) -> InvalidWebhookUrl:
+        return InvalidWebhookUrl(message, fields={"url": [message]})
+
+    if not url or len(url) > MAX_URL_LENGTH:
+        raise refuse(f"Give a URL of at most {MAX_URL_LENGTH} characters.")
+    if not netguard.url_scheme_allowed(url, allow_http=settings.WEBHOOK_ALLOW_HTTP):
+        raise refuse("The webhook URL must use https.")
+    try:
+        URLValidator(schemes=["http", "https"])(url)
+    except DjangoValidationError as exc:
+        raise refuse("This is not a valid URL.") from exc
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        raise refuse("The webhook URL must not contain credentials.")
+    if parts.fragment:
+        raise refuse("The webhook URL must not contain a fragment.")
+    host = (parts.hostname or "").strip("[]")
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if (
+        literal is not None
+        and not settings.ALLOW_PRIVATE_NETWORK_URLS
+        and not netguard.address_is_public(str(literal))
+    ):
+        raise refuse("The webhook URL must point to a public address.")
+    return url
+
+
+def _validated_secret(secret: str | None) -> str:
+    if secret is None:
+        return SECRET_PREFIX + secrets.token_urlsafe(32)
+    if len(secret) < MIN_SECRET_LENGTH or len(secret) > 200 or not secret.isprintable():
+        raise InvalidSigningSecret(fields={"secret": [InvalidSigningSecret.message]})
+    return secret
+
+
+def event_types_validate(event_types: list[str] | tuple[str, ...]) -> list[str]:
+    """Known event names, deduplicated, in order; empty means every event."""
+    unknown = [name for name in event_types if name not in EVENT_TYPES]
+    if unknown:
+        message = f"Unknown event type(s): {', '.join(map(str, unknown))}."
+        raise InvalidEventTypes(message, fields={"event_types": [message]})
+    return list(dict.fromkeys(event_types))
+
+
+def endpoint_set(
+    *, merchant: Merchant, url: str, secret: str | None = None, now: datetime
+) -> tuple[WebhookEndpoint, str]:
+    """Create or replace the merchant's primary (oldest) endpoint, enabled, and set its signing
+    secret: the given one, or a new random one. Other endpoints and the primary's subscription
+    are kept. Returns the endpoint and the secret, to show once (`set_webhook`)."""
+    url = webhook_url_validate(url)
+    secret = _validated_secret(secret)
+    with transaction.atomic():
+        Merchant.objects.select_for_update().only("pk").get(pk=merchant.pk)
+        endpoint = (
+            WebhookEndpoint.objects.filter(merchant=merchant).order_by("created_at", "id").first()
+        )
+        if endpoint is None:
+            endpoint = WebhookEndpoint.objects.create(
+                merchant=merchant,
+                url=url,
+                signing_secret=secret,
+                enabled=True,
+                created_at=now,
+                updated_at=now,
+            )
+        else:
+            endpoint.url = url
+            endpoint.signing_secret = secret
+            endpoint.enabled = True
+            endpoint.disabled_reason = ""
+            endpoint.disabled_at = None
+            endpoint.updated_at = now
+            endpoint.save(
+                update_fields=[
+                    "url",
+                    "signing_secret",
+                    "enabled",
+                    "disabled_reason",
+                    "disabled_at",
+                    "updated_at",
+                ]
+            )
+    return endpoint, secret
+
+
+def endpoint_add(
+    *,
+    merchant: Merchant,
+    url: str,
+    event_types: list[str] | tuple[str, ...] = (),
+    secret: str | None = None,
+    now: datetime,
+) -> tuple[WebhookEndpoint, str]:
+    """One more endpoint (at most MAX_ENDPOINTS_PER_MERCHANT), enabled, with its own signing
+    secret and subscription (empty: every event). Returns it and the secret, to show once."""
+    url = webhook_url_validate(url)
+    event_types = event_types_validate(event_types)
+    secret = _validated_secret(secret)
+    with transaction.atomic():
+        Merchant.objects.select_for_update().only("pk").get(pk=merchant.pk)
+        if WebhookEndpoint.objects.filter(merchant=merchant).count() >= MAX_ENDPOINTS_PER_MERCHANT:
+            raise TooManyWebhookEndpoints()
+        endpoint = WebhookEndpoint.objects.create(
+            merchant=merchant,
+            url=url,
+            signing_secret=secret,
+            event_types=event_types,
+            enabled=True,
+            created_at=now,
+            updated_at=now,
+        )
+    return endpoint, secret
+
+
+def endpoint_rotate_secret(*, endpoint_id: UUID, now: datetime) -> str:
+    """A new random signing secret; attempts made from now on are signed with it."""
+    secret = _validated_secret(None)
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint_id).first()
+        if endpoint is None:
+            raise NotFound()
+        endpoint.signing_secret = secret
+        endpoint.updated_at = now
+        endpoint.save(update_fields=["signing_secret", "updated_at"])
+    return secret
+
+
+def endpoint_update(
+    *,
+    endpoint_id: UUID,
+    url: str,
+    enabled: bool,
+    now: datetime,
+    event_types: list[str] | tuple[str, ...] | None = None,
+) -> WebhookEndpoint:
+    """Change the URL, the subscription (None: kept) or switch the endpoint on or off; the
+    signing secret is kept. A disabled endpoint gets no new deliveries; its open ones wait
+    until it is enabled again. Enabling clears the reason it was disabled for."""
+    url = webhook_url_validate(url)
+    if event_types is not None:
+        event_types = event_types_validate(event_types)
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint_id).first()
+        if endpoint is None:
+            raise NotFound()
+        endpoint.url = url
+        if enabled and not endpoint.enabled:
+            endpoint.disabled_reason = ""
+            endpoint.disabled_at = None
+        elif not enabled and endpoint.enabled:
+            endpoint.disabled_at = now
+        endpoint.enabled = enabled
+        if event_types is not None:
+            endpoint.event_types = event_types
+        endpoint.updated_at = now
+        endpoint.save(
+            update_fields=[
+                "url",
+                "enabled",
+                "disabled_reason",
+                "disabled_at",
+                "event_types",
+                "updated_at",
+            ]
+        )
+    return endpoint
+
+
+def endpoints_disable_failing(*, now: datetime) -> int:
+    """The sweep: disable every enabled endpoint whose every delivery attempt has failed for
+    FAILING_DISABLE_AFTER (no success since a failure at least that old, and still failing
+    inside the window). Its open deliveries wait; the merchant re-enables it in the dashboard.
+    Returns the number of endpoints disabled."""
+    cutoff = now - FAILING_DISABLE_AFTER
+    ok = Q(response_status__gte=200, response_status__lt=300)
+    attempts = DeliveryAttempt.objects.filter(
+        delivery__endpoint=OuterRef("pk"), finished_at__isnull=False
+    )
+    candidates = WebhookEndpoint.objects.filter(enabled=True).filter(
+        Exists(attempts.filter(started_at__gt=cutoff).exclude(ok)),
+        ~Exists(attempts.filter(started_at__gt=cutoff).filter(ok)),
+        Exists(attempts.filter(started_at__lte=cutoff).exclude(ok)),
+    )
+    disabled = 0
+    for endpoint_id in candidates.values_list("pk", flat=True):
+        with transaction.atomic():
+            endpoint = (
+                WebhookEndpoint.objects.select_for_update()
+                .filter(pk=endpoint_id, enabled=True)
+                .first()
+            )
+            if endpoint is None:
+                continue
+            mine = DeliveryAttempt.objects.filter(
+                delivery__endpoint=endpoint, finished_at__isnull=False
+            )
+            last_success = mine.filter(ok).order_by("-started_at").first()
+            streak = mine.exclude(ok).filter(started_at__lte=cutoff)
+            if last_success is not None:
+                if last_success.started_at > cutoff:
+                    continue
+                streak = streak.filter(started_at__gt=last_success.started_at)
+            if not streak.exists():
+                continue
+            endpoint.enabled = False
+            endpoint.disabled_reason = EndpointDisabledReason.FAILING
+            endpoint.disabled_at = now
+            endpoint.updated_at = now
+            endpoint.save(update_fields=["enabled", "disabled_reason", "disabled_at", "updated_at"])
+            logger.warning("Webhook endpoint %s disabled: failing for 5 days", endpoint.pk)
+            disabled += 1
+    return disabled
+
+
+# Events and deliveries ----------------------------------------------------------------------
+
+
+def _enqueue_delivery(delivery_id: UUID) -> None:
+    from webhooks import tasks
+
+    try:
+        tasks.deliver_webhook.delay(delivery_id=str(delivery_id))
+    except BrokerError:
+        # The delivery is in the database; the beat sweep sends it once the broker is back.
+        logger.warning("Broker unavailable; delivery %s left to the sweep", delivery_id)
+
+
+def _delivery_create(*, event: Event, endpoint: WebhookEndpoint, now: datetime) -> Delivery:
+    delivery = Delivery.objects.create(
+        event=event,
+        endpoint=endpoint,
+        status=DeliveryStatus.PENDING,
+        next_attempt_at=now,
+        dispatched_at=now,
+        created_at=now,
+        updated_at=now,
+    )
+    transaction.on_commit(partial(_enqueue_delivery, delivery.id))
+    return delivery
+
+
+def _subscribed_endpoints(*, merchant_id: UUID, event_type: str) -> list[WebhookEndpoint]:
+    return [
+        endpoint
+        for endpoint in WebhookEndpoint.objects.filter(
+            merchant_id=merchant_id, enabled=True
+        ).order_by("created_at", "id")
+        if endpoint.subscribed_to(event_type)
+    ]
+
+
+def event_record(
+    *,
+    merchant: Merchant,
+    event_type: str,
+    data_type: str,
+    data_id: UUID,
+    data_object: dict[str, Any],
+    at: datetime,
+    fan_out: bool = True,
+) -> Event:
+    """Record one event. Call it inside the transaction that makes the state change, so the
+    event exists if and only if the change committed. data_object is the snapshot at `at`.
+    A delivery is created for each enabled endpoint subscribed to the event type, and sent
+    after commit (`fan_out=False`: none)."""
+    with transaction.atomic():
+        event = Event(
+            merchant=merchant,
+            event_type=event_type,
+            data_type=data_type,
+            data_id=data_id,
+            created_at=at,
+        )
+        event.payload = _json_safe(
+            {
+                "id": event.id,
+                "event": event_type,
+                "created_at": at,
+                "data": {"type": data_type, "id": data_id, "object": data_object},
+            }
+        )
+        event.body = _serialize(event.payload)
+        event.save()
+        if fan_out:
+            for endpoint in _subscribed_endpoints(merchant_id=merchant.pk, event_type=event_type):
+                _delivery_create(event=event, endpoint=endpoint, now=at)
+    return event
+
+
+def event_resend(
+    *, event_id: UUID, now: datetime, merchant: Merchant | None = None
+) -> list[Delivery]:
+    """Send an event again now: a new delivery (fresh attempt count), same event id and body,
+    to every enabled endpoint subscribed to it. `merchant`: only that merchant's event (the
+    API); another's is NotFound. NoWebhookEndpoint (409) when no endpoint would get it."""
+    with transaction.atomic():
+        events = Event.objects.filter(pk=event_id)
+        if merchant is not None:
+            events = events.filter(merchant=merchant)
+        event = events.first()
+        if event is None:
+            raise selectors.EventNotFound()
+        endpoints = _subscribed_endpoints(
+            merchant_id=event.merchant_id, event_type=event.event_type
+        )
+        if not endpoints:
+            raise NoWebhookEndpoint()
+        return [_delivery_create(event=event, endpoint=e, now=now) for e in endpoints]
+
+
+def events_resend_failed(*, merchant: Merchant, since: datetime, now: datetime) -> int:
+    """Re-send every failed delivery of the merchant created at or after `since`: a new
+    delivery of the same event to the same endpoint, if that endpoint is still enabled and
+    has had no later delivery of the event (so repeating the call re-sends nothing twice).
+    Returns the number of deliveries created."""
+    later = Delivery.objects.filter(
+        event_id=OuterRef("event_id"),
+        endpoint_id=OuterRef("endpoint_id"),
+        created_at__gt=OuterRef("created_at"),
+    )
+    with transaction.atomic():
+        Merchant.objects.select_for_update().only("pk").get(pk=merchant.pk)
+        failed = list(
+            Delivery.objects.filter(
+                event__merchant=merchant,
+                status=DeliveryStatus.FAILED,
+                created_at__gte=since,
+                endpoint__enabled=True,
+            )
+            .exclude(Exists(later))
+            .select_related("event", "endpoint")
+            .order_by("created_at", "id")
+        )
+        for delivery in failed:
+            _delivery_create(event=delivery.event, endpoint=delivery.endpoint, now=now)
+    return len(failed)
+
+
+def endpoint_send_test_event(*, endpoint_id: UUID, now: datetime) -> Delivery:
+    """Record a `webhook.test` event for the endpoint's merchant and deliver it like any other."""
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id).first()
+        if endpoint is None:
+            raise NotFound()
+        if not endpoint.enabled:
+            raise WebhookNotConfigured("The webhook endpoint is disabled.")
+        event = event_record(
+            fan_out=False,
+            merchant=endpoint.merchant,
+            event_type=TEST_EVENT_TYPE,
+            data_type="test",
+            data_id=endpoint.id,
+            data_object={
+                "id": endpoint.id,
+                "message": "Test event from Cowry: your endpoint is reachable.",
+                "created_at": now,
+            },
+            at=now,
+        )
+        return _delivery_create(event=event, endpoint=endpoint, now=now)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    delivery_id: UUID
+    attempt_id: int
+    number: int
+    url: str
+    secret: str
+    body: bytes
+    event_id: UUID
+    event_type: str
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    response_status: int | None
+    duration_ms: int
+    error: str
+    response_body: str
+
+    @property
+    def acknowledged(self) -> bool:
+        return self.response_status is not None and 200 <= self.response_status < 300
+
+
+def _delivery_claim(*, delivery_id: UUID, now: datetime) -> _Claim | None:
+    """Take the next attempt of a due delivery, or None when it is not due, is being sent by
+    another worker, is finished, or its endpoint is disabled."""
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("event", "endpoint")
+            .filter(
+                pk=delivery_id,
+                status__in=selectors.OPEN_STATUSES,
+                next_attempt_at__lte=now,
+                endpoint__enabled=True,
+            )
+            .first()
+        )
+        if delivery is None:
+            return None
+        if delivery.status == DeliveryStatus.DELIVERING:
+            lost = "No result recorded: the worker was lost or ran past its lease."
+            DeliveryAttempt.objects.filter(delivery=delivery, finished_at__isnull=True).update(
+                finished_at=now, error=lost
+            )
+            if delivery.attempts >= max_attempts():
+                delivery.status = DeliveryStatus.FAILED
+                delivery.next_attempt_at = None
+                delivery.last_error = lost
+                delivery.updated_at = now
+                delivery.save(
+                    update_fields=["status", "next_attempt_at", "last_error", "updated_at"]
+                )
+                return None
+        number = delivery.attempts + 1
+        delivery.status = DeliveryStatus.DELIVERING
+        delivery.attempts = number
+        delivery.next_attempt_at = now + timedelta(seconds=lease_seconds())
+        delivery.updated_at = now
+        delivery.save(update_fields=["status", "attempts", "next_attempt_at", "updated_at"])
+        endpoint, event = delivery.endpoint, delivery.event
+        attempt = DeliveryAttempt.objects.create(
+            delivery=delivery, number=number, url=endpoint.url, started_at=now
+        )
+        return _Claim(
+            delivery_id=delivery.id,
+            attempt_id=attempt.id,
+            number=number,
+            url=endpoint.url,
+            secret=endpoint.signing_secret,
+            body=(event.body or _serialize(event.payload)).encode("utf-8"),
+            event_id=event.id,
+            event_type=event.event_type,
+        )
+
+
+_sessions = threading.local()
+
+
+def _delivery_session():
+    """A guarded session per thread and per private-address setting, reused across deliveries
+    so a busy receiver is reached over kept-alive connections. Every new connection is still
+    checked by the SSRF guard when it is opened."""
+    key = bool(settings.ALLOW_PRIVATE_NETWORK_URLS)
+    cached = getattr(_sessions, "by_setting", None)
+    if cached is None:
+        cached = _sessions.by_setting = {}
+    if key not in cached:
+        cached[key] = netguard.guarded_session()
+    return cached[key]
+
+
+def _read_prefix(response: requests.Response) -> str:
+    data = b""
+    try:
+        for chunk in response.iter_content(chunk_size=RESPONSE_PREFIX_BYTES):
+            data += chunk
+            if len(data) >= RESPONSE_PREFIX_BYTES:
+                break
+    except requests.RequestException:
+        pass
+    return data[:RESPONSE_PREFIX_BYTES].decode("utf-8", errors="replace")
+
+
+def _post(*, claim: _Claim, now: datetime) -> _Outcome:
+    """One signed POST (spec 6.1). Never follows a redirect; never raises."""
+    timestamp = int(now.timestamp())
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": netguard.USER_AGENT,
+        signing.SIGNATURE_HEADER: signing.sign(
+            secret=claim.secret, timestamp=timestamp, body=claim.body
+        ),
+        signing.TIMESTAMP_HEADER: str(timestamp),
+        signing.EVENT_HEADER: claim.event_type,
+        signing.WEBHOOK_ID_HEADER: str(claim.event_id),
+    }
+    timeout = settings.WEBHOOK_TIMEOUT_SECONDS
+    status: int | None = None
+    error = ""
+    answer = ""
+    started = time.monotonic()
+    try:
+        response = _delivery_session().post(
+            claim.url,
+            data=claim.body,
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=False,
+            stream=True,
+        )
+        with response:
+            status = response.status_code
+            answer = _read_prefix(response)
+            if response.is_redirect or 300 <= status < 400:
+                location = response.headers.get("Location", "")
+                error = f"HTTP {status}: redirect to {location!r} not followed"
+            elif not 200 <= status < 300:
+                error = f"HTTP {status}"
+    except requests.TooManyRedirects as exc:
+        # guarded_session() sets max_redirects=0, so requests raises on any 3xx even with
+        # allow_redirects=False: the redirect was not followed; record it as the answer.
+        response = exc.response
+        status = response.status_code if response is not None else None
+        location = response.headers.get("Location", "") if response is not None else ""
+        answer = _read_prefix(response) if response is not None else ""
+        error = f"HTTP {status}: redirect to {location!r} not followed"
+    except netguard.BlockedDestination as exc:
+        error = f"Blocked: {exc}"
+    except requests.Timeout:
+        error = f"Timed out after {timeout:g} s"
+    except requests.RequestException as exc:
+        error = f"{type(exc).__name__}: {exc}"[:1000]
+    duration_ms = int((time.monotonic() - started) * 1000)
+    return _Outcome(
+        response_status=status, duration_ms=duration_ms, error=error, response_body=answer
+    )
+
+
+def _delivery_record(*, claim: _Claim, outcome: _Outcome, now: datetime) -> Delivery:
+    finished_at = now + timedelta(milliseconds=outcome.duration_ms)
+    with transaction.atomic():
+        DeliveryAttempt.objects.filter(pk=claim.attempt_id).update(
+            finished_at=finished_at,
+            response_status=outcome.response_status,
+            duration_ms=outcome.duration_ms,
+            error=outcome.error,
+            response_body=outcome.response_body,
+        )
+        delivery = Delivery.objects.select_for_update().get(pk=claim.delivery_id)
+        if delivery.status != DeliveryStatus.DELIVERING or delivery.attempts != claim.number:
+            return delivery  # our lease ran out and a later attempt owns the delivery now
+        if outcome.acknowledged:
+            delivery.status = DeliveryStatus.SUCCEEDED
+            delivery.delivered_at = finished_at
+            delivery.next_attempt_at = None
+            delivery.last_error = ""
+        elif claim.number >= max_attempts():
+            delivery.status = DeliveryStatus.FAILED
+            delivery.next_attempt_at = None
+            delivery.last_error = outcome.error
+        else:
+            delay = settings.WEBHOOK_RETRY_SCHEDULE[claim.number - 1]
+            delivery.status = DeliveryStatus.PENDING
+            delivery.next_attempt_at = finished_at + timedelta(seconds=delay)
+            delivery.last_error = outcome.error
+        delivery.updated_at = finished_at
+        delivery.save(
+            update_fields=[
+                "status",
+                "delivered_at",
+                "next_attempt_at",
+                "last_error",
+                "updated_at",
+            ]
+        )
+    return delivery
+
+
+def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> Delivery | None:
+    """Make the next attempt of a delivery if it is due at `now` and nobody else holds it.
+    Claim, send (no lock held), record. Returns the delivery, or None when nothing was sent."""
+    now = now or timezone.now()
+    claim = _delivery_claim(delivery_id=delivery_id, now=now)
+    if claim is None:
+        return None
+    outcome = _post(claim=claim, now=now)
+    return _delivery_record(claim=claim, outcome=outcome, now=now)
+
+
+def deliveries_send_due(*, now: datetime | None = None, limit: int = 100) -> int:
+    """Attempt every due delivery once, in this process (the `deliver_webhooks` command).
+    Returns the number of attempts made. Without `now`, each attempt reads the clock, so its
+    signature timestamp is fresh."""
+    due_ids = selectors.deliveries_due(now=now or timezone.now(), limit=limit)
+    made = 0
+    for delivery_id in due_ids:
+        if delivery_attempt(delivery_id=delivery_id, now=now) is not None:
+            made += 1
+    return made
+
+
+def deliveries_dispatch_due(*, now: datetime, limit: int = 500) -> int:
+    """The beat sweep: enqueue a `deliver_webhook` task for each due delivery that has not been
+    handed to the broker for its current due time (or whose hand-off is older than a lease, so
+    a lost message is sent again). Returns the number of tasks enqueued."""
+    stale = now - timedelta(seconds=lease_seconds())
+    with transaction.atomic():
+        ids = list(
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(status__in=selectors.OPEN_STATUSES, next_attempt_at__lte=now)
+            .filter(endpoint__enabled=True)
+            .filter(
+                Q(dispatched_at__isnull=True)
+                | Q(dispatched_at__lt=F("next_attempt_at"))
+                | Q(dispatched_at__lte=stale)
+            )
+            .order_by("next_attempt_at")
+            .values_list("id", flat=True)[:limit]
+        )
+        Delivery.objects.filter(pk__in=ids).update(dispatched_at=now, updated_at=now)
+        for delivery_id in ids:
+            transaction.on_commit(partial(_enqueue_delivery, delivery_id))
+    return len(ids)
+
+
+def event_resend_for_merchant(*, merchant: Merchant, event_id: UUID, now: datetime) -> Event:
+    """POST /events/{id}/resend: event_resend() scoped to the merchant; returns the event
+    with its delivery_status (pending now)."""
+    with transaction.atomic():
+        event_resend(event_id=event_id, now=now, merchant=merchant)
+        return selectors.event_get(merchant=merchant, event_id=event_id)

@@ -1,0 +1,87 @@
+from uuid import UUID
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config import pagination
+from merchants.idempotency import idempotent
+from webhooks import selectors, services
+from webhooks.serializers import (
+    EventListQuery,
+    EventOutput,
+    EventPageOutput,
+    EventResendFailedInput,
+    EventResendFailedOutput,
+)
+
+
+class EventListView(APIView):
+    extra_error_statuses = ["400"]
+
+    @extend_schema(
+        operation_id="listEvents",
+        parameters=[EventListQuery],
+        responses={200: EventPageOutput},
+        tags=["events"],
+        description=(
+            "The merchant's webhook events, newest first, cursor-paginated: each is the "
+            "envelope that was sent, with `delivery_status` (`none`: no endpoint was "
+            "subscribed, `pending`, `failed`, `succeeded`). Use it to recover missed events."
+        ),
+    )
+    def get(self, request):
+        query = pagination.parse_query(EventListQuery, request.query_params)
+        page = selectors.event_list(merchant=request.merchant, **query)
+        return Response(pagination.page_body(page, EventOutput))
+
+
+class EventDetailView(APIView):
+    @extend_schema(operation_id="getEvent", responses={200: EventOutput}, tags=["events"])
+    def get(self, request, event_id: UUID):
+        event = selectors.event_get(merchant=request.merchant, event_id=event_id)
+        return Response(EventOutput(event).data)
+
+
+class EventResendView(APIView):
+    @extend_schema(
+        operation_id="resendEvent",
+        request=None,
+        responses={202: EventOutput},
+        tags=["events"],
+        description=(
+            "Deliver the event again, same event id and body, to every enabled endpoint "
+            "subscribed to it (a new delivery with a fresh attempt count). 409 "
+            "`no_webhook_endpoint` when there is none."
+        ),
+    )
+    @idempotent
+    def post(self, request, event_id: UUID):
+        event = services.event_resend_for_merchant(
+            merchant=request.merchant, event_id=event_id, now=timezone.now()
+        )
+        return Response(EventOutput(event).data, status=202)
+
+
+class EventResendFailedView(APIView):
+    @extend_schema(
+        operation_id="resendFailedEvents",
+        request=EventResendFailedInput,
+        responses={202: EventResendFailedOutput},
+        tags=["events"],
+        description=(
+            "Re-send every failed delivery created since `since` to its endpoint (when still "
+            "enabled and not already re-sent). Answers the number of new deliveries."
+        ),
+    )
+    @idempotent
+    def post(self, request):
+        serializer = EventResendFailedInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        resent = services.events_resend_failed(
+            merchant=request.merchant,
+            since=serializer.validated_data["since"],
+            now=timezone.now(),
+        )
+        return Response(EventResendFailedOutput({"resent": resent}).data, status=202)
