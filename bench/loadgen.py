@@ -121,7 +121,7 @@ class Api:
 def new_session(concurrency: int) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(limit=concurrency * 2, force_close=False)
     return aiohttp.ClientSession(
-        connector=connector, timeout=aiohttp.ClientTimeout(total=60, connect=10)
+        connector=connector, timeout=aiohttp.ClientTimeout(total=90, connect=10)
     )
 
 
@@ -181,6 +181,22 @@ async def create_payin(
         {"quote_id": quote["id"], "customer_id": customer_id, "source": {"phone": phone}},
     )
     return payin if status == 201 else None
+
+
+async def await_webhook(
+    session: aiohttp.ClientSession, rec: Recorder, receiver_url: str, event: str, data_id: str
+) -> None:
+    """Block until the local receiver has received `event` for `data_id` (long-poll); a
+    webhook that does not arrive within 60 s is an error."""
+    try:
+        async with session.get(f"{receiver_url}/wait/{event}/{data_id}?timeout=60") as resp:
+            await resp.read()
+            status = resp.status
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        rec.error("webhook wait", f"{type(exc).__name__}: {exc}")
+        return
+    if status != 200:
+        rec.error("webhook wait", f"{event} for {data_id} not received within 60 s", status)
 
 
 async def read_payin(api: Api, rec: Recorder, ids: list[str]) -> None:

@@ -7,6 +7,9 @@ POST /hook           records (arrival time.time(), event, data.id, webhook id, a
                      --max-failures-per-id times for one webhook id, so a soak can drain);
                      with --secret it verifies X-Cowry-Signature over the raw body first.
 GET  /arrivals       every recorded arrival as JSON (?since=<index> for the tail)
+GET  /wait/{event}/{data_id}
+                     long-poll: answers {"at": arrival time} once that event for that resource
+                     was received with a 200 (?timeout=<seconds>, default 30; 504 after it)
 POST /config         {"fail_rate": 0.0} changes the failure rate on the fly
 GET  /files/doc.png  a small PNG, for KYC file URLs in the soak
 """
@@ -14,6 +17,7 @@ GET  /files/doc.png  a small PNG, for KYC file URLs in the soak
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -35,6 +39,8 @@ def build_app(*, fail_rate: float, max_failures_per_id: int, secret: str | None)
     failures: Counter[str] = Counter()
     bad_signatures = Counter()
     rng = random.Random(20240601)
+    received_at: dict[tuple[str, str], float] = {}  # (event, data id) -> first 200 arrival
+    waiters: dict[tuple[str, str], asyncio.Event] = {}
 
     async def hook(request: web.Request) -> web.Response:
         now = time.time()
@@ -66,6 +72,10 @@ def build_app(*, fail_rate: float, max_failures_per_id: int, secret: str | None)
             failures[webhook_id] += 1
             answer = 500
         arrivals.append([now, event, data_id, webhook_id, answer])
+        if answer == 200:
+            received_at.setdefault((event, data_id), now)
+            if (waiter := waiters.pop((event, data_id), None)) is not None:
+                waiter.set()
         return web.Response(status=answer, text="ok" if answer == 200 else "flaky")
 
     async def get_arrivals(request: web.Request) -> web.Response:
@@ -73,6 +83,16 @@ def build_app(*, fail_rate: float, max_failures_per_id: int, secret: str | None)
         return web.json_response(
             {"arrivals": arrivals[since:], "total": len(arrivals), "bad": bad_signatures["bad"]}
         )
+
+    async def wait(request: web.Request) -> web.Response:
+        key = (request.match_info["event"], request.match_info["data_id"])
+        if key not in received_at:
+            waiter = waiters.setdefault(key, asyncio.Event())
+            try:
+                await asyncio.wait_for(waiter.wait(), float(request.query.get("timeout", "30")))
+            except TimeoutError:
+                return web.json_response({"error": "not received"}, status=504)
+        return web.json_response({"at": received_at[key]})
 
     async def configure(request: web.Request) -> web.Response:
         state.update(await request.json())
@@ -86,6 +106,7 @@ def build_app(*, fail_rate: float, max_failures_per_id: int, secret: str | None)
         [
             web.post("/hook", hook),
             web.get("/arrivals", get_arrivals),
+            web.get("/wait/{event}/{data_id}", wait),
             web.post("/config", configure),
             web.get("/files/doc.png", doc),
         ]

@@ -37,6 +37,10 @@ CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "16"))
 ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
 WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", str(2 * cores())))
 WARMUP = min(3.0, SECONDS / 3)
+# A subset (e.g. "DAB") is a quick loop while optimizing: no verdicts, no results.json.
+SCENARIOS = os.environ.get("BENCH_SCENARIOS", "ABCDE").upper()
+# BENCH_WORKER=0 (with a subset): the API alone, no Celery worker competing for the CPU.
+WITH_WORKER = os.environ.get("BENCH_WORKER", "1") != "0" or set(SCENARIOS) == set("ABCDE")
 RESULTS = ROOT / "bench" / "results.json"
 
 PROJECT_PACKAGES = {
@@ -95,7 +99,9 @@ def receiver_arrivals(url: str, since: int = 0) -> dict:
         return json.loads(resp.read())
 
 
-async def _scenario(stack: Stack, merchant: dict, customer_id: str, kind: str, ids=None) -> dict:
+async def _scenario(
+    stack: Stack, merchant: dict, customer_id: str, kind: str, ids=None, receiver_url: str = ""
+) -> dict:
     rec = loadgen.Recorder()
     created: list[str] = []
     posted_at: dict[str, float] = {}
@@ -113,6 +119,10 @@ async def _scenario(stack: Stack, merchant: dict, customer_id: str, kind: str, i
                 if payin is not None:
                     created.append(payin["id"])
                     posted_at[payin["id"]] = stamp["t0"]
+                    if kind == "C":  # the client's flow ends when its webhook has arrived
+                        await loadgen.await_webhook(
+                            session, rec, receiver_url, "payin.completed", payin["id"]
+                        )
             elif kind == "B":
                 await loadgen.read_payin(api, rec, ids)
             elif kind == "D":
@@ -138,10 +148,10 @@ async def _scenario(stack: Stack, merchant: dict, customer_id: str, kind: str, i
     return result
 
 
-def scenario(stack, merchant, customer_id, kind, ids=None) -> dict:
+def scenario(stack, merchant, customer_id, kind, ids=None, receiver_url: str = "") -> dict:
     log(f"scenario {kind}: {CONCURRENCY} clients, {SECONDS:g}s (+{WARMUP:g}s warm-up)")
     load_before = os.getloadavg()[0]
-    result = asyncio.run(_scenario(stack, merchant, customer_id, kind, ids))
+    result = asyncio.run(_scenario(stack, merchant, customer_id, kind, ids, receiver_url))
     after, before = stack.cpu_ticks(), result["_cpu_before"]
     tick = os.sysconf("SC_CLK_TCK")
     # CPU seconds per part of the stack during the scenario (warm-up included), and per request
@@ -160,7 +170,7 @@ def scenario(stack, merchant, customer_id, kind, ids=None) -> dict:
 
 def scenario_c(stack, merchant, customer_id, receiver_url) -> dict:
     mark = receiver_arrivals(receiver_url)["total"]
-    result = scenario(stack, merchant, customer_id, "C")
+    result = scenario(stack, merchant, customer_id, "C", receiver_url=receiver_url)
     posted_at = result["_posted_at"]
     deadline = time.monotonic() + 120
     latencies: dict[str, float] = {}
@@ -420,6 +430,41 @@ def table(r: dict) -> str:
     return "\n".join(lines)
 
 
+def partial_run(stack, merchant, customer_id, results: dict, receiver_url: str) -> int:
+    """D, A and B always; C and P (a py-spy profile of A) when asked; no verdicts and no
+    results.json."""
+    if "C" in SCENARIOS:
+        results["C"] = scenario_c(stack, merchant, customer_id, receiver_url)
+        results["C"]["drain_seconds"] = drain()
+        results["C"]["burst"] = delivery_burst(stack, receiver_url, n=max(500, int(SECONDS * 100)))
+    if "P" in SCENARIOS:  # py-spy on A: the top functions of web and worker
+        results["profile"] = {"A": profile(stack, merchant, customer_id, "A", seconds=SECONDS)}
+        for group, found in results["profile"]["A"].items():
+            print(f"\n{group}: {found.get('samples')} samples")
+            for row in found.get("top_inclusive", [])[:25]:
+                print(f"  {row['share']:>6.1%}  {row['function']}")
+    for key in ("A", "B", "C", "D"):
+        if key in results:
+            results[key] = strip(results[key])
+    (OUT / "partial.json").write_text(json.dumps(results, indent=2, default=str))
+    floor_rps = results["D"]["throughput_rps"]
+    a_ratio = results["A"]["throughput_rps"] / floor_rps
+    print(f"\nA/D {a_ratio:.2f}  B/D {results['B']['throughput_rps'] / floor_rps:.2f}")
+    for key in ("D", "A", "B", "C"):
+        if key in results:
+            r = results[key]
+            print(
+                f"{key}: {r['throughput_rps']} req/s p50 {r['p50_ms']} p99 {r['p99_ms']}"
+                f" errors {r['errors']} cpu ms/req {r['cpu_ms_per_request']}"
+            )
+    if "C" in results:
+        print(f"C e2e: {results['C']['e2e']}; burst: {results['C']['burst']}")
+    print(
+        f"A drain after the run: {results['A']['drain_seconds']} s; details in {OUT}/partial.json"
+    )
+    return 0
+
+
 def main() -> int:
     install_signal_handlers()
     stack = Stack()
@@ -454,9 +499,11 @@ def main() -> int:
         )
         stack.extra_pids["receiver"] = receiver.pid
         stack.start_web()
-        stack.start_worker(concurrency=WORKER_CONCURRENCY)
+        if WITH_WORKER:
+            stack.start_worker(concurrency=WORKER_CONCURRENCY)
         stack.wait_healthy()
-        stack.wait_worker_ready()
+        if WITH_WORKER:
+            stack.wait_worker_ready()
         customer = json.loads(
             stack.shell(
                 "import json\n"
@@ -470,9 +517,11 @@ def main() -> int:
 
         results["D"] = scenario(stack, merchant, customer_id, "D")
         results["A"] = scenario(stack, merchant, customer_id, "A")
-        results["A"]["drain_seconds"] = drain()
+        results["A"]["drain_seconds"] = drain() if WITH_WORKER else None
         a_ids = results["A"]["_created"]
         results["B"] = scenario(stack, merchant, customer_id, "B", ids=a_ids)
+        if set(SCENARIOS) != set("ABCDE"):
+            return partial_run(stack, merchant, customer_id, results, receiver_url)
         stack.sample_rss()
         results["C"] = scenario_c(stack, merchant, customer_id, receiver_url)
         results["C"]["drain_seconds"] = drain()

@@ -67,19 +67,25 @@ def _claim(*, merchant: Merchant, key: str, method: str, path: str, fingerprint:
     now = timezone.now()
     expires_at = now + timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL_SECONDS)
     stale_before = now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT_SECONDS)
+    fields = {
+        "merchant": merchant,
+        "key": key,
+        "method": method,
+        "path": path,
+        "fingerprint": fingerprint,
+        "status": IdempotencyStatus.IN_PROGRESS,
+        "locked_at": now,
+        "expires_at": expires_at,
+    }
     for _ in range(3):
         try:
-            with transaction.atomic():
-                IdempotencyRecord.objects.create(
-                    merchant=merchant,
-                    key=key,
-                    method=method,
-                    path=path,
-                    fingerprint=fingerprint,
-                    status=IdempotencyStatus.IN_PROGRESS,
-                    locked_at=now,
-                    expires_at=expires_at,
-                )
+            # In autocommit the INSERT commits on its own, in one round trip; inside a
+            # caller's transaction a savepoint keeps a duplicate key from poisoning it.
+            if transaction.get_connection().in_atomic_block:
+                with transaction.atomic():
+                    IdempotencyRecord.objects.create(**fields)
+            else:
+                IdempotencyRecord.objects.create(**fields)
             return None
         except IntegrityError:
             pass

@@ -33,10 +33,10 @@ from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
-from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 
 from config.exceptions import DomainError
+from config.transactions import joined_atomic
 from merchants.models import Merchant
 from payments.models import Journal, JournalLine, LedgerAccount, Wallet
 
@@ -66,17 +66,31 @@ class UnbalancedJournal(ValueError):
 
 def _wallet_locked(*, merchant: Merchant, currency: str) -> Wallet:
     """The merchant's wallet in this currency, created if missing, locked until commit."""
-    Wallet.objects.bulk_create(
-        [Wallet(merchant=merchant, currency=currency)], ignore_conflicts=True
-    )
-    return Wallet.objects.select_for_update().get(merchant=merchant, currency=currency)
+    wallets = Wallet.objects.select_for_update().filter(merchant=merchant, currency=currency)
+    wallet = wallets.first()
+    if wallet is None:
+        Wallet.objects.bulk_create(
+            [Wallet(merchant=merchant, currency=currency)], ignore_conflicts=True
+        )
+        wallet = wallets.get()
+    return wallet
 
 
-def _account(*, merchant: Merchant, currency: str, code: str) -> LedgerAccount:
-    account, _ = LedgerAccount.objects.get_or_create(
-        merchant=merchant, currency=currency, code=code
-    )
-    return account
+def _accounts(*, merchant: Merchant, currency: str, codes: set[str]) -> dict[str, LedgerAccount]:
+    """The merchant's ledger accounts with these codes, the missing ones created: one query
+    once they all exist."""
+    accounts = LedgerAccount.objects.filter(merchant=merchant, currency=currency, code__in=codes)
+    found = {account.code: account for account in accounts}
+    if len(found) < len(codes):
+        LedgerAccount.objects.bulk_create(
+            [
+                LedgerAccount(merchant=merchant, currency=currency, code=code)
+                for code in codes - found.keys()
+            ],
+            ignore_conflicts=True,
+        )
+        found = {account.code: account for account in accounts.all()}
+    return found
 
 
 def _validated(lines: Sequence[tuple[str, Decimal]]) -> list[tuple[str, Decimal]]:
@@ -110,12 +124,12 @@ def post_journal(
 ) -> Journal:
     """Post one balanced journal and update the wallet in the same transaction.
 
-    Call it inside the caller's transaction (it opens a savepoint of its own). It locks the
+    Call it inside the caller's transaction. It locks the
     merchant's wallet row for the currency first, so every posting for one merchant and currency
     is serialized. Raises InsufficientBalance (nothing posted) if the available or reserved
     balance would go below zero. Idempotent on (resource_type, resource_id, kind)."""
     checked = _validated(lines)
-    with transaction.atomic():
+    with joined_atomic():
         wallet = _wallet_locked(merchant=merchant, currency=currency)
         existing = Journal.objects.filter(
             resource_type=resource_type, resource_id=resource_id, kind=kind
@@ -138,12 +152,11 @@ def post_journal(
             memo=memo[:255],
             created_at=at,
         )
+        accounts = _accounts(
+            merchant=merchant, currency=currency, codes={code for code, _ in checked}
+        )
         JournalLine.objects.bulk_create(
-            JournalLine(
-                journal=journal,
-                account=_account(merchant=merchant, currency=currency, code=code),
-                amount=amount,
-            )
+            JournalLine(journal=journal, account=accounts[code], amount=amount)
             for code, amount in checked
         )
         if new_values:

@@ -348,12 +348,13 @@ def payin_submit(*, payin_id: UUID, now: datetime) -> Payin:
     """Send the collection to the provider (idempotent: a retried task resubmits the same
     reference). The payin is `pending` before the provider is called, so an answer can never
     arrive for a payin that is not waiting for one. No lock is held during the call."""
-    payin = Payin.objects.get(pk=payin_id)
-    if payin.status == PayinStatus.CREATED:
+    try:  # created -> pending; already pending is a no-op
         payin = payin_transition(
-            payin_id=payin.id, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now
+            payin_id=payin_id, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now
         )
-    if payin.status != PayinStatus.PENDING or payin.provider_reference:
+    except InvalidTransition:  # final already (failed by the timeout sweep, say)
+        return Payin.objects.get(pk=payin_id)
+    if payin.provider_reference:
         return payin
     try:
         receipt = provider.gateway().submit_collection(
@@ -368,10 +369,13 @@ def payin_submit(*, payin_id: UUID, now: datetime) -> Payin:
         return payin_transition(
             payin_id=payin.id, to=PayinStatus.FAILED, reason=rejected.reason, at=now
         )
-    Payin.objects.filter(pk=payin.id, provider_reference="").update(
+    stored = Payin.objects.filter(pk=payin.id, provider_reference="").update(
         provider_reference=receipt.provider_reference
     )
-    payin.refresh_from_db()
+    if stored:
+        payin.provider_reference = receipt.provider_reference
+    else:
+        payin.refresh_from_db()  # the answer got there first
     return payin
 
 
@@ -641,10 +645,13 @@ def payout_submit(*, payout_id: UUID, now: datetime) -> Payout:
         return payout_transition(
             payout_id=payout.id, to=PayoutStatus.FAILED, reason=rejected.reason, at=now
         )
-    Payout.objects.filter(pk=payout.id, provider_reference="").update(
+    stored = Payout.objects.filter(pk=payout.id, provider_reference="").update(
         provider_reference=receipt.provider_reference
     )
-    payout.refresh_from_db()
+    if stored:
+        payout.provider_reference = receipt.provider_reference
+    else:
+        payout.refresh_from_db()  # the answer got there first
     return payout
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from config import pagination
 from config.exceptions import DomainError, NotFound
@@ -80,9 +80,17 @@ def quote_get(*, merchant: Merchant, quote_id: UUID) -> Quote:
     return quote
 
 
-def operator_get(*, code: str, field: str = "operator_code") -> Operator:
-    """The catalog operator with this code, active or not; unknown is a 400 naming `field`."""
-    operator = Operator.objects.filter(code=code).first()
+def operator_get(
+    *, code: str, field: str = "operator_code", merchant: Merchant | None = None
+) -> Operator:
+    """The catalog operator with this code, active or not; unknown is a 400 naming `field`.
+    With `merchant`, the same query also tells (`enabled_for_merchant`) whether the merchant
+    has it enabled."""
+    operators = Operator.objects.filter(code=code)
+    if merchant is not None:
+        enabled = MerchantOperator.objects.filter(merchant=merchant, operator=OuterRef("pk"))
+        operators = operators.annotate(enabled_for_merchant=Exists(enabled))
+    operator = operators.first()
     if operator is None:
         message = f"Unknown operator {code!r}."
         raise UnknownOperator(message, fields={field: [message]})
@@ -93,23 +101,32 @@ def operator_enabled_for(
     *, merchant: Merchant, code: str, field: str = "operator_code"
 ) -> Operator:
     """The operator if it exists, is active in the catalog and is enabled for the merchant."""
-    operator = operator_get(code=code, field=field)
-    if not operator.active:
-        message = f"Operator {code} is not available."
-        raise OperatorInactive(message, fields={field: [message]})
-    if not MerchantOperator.objects.filter(merchant=merchant, operator=operator).exists():
-        message = f"Operator {code} is not enabled for this merchant."
-        raise OperatorNotEnabled(message, fields={field: [message]})
-    return operator
+    return operator_check_enabled(operator_get(code=code, field=field, merchant=merchant), field)
 
 
 def operator_quotable_for(
     *, merchant: Merchant, code: str, field: str = "operator_code"
 ) -> Operator:
     """operator_enabled_for(), and not `closed` by support (a `delayed` one still quotes)."""
-    operator = operator_enabled_for(merchant=merchant, code=code, field=field)
+    return operator_check_quotable(operator_get(code=code, field=field, merchant=merchant), field)
+
+
+def operator_check_enabled(operator: Operator, field: str = "operator_code") -> Operator:
+    """Raise unless the operator (from operator_get(merchant=...)) is active and enabled."""
+    if not operator.active:
+        message = f"Operator {operator.code} is not available."
+        raise OperatorInactive(message, fields={field: [message]})
+    if not operator.enabled_for_merchant:
+        message = f"Operator {operator.code} is not enabled for this merchant."
+        raise OperatorNotEnabled(message, fields={field: [message]})
+    return operator
+
+
+def operator_check_quotable(operator: Operator, field: str = "operator_code") -> Operator:
+    """operator_check_enabled(), and not `closed` by support."""
+    operator_check_enabled(operator, field)
     if operator.status == OperatorStatus.CLOSED:
-        message = f"Operator {code} is closed for now; try again later or use another one."
+        message = f"Operator {operator.code} is closed for now; try again later or use another one."
         raise OperatorClosed(message, fields={field: [message]})
     return operator
 

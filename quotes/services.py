@@ -269,7 +269,7 @@ def quote_create_collection(
     if flow_type not in (FlowType.PAYIN, FlowType.PAYOUT):
         raise ValueError(f"not a payin/payout flow: {flow_type}")
     customer = _customer(merchant=merchant, customer_id=customer_id)
-    operator = selectors.operator_get(code=operator_code)
+    operator = selectors.operator_get(code=operator_code, merchant=merchant)
     if operator.country_code != country_code or not operator_code.startswith(f"{country_code}_"):
         raise OperatorCountryMismatch(
             f"Operator {operator.code} serves {operator.country_code}, not {country_code}.",
@@ -285,7 +285,7 @@ def quote_create_collection(
             f"{operator.code} is a {operator.rail_type} operator, not {rail_type}.",
             field="rail_type",
         )
-    operator = selectors.operator_quotable_for(merchant=merchant, code=operator_code)
+    selectors.operator_check_quotable(operator)
     send_amount = _whole(send_amount, send_currency, field="send_amount")
     _within_limits(send_amount, operator, field="send_amount")
 

@@ -52,7 +52,7 @@ def test_get_customer(warm_api, customer, django_assert_num_queries):
 
 
 def test_post_quote_payin(warm_api, django_assert_num_queries):
-    with django_assert_num_queries(12):
+    with django_assert_num_queries(10):
         assert warm_api.post("/quotes/payin", QUOTE).status_code == 201
 
 
@@ -62,7 +62,7 @@ def test_get_quote(warm_api, quote, django_assert_num_queries):
 
 
 def test_post_payin(warm_api, customer, quote, django_assert_num_queries):
-    with django_assert_num_queries(17):
+    with django_assert_num_queries(16):
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 

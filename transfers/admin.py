@@ -27,11 +27,12 @@ def _table(headers: list[str], rows: list[tuple]) -> str:
     if not rows:
         return "—"
     head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
-    cells = "".join(
-        format_html("<tr>{}</tr>", format_html_join("", "<td>{}</td>", ((c,) for c in row)))
-        for row in rows
+    cells = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows),
     )
-    return format_html("<table><tr>{}</tr>{}</table>", head, format_html(cells))
+    return format_html("<table><tr>{}</tr>{}</table>", head, cells)
 
 
 def _when(value) -> str:

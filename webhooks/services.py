@@ -31,6 +31,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from config import netguard
 from config.exceptions import DomainError, NotFound
+from config.transactions import joined_atomic
 from merchants.models import Merchant
 from webhooks import selectors, signing
 from webhooks.models import (
@@ -400,7 +401,7 @@ def event_record(
     event exists if and only if the change committed. data_object is the snapshot at `at`.
     A delivery is created for each enabled endpoint subscribed to the event type, and sent
     after commit (`fan_out=False`: none)."""
-    with transaction.atomic():
+    with joined_atomic():
         event = Event(
             merchant=merchant,
             event_type=event_type,

@@ -208,7 +208,7 @@ def test_concurrent_submissions_are_numbered_and_the_latest_decides(
 ):
     customer = CustomerFactory()
     merchant = customer.merchant
-    barrier = threading.Barrier(2)
+    barrier = threading.Barrier(2, timeout=60)
     errors: list[BaseException] = []
 
     def submit(path: str) -> None:

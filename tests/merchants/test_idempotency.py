@@ -128,7 +128,7 @@ def test_ten_concurrent_identical_requests_create_exactly_one_customer():
     merchant = MerchantFactory()
     body = {"first_name": "Awa", "external_ref": "race-1"}
     key = str(uuid.uuid4())
-    barrier = threading.Barrier(10)
+    barrier = threading.Barrier(10, timeout=60)
     responses = []
     lock = threading.Lock()
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _run_together(work, count):
-    barrier = threading.Barrier(count)
+    barrier = threading.Barrier(count, timeout=60)
     results = [None] * count
 
     def run(index):

@@ -154,7 +154,7 @@ def test_two_payments_racing_for_one_quote_have_exactly_one_winner():
     enable_everything(merchant)
     quote = make_quote(merchant)
     contenders = 2
-    barrier = threading.Barrier(contenders)
+    barrier = threading.Barrier(contenders, timeout=60)
     outcomes: list[str] = []
     lock = threading.Lock()
 

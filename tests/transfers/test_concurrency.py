@@ -35,7 +35,7 @@ class RetriedDisbursementsNeverAnswerGateway(SimulatorGateway):
 
 def race(api, requests: list[tuple[str, dict | None]]) -> list:
     """Send the requests at once from one thread each; returns the responses in order."""
-    barrier = threading.Barrier(len(requests))
+    barrier = threading.Barrier(len(requests), timeout=60)
     responses: list = [None] * len(requests)
 
     def send(index: int, path: str, body: dict | None) -> None:

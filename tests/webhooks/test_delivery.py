@@ -395,7 +395,7 @@ def test_two_workers_never_send_the_same_attempt(merchant, receiver, webhook_set
     receiver.requests.clear()
     receiver.plan = [("sleep", 0.3), ("sleep", 0.3)]
 
-    barrier = threading.Barrier(4)
+    barrier = threading.Barrier(4, timeout=60)
     results = []
 
     def worker():
