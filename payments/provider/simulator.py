@@ -5,8 +5,9 @@ party's phone (or account number on the bank rail):
     999  -> never answers: the leg stays pending until the timeout sweep fails it
     else -> `completed` after PROVIDER_SIMULATION_DELAY_SECONDS
 
-The answer is sent by a Celery task (`payments.tasks.deliver_provider_answer`) that calls the
-same `deliver_answer()` a real provider callback would. No ORM in here.
+The answer is sent by a Celery task (`payments.tasks.deliver_provider_answer`, counted down by
+the delay) that calls the same `deliver_answer()` a real provider callback would; with a delay
+of 0 it is delivered at once, before the submission returns. No ORM in here.
 """
 
 import uuid
@@ -20,6 +21,7 @@ from payments.provider import (
     DISBURSEMENT,
     FAILED,
     ProviderReceipt,
+    deliver_answer,
 )
 
 _NAMESPACE = uuid.UUID("6f1c1f2e-8a43-4c55-9d0e-5c0e7a1b2c3d")
@@ -63,15 +65,18 @@ class SimulatorGateway:
         provider_reference = "SIM-" + uuid.uuid5(_NAMESPACE, f"{kind}:{reference}").hex[:20]
         outcome = simulated_outcome(phone or account_number)
         if outcome is not None:
+            answer = {
+                "callback": callback,
+                "reference": reference,
+                "provider_reference": provider_reference,
+                "outcome": outcome[0],
+                "reason": outcome[1],
+            }
             delay = settings.PROVIDER_SIMULATION_DELAY_SECONDS
-            tasks.deliver_provider_answer.apply_async(
-                kwargs={
-                    "callback": callback,
-                    "reference": reference,
-                    "provider_reference": provider_reference,
-                    "outcome": outcome[0],
-                    "reason": outcome[1],
-                },
-                countdown=delay if delay > 0 else None,
-            )
+            if delay > 0:
+                tasks.deliver_provider_answer.apply_async(kwargs=answer, countdown=delay)
+            else:
+                # An instant provider: its callback lands before the submit call returns, a
+                # race a real callback can win too. No queue hop for an answer due now.
+                deliver_answer(**answer)
         return ProviderReceipt(provider_reference=provider_reference)
