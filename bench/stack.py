@@ -30,8 +30,6 @@ DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{BENCH_DB}"
 PG_DSN = f"postgresql://postgres@127.0.0.1:5432/{BENCH_DB}"
 REDIS_CACHE_URL = "redis://127.0.0.1:6379/12"
 REDIS_BROKER_URL = "redis://127.0.0.1:6379/13"
-WORKER_NICE = int(os.environ.get("BENCH_WORKER_NICE", "0"))
-WORKER_PREFIX = ["nice", "-n", str(WORKER_NICE)] if WORKER_NICE else []
 
 
 def free_port() -> int:
@@ -211,7 +209,6 @@ class Stack:
         self._spawn(
             name,
             [
-                *WORKER_PREFIX,
                 str(BIN / "celery"),
                 "-A",
                 "config",
