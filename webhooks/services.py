@@ -529,6 +529,7 @@ def _delivery_claim(*, delivery_id: UUID, now: datetime) -> _Claim | None:
         delivery = (
             Delivery.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("event", "endpoint")
+            .defer("event__payload")  # the stored body is what is sent
             .filter(
                 pk=delivery_id,
                 status__in=selectors.OPEN_STATUSES,
@@ -658,8 +659,31 @@ def _post(*, claim: _Claim, now: datetime) -> _Outcome:
     )
 
 
-def _delivery_record(*, claim: _Claim, outcome: _Outcome, now: datetime) -> Delivery:
+def _delivery_record(*, claim: _Claim, outcome: _Outcome, now: datetime) -> str:
+    """Record the attempt and move the delivery on; returns the delivery's status. One
+    conditional UPDATE: if our lease ran out and a later attempt owns the delivery now, the
+    delivery is left alone."""
     finished_at = now + timedelta(milliseconds=outcome.duration_ms)
+    if outcome.acknowledged:
+        changes = {
+            "status": DeliveryStatus.SUCCEEDED,
+            "delivered_at": finished_at,
+            "next_attempt_at": None,
+            "last_error": "",
+        }
+    elif claim.number >= max_attempts():
+        changes = {
+            "status": DeliveryStatus.FAILED,
+            "next_attempt_at": None,
+            "last_error": outcome.error,
+        }
+    else:
+        delay = settings.WEBHOOK_RETRY_SCHEDULE[claim.number - 1]
+        changes = {
+            "status": DeliveryStatus.PENDING,
+            "next_attempt_at": finished_at + timedelta(seconds=delay),
+            "last_error": outcome.error,
+        }
     with transaction.atomic():
         DeliveryAttempt.objects.filter(pk=claim.attempt_id).update(
             finished_at=finished_at,
@@ -668,39 +692,18 @@ def _delivery_record(*, claim: _Claim, outcome: _Outcome, now: datetime) -> Deli
             error=outcome.error,
             response_body=outcome.response_body,
         )
-        delivery = Delivery.objects.select_for_update().get(pk=claim.delivery_id)
-        if delivery.status != DeliveryStatus.DELIVERING or delivery.attempts != claim.number:
-            return delivery  # our lease ran out and a later attempt owns the delivery now
-        if outcome.acknowledged:
-            delivery.status = DeliveryStatus.SUCCEEDED
-            delivery.delivered_at = finished_at
-            delivery.next_attempt_at = None
-            delivery.last_error = ""
-        elif claim.number >= max_attempts():
-            delivery.status = DeliveryStatus.FAILED
-            delivery.next_attempt_at = None
-            delivery.last_error = outcome.error
-        else:
-            delay = settings.WEBHOOK_RETRY_SCHEDULE[claim.number - 1]
-            delivery.status = DeliveryStatus.PENDING
-            delivery.next_attempt_at = finished_at + timedelta(seconds=delay)
-            delivery.last_error = outcome.error
-        delivery.updated_at = finished_at
-        delivery.save(
-            update_fields=[
-                "status",
-                "delivered_at",
-                "next_attempt_at",
-                "last_error",
-                "updated_at",
-            ]
-        )
-    return delivery
+        owned = Delivery.objects.filter(
+            pk=claim.delivery_id, status=DeliveryStatus.DELIVERING, attempts=claim.number
+        ).update(**changes, updated_at=finished_at)
+        if owned:
+            return changes["status"]
+        return Delivery.objects.values_list("status", flat=True).get(pk=claim.delivery_id)
 
 
-def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> Delivery | None:
+def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> str | None:
     """Make the next attempt of a delivery if it is due at `now` and nobody else holds it.
-    Claim, send (no lock held), record. Returns the delivery, or None when nothing was sent."""
+    Claim, send (no lock held), record. Returns the delivery's status after the attempt, or
+    None when nothing was sent."""
     now = now or timezone.now()
     claim = _delivery_claim(delivery_id=delivery_id, now=now)
     if claim is None:
