@@ -1,6 +1,7 @@
 import uuid
 
 from django.db import models
+from django.utils.functional import cached_property
 
 from merchants.models import Merchant
 
@@ -150,6 +151,12 @@ class _Payment(models.Model):
 
     class Meta:
         abstract = True
+
+    @cached_property
+    def history_entries(self) -> list:
+        """The status history, oldest first: prefetched by the selectors, or set by the
+        service that just wrote it, so a response never reads it back."""
+        return list(self.history.all())
 
 
 class Payin(_Payment):

@@ -169,14 +169,14 @@ class _PaymentOutput(serializers.Serializer):
 class PayinOutput(_PaymentOutput):
     status = serializers.ChoiceField(choices=PayinStatus.choices)
     wallet_impact = PayinWalletImpactOutput()
-    history = PayinHistoryItemOutput(many=True, source="history.all")
+    history = PayinHistoryItemOutput(many=True, source="history_entries")
     source = PayinSourceOutput(source="*")
 
 
 class PayoutOutput(_PaymentOutput):
     status = serializers.ChoiceField(choices=PayoutStatus.choices)
     wallet_impact = PayoutWalletImpactOutput()
-    history = PayoutHistoryItemOutput(many=True, source="history.all")
+    history = PayoutHistoryItemOutput(many=True, source="history_entries")
     recipient = PayoutRecipientOutput(source="*")
     payment_reason_code = serializers.CharField(allow_null=True)
     payment_reason_text = serializers.CharField(allow_null=True)

@@ -242,7 +242,9 @@ def payin_create(
             created_at=now,
             updated_at=now,
         )
-        PayinHistory.objects.create(payin=payin, status=PayinStatus.CREATED, created_at=now)
+        payin.history_entries = [
+            PayinHistory.objects.create(payin=payin, status=PayinStatus.CREATED, created_at=now)
+        ]
         payin_id = str(payin.id)
         # robust: a broker hiccup must not turn a committed payin into a 500; the sweep resubmits.
         transaction.on_commit(lambda: tasks.submit_payin.delay(payin_id=payin_id), robust=True)
@@ -525,7 +527,9 @@ def payout_create(
             created_at=now,
             updated_at=now,
         )
-        PayoutHistory.objects.create(payout=payout, status=PayoutStatus.PENDING, created_at=now)
+        payout.history_entries = [
+            PayoutHistory.objects.create(payout=payout, status=PayoutStatus.PENDING, created_at=now)
+        ]
         ledger.post_journal(
             merchant=merchant,
             currency=quote.send_currency,

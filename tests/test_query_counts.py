@@ -62,7 +62,7 @@ def test_get_quote(warm_api, quote, django_assert_num_queries):
 
 
 def test_post_payin(warm_api, customer, quote, django_assert_num_queries):
-    with django_assert_num_queries(16):
+    with django_assert_num_queries(15):
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 
