@@ -134,12 +134,14 @@ SPECTACULAR_SETTINGS = {
 _broker_dir = VAR_DIR / "broker"
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem"):
-    for sub in ("queue", "processed"):
+    for sub in ("queue", "processed", "control"):
         (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        # the exchange tables; kombu's default is ./control, in whatever the cwd is
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:
