@@ -125,8 +125,9 @@ def post_journal(
     """Post one balanced journal and update the wallet in the same transaction.
 
     Call it inside the caller's transaction, which it joins. It locks the merchant's wallet row
-    for the currency first, so every posting for one merchant and currency is serialized. Raises InsufficientBalance (nothing posted) if the available or reserved
-    balance would go below zero. Idempotent on (resource_type, resource_id, kind)."""
+    for the currency first, so every posting for one merchant and currency is serialized.
+    Raises InsufficientBalance (nothing posted) if the available or reserved balance would go
+    below zero. Idempotent on (resource_type, resource_id, kind)."""
     checked = _validated(lines)
     with joined_atomic():
         wallet = _wallet_locked(merchant=merchant, currency=currency)
