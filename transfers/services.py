@@ -713,10 +713,13 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
         return _apply_quietly(
             transfer_id=transfer.id, move=COLLECTION_FAILED, reason=rejected.reason, at=now
         )
-    Transfer.objects.filter(pk=transfer.id, collection_reference="").update(
+    stored = Transfer.objects.filter(pk=transfer.id, collection_reference="").update(
         collection_reference=receipt.provider_reference
     )
-    transfer.refresh_from_db()
+    if stored:
+        transfer.collection_reference = receipt.provider_reference
+    else:
+        transfer.refresh_from_db()  # the answer got there first
     return transfer
 
 
