@@ -15,3 +15,12 @@ def joined_atomic() -> contextlib.AbstractContextManager:
     if transaction.get_connection().in_atomic_block:
         return contextlib.nullcontext()
     return transaction.atomic()
+
+
+def savepoint_if_nested() -> contextlib.AbstractContextManager:
+    """For one statement that may fail and be recovered from (a duplicate key): in autocommit
+    it commits on its own in one round trip, with no BEGIN/COMMIT around it; inside a caller's
+    transaction a savepoint keeps the failure from poisoning that transaction."""
+    if transaction.get_connection().in_atomic_block:
+        return transaction.atomic()
+    return contextlib.nullcontext()

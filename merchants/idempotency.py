@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.exceptions import DomainError
+from config.transactions import savepoint_if_nested
 from merchants.models import IdempotencyRecord, IdempotencyStatus, Merchant
 
 HEADER = "Idempotency-Key"
@@ -67,25 +68,19 @@ def _claim(*, merchant: Merchant, key: str, method: str, path: str, fingerprint:
     now = timezone.now()
     expires_at = now + timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL_SECONDS)
     stale_before = now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT_SECONDS)
-    fields = {
-        "merchant": merchant,
-        "key": key,
-        "method": method,
-        "path": path,
-        "fingerprint": fingerprint,
-        "status": IdempotencyStatus.IN_PROGRESS,
-        "locked_at": now,
-        "expires_at": expires_at,
-    }
     for _ in range(3):
         try:
-            # In autocommit the INSERT commits on its own, in one round trip; inside a
-            # caller's transaction a savepoint keeps a duplicate key from poisoning it.
-            if transaction.get_connection().in_atomic_block:
-                with transaction.atomic():
-                    IdempotencyRecord.objects.create(**fields)
-            else:
-                IdempotencyRecord.objects.create(**fields)
+            with savepoint_if_nested():
+                IdempotencyRecord.objects.create(
+                    merchant=merchant,
+                    key=key,
+                    method=method,
+                    path=path,
+                    fingerprint=fingerprint,
+                    status=IdempotencyStatus.IN_PROGRESS,
+                    locked_at=now,
+                    expires_at=expires_at,
+                )
             return None
         except IntegrityError:
             pass

@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q
 
 from config import money
@@ -346,6 +346,23 @@ def _party_identifier(party: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def provider_reference_store(
+    payment: models.Model, field: str, reference: str, **still: object
+) -> None:
+    """Store the provider's receipt reference in `field` of a submitted payment (a payin, a
+    payout, a transfer leg) unless the provider's answer got there first and set it, and only
+    while the row still matches `still`; `payment` is then up to date either way."""
+    stored = (
+        type(payment)
+        .objects.filter(pk=payment.pk, **{field: ""}, **still)
+        .update(**{field: reference})
+    )
+    if stored:
+        setattr(payment, field, reference)
+    else:
+        payment.refresh_from_db()
+
+
 def payin_submit(*, payin_id: UUID, now: datetime) -> Payin:
     """Send the collection to the provider (idempotent: a retried task resubmits the same
     reference). The payin is `pending` before the provider is called, so an answer can never
@@ -371,13 +388,7 @@ def payin_submit(*, payin_id: UUID, now: datetime) -> Payin:
         return payin_transition(
             payin_id=payin.id, to=PayinStatus.FAILED, reason=rejected.reason, at=now
         )
-    stored = Payin.objects.filter(pk=payin.id, provider_reference="").update(
-        provider_reference=receipt.provider_reference
-    )
-    if stored:
-        payin.provider_reference = receipt.provider_reference
-    else:
-        payin.refresh_from_db()  # the answer got there first
+    provider_reference_store(payin, "provider_reference", receipt.provider_reference)
     return payin
 
 
@@ -649,13 +660,7 @@ def payout_submit(*, payout_id: UUID, now: datetime) -> Payout:
         return payout_transition(
             payout_id=payout.id, to=PayoutStatus.FAILED, reason=rejected.reason, at=now
         )
-    stored = Payout.objects.filter(pk=payout.id, provider_reference="").update(
-        provider_reference=receipt.provider_reference
-    )
-    if stored:
-        payout.provider_reference = receipt.provider_reference
-    else:
-        payout.refresh_from_db()  # the answer got there first
+    provider_reference_store(payout, "provider_reference", receipt.provider_reference)
     return payout
 
 

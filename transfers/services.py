@@ -713,13 +713,9 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
         return _apply_quietly(
             transfer_id=transfer.id, move=COLLECTION_FAILED, reason=rejected.reason, at=now
         )
-    stored = Transfer.objects.filter(pk=transfer.id, collection_reference="").update(
-        collection_reference=receipt.provider_reference
+    payment_services.provider_reference_store(
+        transfer, "collection_reference", receipt.provider_reference
     )
-    if stored:
-        transfer.collection_reference = receipt.provider_reference
-    else:
-        transfer.refresh_from_db()  # the answer got there first
     return transfer
 
 
@@ -753,10 +749,12 @@ def transfer_submit_disbursement(*, transfer_id: UUID, attempt: int, now: dateti
             at=now,
             attempt=attempt,
         )
-    Transfer.objects.filter(
-        pk=transfer.id, disbursement_attempt=attempt, disbursement_reference=""
-    ).update(disbursement_reference=receipt.provider_reference)
-    transfer.refresh_from_db()
+    payment_services.provider_reference_store(
+        transfer,
+        "disbursement_reference",
+        receipt.provider_reference,
+        disbursement_attempt=attempt,
+    )
     return transfer
 
 
