@@ -281,6 +281,7 @@ def profile(stack: Stack, merchant, customer_id, kind: str, ids=None, seconds: f
     `kind` runs: a flamegraph per process group and the top functions of this project by
     inclusive samples. Profiling figures are not part of the measured results."""
     groups = ["web", "worker"] if kind == "A" else ["web"]
+    groups = [g for g in groups if g in stack.procs]  # BENCH_WORKER=0 runs without a worker
     spies = []
     for group in groups:
         cmd = [str(Path(PY).parent / "py-spy"), "record", "--pid", str(stack.procs[group].pid)]

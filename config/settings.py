@@ -76,6 +76,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
+        DATABASES["default"]["OPTIONS"] = {
+            **DATABASES["default"].get("OPTIONS", {}),
+            "server_side_binding": True,
+            "prepare_threshold": env.int("DATABASE_PREPARE_THRESHOLD", default=2),
+        }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", default="")
