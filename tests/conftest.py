@@ -8,8 +8,12 @@ from tests.support import MerchantClient
 @pytest.fixture(autouse=True)
 def _eager_celery(settings):
     """Unit tests run task code in-process; the worker tests start a real worker instead."""
-    from config.celery import app
+    from django.core.cache import cache
 
+    from config.celery import app
+    from webhooks.services import SENDER_WAKE_KEY
+
+    cache.delete(SENDER_WAKE_KEY)  # no webhook sender left "waiting to start" by another test
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
     yield

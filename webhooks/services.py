@@ -6,6 +6,7 @@ is recorded in a new transaction. Retries are due times in the database picked u
 sweep; a worker that dies mid-attempt loses its lease and the delivery is claimed again.
 """
 
+import contextlib
 import ipaddress
 import json
 import logging
@@ -21,6 +22,7 @@ from uuid import UUID
 
 import requests
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import URLValidator
@@ -28,6 +30,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import RedisError
 
 from config import netguard
 from config.exceptions import DomainError, NotFound
@@ -363,6 +366,37 @@ def _enqueue_delivery(delivery_id: UUID) -> None:
         logger.warning("Broker unavailable; delivery %s left to the sweep", delivery_id)
 
 
+# New deliveries wake a sender instead of each getting a task of its own: a task is enqueued
+# only when no sender is waiting to start (this key is set from the enqueue until a sender
+# starts, or for SENDER_WAKE_SECONDS if that task is lost). Every sender, each time it claims a
+# delivery, wakes one more, so a backlog is drained by as many processes as the `webhooks`
+# queue has, and a quiet moment costs one task per delivery, as before.
+SENDER_WAKE_KEY = "webhooks:sender-wake"
+SENDER_WAKE_SECONDS = 30
+SENDER_BATCH_LIMIT = 200  # then the task hands over to a fresh one
+
+
+def _shared_cache() -> bool:
+    """The wake key is only meaningful when every process shares the cache (Redis)."""
+    return bool(settings.REDIS_URL)
+
+
+def _sender_wake() -> None:
+    from webhooks import tasks
+
+    if not _shared_cache():
+        tasks.send_webhooks.delay()
+        return
+    try:
+        if not cache.add(SENDER_WAKE_KEY, 1, timeout=SENDER_WAKE_SECONDS):
+            return  # a sender is waiting to start: it will find this delivery
+        tasks.send_webhooks.delay()
+    except (BrokerError, RedisError):  # Redis or the broker is down: the sweep sends it
+        logger.warning("Could not wake a webhook sender; deliveries left to the sweep")
+        with contextlib.suppress(RedisError):  # else the key expires on its own
+            cache.delete(SENDER_WAKE_KEY)
+
+
 def _delivery_create(*, event: Event, endpoint: WebhookEndpoint, now: datetime) -> Delivery:
     delivery = Delivery.objects.create(
         event=event,
@@ -373,7 +407,7 @@ def _delivery_create(*, event: Event, endpoint: WebhookEndpoint, now: datetime) 
         created_at=now,
         updated_at=now,
     )
-    transaction.on_commit(partial(_enqueue_delivery, delivery.id))
+    transaction.on_commit(_sender_wake)
     return delivery
 
 
@@ -527,13 +561,12 @@ class _Outcome:
 # delivery on if we still own it), instead of a transaction of four ORM round trips each. The
 # ORM versions below stay the reference: SQLite (embedded mode) and the rare claim of a
 # delivery whose previous worker was lost run them.
-_CLAIM_PENDING_SQL = """
+_CLAIM_SQL = """
 WITH target AS (
     SELECT d.id, d.attempts + 1 AS number
     FROM webhooks_delivery d
     JOIN webhooks_webhookendpoint e ON e.id = d.endpoint_id
-    WHERE d.id = %(delivery_id)s AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
-      AND e.enabled
+    WHERE d.status = 'pending' AND d.next_attempt_at <= %(now)s AND e.enabled {which}
     FOR UPDATE OF d SKIP LOCKED
 ), claimed AS (
     UPDATE webhooks_delivery d
@@ -543,17 +576,21 @@ WITH target AS (
     WHERE d.id = t.id
     RETURNING d.id, d.attempts, d.event_id, d.endpoint_id
 ), attempt AS (
-    INSERT INTO webhooks_deliveryattempt (delivery_id, number, url, started_at, error, response_body)
+    INSERT INTO webhooks_deliveryattempt
+        (delivery_id, number, url, started_at, error, response_body)
     SELECT c.id, c.attempts, e.url, %(now)s, '', ''
     FROM claimed c JOIN webhooks_webhookendpoint e ON e.id = c.endpoint_id
     RETURNING id
 )
-SELECT (SELECT id FROM attempt), c.attempts, e.url, e.signing_secret, ev.body,
+SELECT c.id, (SELECT id FROM attempt), c.attempts, e.url, e.signing_secret, ev.body,
        CASE WHEN ev.body = '' THEN ev.payload END, ev.id, ev.event_type
 FROM claimed c
 JOIN webhooks_webhookendpoint e ON e.id = c.endpoint_id
 JOIN webhooks_event ev ON ev.id = c.event_id
 """
+_CLAIM_ONE_SQL = _CLAIM_SQL.format(which="AND d.id = %(delivery_id)s")
+# the oldest due (the partial index `delivery_due` serves it)
+_CLAIM_NEXT_SQL = _CLAIM_SQL.format(which="ORDER BY d.next_attempt_at LIMIT 1")
 
 _RECORD_SQL = """
 WITH attempt AS (
@@ -574,24 +611,21 @@ SELECT COALESCE((SELECT status FROM moved), (SELECT status FROM webhooks_deliver
 """
 
 
-def _delivery_claim_pending(*, delivery_id: UUID, now: datetime) -> _Claim | None:
+def _delivery_claim_sql(*, now: datetime, delivery_id: UUID | None = None) -> _Claim | None:
+    """The due pending delivery `delivery_id`, or without it the oldest due one, claimed."""
+    params = {"now": now, "lease_end": now + timedelta(seconds=lease_seconds())}
+    if delivery_id is not None:
+        params["delivery_id"] = delivery_id
     with connection.cursor() as cursor:
-        cursor.execute(
-            _CLAIM_PENDING_SQL,
-            {
-                "delivery_id": delivery_id,
-                "now": now,
-                "lease_end": now + timedelta(seconds=lease_seconds()),
-            },
-        )
+        cursor.execute(_CLAIM_NEXT_SQL if delivery_id is None else _CLAIM_ONE_SQL, params)
         row = cursor.fetchone()
     if row is None:
         return None
-    attempt_id, number, url, secret, body, payload, event_id, event_type = row
+    claimed_id, attempt_id, number, url, secret, body, payload, event_id, event_type = row
     if not body:  # an event stored before bodies were kept: its payload, serialized
         body = _serialize(payload if isinstance(payload, dict) else json.loads(payload))
     return _Claim(
-        delivery_id=delivery_id,
+        delivery_id=claimed_id,
         attempt_id=attempt_id,
         number=number,
         url=url,
@@ -606,7 +640,7 @@ def _delivery_claim(*, delivery_id: UUID, now: datetime) -> _Claim | None:
     """Take the next attempt of a due delivery, or None when it is not due, is being sent by
     another worker, is finished, or its endpoint is disabled."""
     if connection.vendor == "postgresql":
-        claim = _delivery_claim_pending(delivery_id=delivery_id, now=now)
+        claim = _delivery_claim_sql(delivery_id=delivery_id, now=now)
         if claim is not None:
             return claim
         # not pending and due: finished, not due, held, or a lost worker's (handled below)
@@ -815,6 +849,33 @@ def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> str |
         return None
     outcome = _post(claim=claim, now=now)
     return _delivery_record(claim=claim, outcome=outcome, now=now)
+
+
+def deliveries_send(*, limit: int = SENDER_BATCH_LIMIT) -> int:
+    """One sender (the `send_webhooks` task): claim the oldest due delivery, wake one more
+    sender for what else is due, send, record; until nothing is due. Returns the number of
+    attempts made. Each attempt reads the clock, so its signature timestamp is fresh."""
+    if _shared_cache():
+        try:
+            cache.delete(SENDER_WAKE_KEY)  # deliveries committed from now on wake another
+        except RedisError:  # the key expires on its own
+            logger.warning("Could not clear the webhook sender wake key")
+    made = 0
+    while made < limit:
+        now = timezone.now()
+        if connection.vendor == "postgresql":
+            claim = _delivery_claim_sql(now=now)
+        else:
+            due = selectors.deliveries_due(now=now, limit=1)
+            claim = _delivery_claim(delivery_id=due[0], now=now) if due else None
+        if claim is None:
+            break
+        _sender_wake()
+        _delivery_record(claim=claim, outcome=_post(claim=claim, now=now), now=now)
+        made += 1
+    else:
+        _sender_wake()  # more may be due: a fresh task goes on
+    return made
 
 
 def deliveries_send_due(*, now: datetime | None = None, limit: int = 100) -> int:

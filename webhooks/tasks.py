@@ -13,6 +13,13 @@ def deliver_webhook(*, delivery_id: str, **_: object) -> None:
     services.delivery_attempt(delivery_id=UUID(delivery_id))
 
 
+@shared_task(acks_late=True, ignore_result=True)
+def send_webhooks(**_: object) -> None:
+    """Send due deliveries until none is left (routed to the `webhooks` queue); enqueued when
+    deliveries are created, at most one waiting at a time (services._sender_wake)."""
+    services.deliveries_send()
+
+
 @shared_task(ignore_result=True)
 def deliver_due_webhooks(**_: object) -> None:
     """Beat, every 30 s: hand every due delivery to the `webhooks` queue."""
