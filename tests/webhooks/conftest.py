@@ -3,6 +3,7 @@
 import http.server
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
 import pytest
@@ -96,3 +97,17 @@ def endpoint(merchant, receiver, webhook_settings):
         merchant=merchant, url=receiver.url, now=timezone.now()
     )
     return endpoint
+
+
+def record_event(merchant, event_type: str = "payin.completed"):
+    """An event of `event_type` about a fresh resource, recorded (and fanned out) now."""
+    data_type, status = event_type.split(".")
+    data_id = uuid.uuid4()
+    return services.event_record(
+        merchant=merchant,
+        event_type=event_type,
+        data_type=data_type,
+        data_id=data_id,
+        data_object={"id": str(data_id), "status": status},
+        at=timezone.now(),
+    )

@@ -1,5 +1,4 @@
 import json
-import uuid
 from io import StringIO
 
 import pytest
@@ -7,9 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
-from django.utils import timezone
 
-from webhooks import services
+from tests.webhooks.conftest import record_event
 from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
 from webhooks.verify import verify_signature
 
@@ -25,15 +23,7 @@ def admin_client(db) -> Client:
 
 
 def _record(merchant) -> Event:
-    data_id = uuid.uuid4()
-    return services.event_record(
-        merchant=merchant,
-        event_type="payout.failed",
-        data_type="payout",
-        data_id=data_id,
-        data_object={"id": str(data_id), "status": "failed"},
-        at=timezone.now(),
-    )
+    return record_event(merchant, "payout.failed")
 
 
 def _run(*args) -> dict:

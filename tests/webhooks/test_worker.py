@@ -1,29 +1,17 @@
 """End to end through Redis: deliveries run on the `webhooks` queue in a separate worker."""
 
-import uuid
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from tests.webhooks.conftest import record_event
 from tests.worker import celery_worker, wait_until
 from webhooks import services
-from webhooks.models import Delivery, DeliveryStatus, Event
+from webhooks.models import Delivery, DeliveryStatus
 from webhooks.verify import verify_signature
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-def _payin_completed(merchant) -> Event:
-    data_id = uuid.uuid4()
-    return services.event_record(
-        merchant=merchant,
-        event_type="payin.completed",
-        data_type="payin",
-        data_id=data_id,
-        data_object={"id": str(data_id), "status": "completed"},
-        at=timezone.now(),
-    )
 
 
 def test_an_event_and_its_retry_are_delivered_by_a_real_worker(
@@ -34,7 +22,7 @@ def test_an_event_and_its_retry_are_delivered_by_a_real_worker(
     )
     receiver.plan = [500]
     with celery_worker(extra_env={"ALLOW_PRIVATE_NETWORK_URLS": "true"}) as worker:
-        event = _payin_completed(merchant)
+        event = record_event(merchant)
         delivery = Delivery.objects.get(event=event)
 
         def first_attempt_recorded() -> bool:
@@ -68,7 +56,7 @@ def test_a_burst_of_deliveries_is_drained_once_each_by_a_real_worker(
     none is waiting); every one still arrives exactly once, signed."""
     _, secret = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     with celery_worker(extra_env={"ALLOW_PRIVATE_NETWORK_URLS": "true"}) as worker:
-        events = [_payin_completed(merchant) for _ in range(40)]
+        events = [record_event(merchant) for _ in range(40)]
 
         def all_delivered() -> bool:
             assert worker.poll() is None, "the worker died"
