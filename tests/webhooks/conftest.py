@@ -99,15 +99,18 @@ def endpoint(merchant, receiver, webhook_settings):
     return endpoint
 
 
-def record_event(merchant, event_type: str = "payin.completed"):
-    """An event of `event_type` about a fresh resource, recorded (and fanned out) now."""
-    data_type, status = event_type.split(".")
+def record_event(
+    merchant, event_type: str = "payin.completed", data_type=None, snapshot=None, at=None
+):
+    """An event of `event_type` about a fresh resource (`snapshot` with its new id), recorded
+    and fanned out at `at` (now)."""
     data_id = uuid.uuid4()
+    snapshot = snapshot or {"status": event_type.rsplit(".", 1)[1]}
     return services.event_record(
         merchant=merchant,
         event_type=event_type,
-        data_type=data_type,
+        data_type=data_type or event_type.split(".", 1)[0],
         data_id=data_id,
-        data_object={"id": str(data_id), "status": status},
-        at=timezone.now(),
+        data_object={**snapshot, "id": str(data_id)},
+        at=at or timezone.now(),
     )

@@ -2,13 +2,13 @@ import hashlib
 import hmac
 import json
 import threading
-import uuid
 from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.utils import timezone
 
+from tests.webhooks.conftest import record_event
 from webhooks import services, tasks
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Event
 from webhooks.verify import verify_signature
@@ -75,15 +75,7 @@ EVENT_TYPES = [
 
 
 def record(merchant, event_type="payin.completed", data_type="payin", snapshot=PAYIN, at=None):
-    data_id = uuid.uuid4()
-    return services.event_record(
-        merchant=merchant,
-        event_type=event_type,
-        data_type=data_type,
-        data_id=data_id,
-        data_object={**snapshot, "id": str(data_id)},
-        at=at or timezone.now(),
-    )
+    return record_event(merchant, event_type, data_type, snapshot, at)
 
 
 def independent_signature(secret: str, timestamp: str, body: bytes) -> str:
