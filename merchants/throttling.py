@@ -1,21 +1,27 @@
 """Per-API-key rate limit: a fixed one-minute window counted atomically in the shared cache
 (Redis in production), so every web worker shares one count."""
 
+import logging
 import time
 
 from django.conf import settings
 from django.core.cache import cache
+from redis.exceptions import RedisError
 from rest_framework.throttling import BaseThrottle
+
+from config import shared_cache
+
+logger = logging.getLogger("cowry")
 
 WINDOW_SECONDS = 60
 
 
 def _count(counter: str) -> int:
     """Add one to the window's counter and return it, atomically."""
-    backend = getattr(cache, "_cache", None)
-    if hasattr(backend, "get_client"):  # Redis: one pipelined round trip
-        key = cache.make_and_validate_key(counter)
-        pipeline = backend.get_client(key, write=True).pipeline()
+    client = shared_cache.redis_client()
+    if client is not None:  # Redis: one pipelined round trip
+        key = shared_cache.cache_key(counter)
+        pipeline = client.pipeline()
         pipeline.incr(key)
         pipeline.expire(key, WINDOW_SECONDS * 2, nx=True)
         return pipeline.execute()[0]
@@ -33,7 +39,11 @@ class ApiKeyRateThrottle(BaseThrottle):
         now = time.time()
         window = int(now // WINDOW_SECONDS)
         counter = f"ratelimit:{api_key.pk}:{window}"
-        count = _count(counter)
+        try:
+            count = _count(counter)
+        except RedisError:  # fail open: an outage of the counter must not stop payments
+            logger.warning("Rate limit not counted: Redis is unreachable")
+            return True
         self._wait = (window + 1) * WINDOW_SECONDS - now
         return count <= limit
 

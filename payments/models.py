@@ -193,6 +193,11 @@ class Payin(_Payment):
                 condition=models.Q(status__in=["created", "pending"]),
                 name="payin_open_timeout",
             ),
+            models.Index(  # the submitter's queue (services._submission_claim)
+                fields=["created_at"],
+                condition=models.Q(status="created"),
+                name="payin_awaiting_submission",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -254,6 +259,11 @@ class Payout(_Payment):
                 fields=["provider_timeout_at"],
                 condition=models.Q(status="pending"),
                 name="payout_open_timeout",
+            ),
+            models.Index(  # the submitter's queue (services._submission_claim)
+                fields=["created_at"],
+                condition=models.Q(status="pending", submitted_at__isnull=True),
+                name="payout_awaiting_submission",
             ),
         ]
 

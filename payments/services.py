@@ -10,8 +10,10 @@ from uuid import UUID
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
 
-from config import money
+from config import money, shared_cache
 from config.exceptions import DomainError
 from customers import selectors as customer_selectors
 from customers.models import Customer
@@ -212,8 +214,6 @@ def payin_create(
 ) -> Payin:
     """Consume the merchant's active payin quote and create the payin (`created`); the provider
     submission is enqueued when the transaction commits."""
-    from payments import tasks
-
     with transaction.atomic():
         customer = _customer(merchant=merchant, customer_id=customer_id)
         quote = quote_services.quote_consume(
@@ -245,9 +245,8 @@ def payin_create(
         payin.history_entries = [
             PayinHistory.objects.create(payin=payin, status=PayinStatus.CREATED, created_at=now)
         ]
-        payin_id = str(payin.id)
         # robust: a broker hiccup must not turn a committed payin into a 500; the sweep resubmits.
-        transaction.on_commit(lambda: tasks.submit_payin.delay(payin_id=payin_id), robust=True)
+        transaction.on_commit(_submitter_wake, robust=True)
     return payin
 
 
@@ -373,6 +372,11 @@ def payin_submit(*, payin_id: UUID, now: datetime) -> Payin:
         )
     except InvalidTransition:  # final already (failed by the timeout sweep, say)
         return Payin.objects.get(pk=payin_id)
+    return _payin_send(payin, now=now)
+
+
+def _payin_send(payin: Payin, *, now: datetime) -> Payin:
+    """The provider call of a pending payin (none when it already has its receipt)."""
     if payin.provider_reference:
         return payin
     try:
@@ -497,7 +501,6 @@ def payout_create(
     """Consume the merchant's active payout quote, reserve send_amount + total_fee from the
     wallet (400 insufficient_balance, nothing changed, when it is short) and create the payout
     (`pending`); the provider submission is enqueued when the transaction commits."""
-    from payments import tasks
 
     with transaction.atomic():
         customer = _customer(merchant=merchant, customer_id=customer_id)
@@ -550,8 +553,7 @@ def payout_create(
             lines=[(ledger.MERCHANT_AVAILABLE, -debit), (ledger.MERCHANT_RESERVED, debit)],
             at=now,
         )
-        payout_id = str(payout.id)
-        transaction.on_commit(lambda: tasks.submit_payout.delay(payout_id=payout_id), robust=True)
+        transaction.on_commit(_submitter_wake, robust=True)
     return payout
 
 
@@ -647,6 +649,11 @@ def payout_submit(*, payout_id: UUID, now: datetime) -> Payout:
     if payout.status != PayoutStatus.PENDING or payout.provider_reference:
         return payout
     Payout.objects.filter(pk=payout.id, submitted_at__isnull=True).update(submitted_at=now)
+    return _payout_send(payout, now=now)
+
+
+def _payout_send(payout: Payout, *, now: datetime) -> Payout:
+    """The provider call of a pending payout without its receipt yet."""
     try:
         receipt = provider.gateway().submit_disbursement(
             reference=str(payout.id),
@@ -662,6 +669,85 @@ def payout_submit(*, payout_id: UUID, now: datetime) -> Payout:
         )
     provider_reference_store(payout, "provider_reference", receipt.provider_reference)
     return payout
+
+
+# New payins and payouts wake a submitter (config.shared_cache.wake) instead of each getting a
+# task of their own; every submitter, each time it claims a payment, wakes one more. The
+# per-payment tasks stay for the sweep of lost submissions and for provider outages.
+SUBMITTER_WAKE_KEY = "payments:submitter-wake"
+SUBMITTER_BATCH_LIMIT = 200  # then the task hands over to a fresh one
+
+
+def _submitter_wake() -> None:
+    from payments import tasks
+
+    shared_cache.wake(SUBMITTER_WAKE_KEY, tasks.submit_payments)
+
+
+def _submission_claim(*, now: datetime) -> Payin | Payout | None:
+    """The oldest payment waiting for its provider submission, made this submitter's in one
+    transaction: a created payin becomes pending (its history and all), a payout gets its
+    submitted_at. SKIP LOCKED, so concurrent submitters never claim the same payment."""
+    with transaction.atomic():
+        payin_id = (
+            Payin.objects.select_for_update(skip_locked=True)
+            .filter(status=PayinStatus.CREATED, provider_timeout_at__gt=now)
+            .order_by("created_at")
+            .values_list("id", flat=True)
+            .first()
+        )
+        if payin_id is not None:
+            return payin_transition(
+                payin_id=payin_id, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now
+            )
+        payout = (
+            Payout.objects.select_for_update(skip_locked=True)
+            .filter(
+                status=PayoutStatus.PENDING,
+                provider_reference="",
+                submitted_at__isnull=True,
+                provider_timeout_at__gt=now,
+            )
+            .order_by("created_at")
+            .first()
+        )
+        if payout is not None:
+            payout.submitted_at = now
+            payout.save(update_fields=["submitted_at"])
+        return payout
+
+
+def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT) -> int:
+    """One submitter (the `submit_payments` task): claim the oldest payment waiting for its
+    provider submission, wake one more submitter, submit; until none is waiting. Returns how
+    many were claimed. A provider outage hands the payment to its own task, which retries with
+    backoff."""
+    from payments import tasks
+
+    shared_cache.wake_clear(SUBMITTER_WAKE_KEY)
+    made = 0
+    while made < limit:
+        now = timezone.now()
+        payment = _submission_claim(now=now)
+        if payment is None:
+            break
+        _submitter_wake()
+        made += 1
+        try:
+            if isinstance(payment, Payin):
+                _payin_send(payment, now=now)
+            else:
+                _payout_send(payment, now=now)
+        except provider.ProviderUnavailable:
+            retry = tasks.submit_payin if isinstance(payment, Payin) else tasks.submit_payout
+            kwargs = {f"{type(payment).__name__.lower()}_id": str(payment.id)}
+            try:
+                retry.delay(**kwargs)  # it retries with backoff
+            except BrokerError:  # the sweep of lost submissions resubmits it
+                logger.warning("Provider down and broker unreachable; %s left to the sweep", kwargs)
+    else:
+        _submitter_wake()  # more may be waiting: a fresh task goes on
+    return made
 
 
 def payout_apply_provider_result(

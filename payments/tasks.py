@@ -63,6 +63,14 @@ PROVIDER_TASK_OPTIONS = {
 }
 
 
+@shared_task(acks_late=True, ignore_result=True)
+def submit_payments(**_: object) -> None:
+    """Submit waiting payins and payouts until none is left; enqueued when they are created,
+    at most one waiting at a time (services._submitter_wake). A payment claimed but not
+    submitted when this dies is resubmitted by the sweep of lost submissions."""
+    services.payments_submit_waiting()
+
+
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_payin(*, payin_id: str, **_: object) -> None:
     services.payin_submit(payin_id=UUID(payin_id), now=timezone.now())

@@ -11,9 +11,11 @@ def _eager_celery(settings):
     from django.core.cache import cache
 
     from config.celery import app
+    from payments.services import SUBMITTER_WAKE_KEY
     from webhooks.services import SENDER_WAKE_KEY
 
-    cache.delete(SENDER_WAKE_KEY)  # no webhook sender left "waiting to start" by another test
+    # no sender or submitter left "waiting to start" by another test
+    cache.delete_many([SENDER_WAKE_KEY, SUBMITTER_WAKE_KEY])
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
     yield

@@ -6,7 +6,6 @@ is recorded in a new transaction. Retries are due times in the database picked u
 sweep; a worker that dies mid-attempt loses its lease and the delivery is claimed again.
 """
 
-import contextlib
 import ipaddress
 import json
 import logging
@@ -22,7 +21,6 @@ from uuid import UUID
 
 import requests
 from django.conf import settings
-from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import URLValidator
@@ -30,9 +28,8 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
-from redis.exceptions import RedisError
 
-from config import netguard
+from config import netguard, shared_cache
 from config.exceptions import DomainError, NotFound
 from config.transactions import joined_atomic
 from merchants.models import Merchant
@@ -366,35 +363,16 @@ def _enqueue_delivery(delivery_id: UUID) -> None:
         logger.warning("Broker unavailable; delivery %s left to the sweep", delivery_id)
 
 
-# New deliveries wake a sender instead of each getting a task of its own: a task is enqueued
-# only when no sender is waiting to start (this key is set from the enqueue until a sender
-# starts, or for SENDER_WAKE_SECONDS if that task is lost). Every sender, each time it claims a
-# delivery, wakes one more, so a backlog is drained by as many processes as the `webhooks`
-# queue has, and a quiet moment costs one task per delivery, as before.
+# New deliveries wake a sender (config.shared_cache.wake) instead of each getting a task of
+# their own; every sender, each time it claims a delivery, wakes one more.
 SENDER_WAKE_KEY = "webhooks:sender-wake"
-SENDER_WAKE_SECONDS = 30
 SENDER_BATCH_LIMIT = 200  # then the task hands over to a fresh one
-
-
-def _shared_cache() -> bool:
-    """The wake key is only meaningful when every process shares the cache (Redis)."""
-    return bool(settings.REDIS_URL)
 
 
 def _sender_wake() -> None:
     from webhooks import tasks
 
-    if not _shared_cache():
-        tasks.send_webhooks.delay()
-        return
-    try:
-        if not cache.add(SENDER_WAKE_KEY, 1, timeout=SENDER_WAKE_SECONDS):
-            return  # a sender is waiting to start: it will find this delivery
-        tasks.send_webhooks.delay()
-    except (BrokerError, RedisError):  # Redis or the broker is down: the sweep sends it
-        logger.warning("Could not wake a webhook sender; deliveries left to the sweep")
-        with contextlib.suppress(RedisError):  # else the key expires on its own
-            cache.delete(SENDER_WAKE_KEY)
+    shared_cache.wake(SENDER_WAKE_KEY, tasks.send_webhooks)
 
 
 def _delivery_create(*, event: Event, endpoint: WebhookEndpoint, now: datetime) -> Delivery:
@@ -855,11 +833,7 @@ def deliveries_send(*, limit: int = SENDER_BATCH_LIMIT) -> int:
     """One sender (the `send_webhooks` task): claim the oldest due delivery, wake one more
     sender for what else is due, send, record; until nothing is due. Returns the number of
     attempts made. Each attempt reads the clock, so its signature timestamp is fresh."""
-    if _shared_cache():
-        try:
-            cache.delete(SENDER_WAKE_KEY)  # deliveries committed from now on wake another
-        except RedisError:  # the key expires on its own
-            logger.warning("Could not clear the webhook sender wake key")
+    shared_cache.wake_clear(SENDER_WAKE_KEY)
     made = 0
     while made < limit:
         now = timezone.now()

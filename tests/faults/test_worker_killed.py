@@ -9,12 +9,13 @@ the webhook request open until the test has killed the worker.
 
 import os
 import signal
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
-from payments import ledger, selectors
+from payments import ledger, selectors, services, tasks
 from payments.models import Journal, Payin, Wallet
 from tests.faults.conftest import (
     WORKER_ENV,
@@ -76,8 +77,16 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     assert not Event.objects.filter(data_id=payin.pk).exists()
     assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal("1000")
 
-    # A new worker gets the unacknowledged answer again (visibility timeout) and applies it.
+    # The killed submitter had claimed the payin (pending, no provider reference yet): the
+    # sweep of lost submissions resubmits it when next due (the body of
+    # payments.tasks.fail_timed_out_payments then) under the same reference, the same provider
+    # transaction, and a new worker applies the answer.
+    later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
+    assert [str(payin_id) for payin_id in services.payments_stale_submissions(now=later)[0]] == [
+        payin_id
+    ]
     with celery_worker(extra_env=WORKER_ENV) as worker:
+        tasks.submit_payin.delay(payin_id=payin_id)
         assert wait_until(
             lambda: worker.poll() is None and Payin.objects.get(pk=payin_id).status == "completed",
             timeout=90,

@@ -1,0 +1,141 @@
+"""The coalesced submitter: committed payins and payouts wake one `submit_payments` task that
+drains every payment waiting for its provider submission, each exactly once."""
+
+import threading
+from decimal import Decimal
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+
+from payments import ledger, provider, selectors, services
+from payments.models import Payin, PayinHistory, Payout, PayoutHistory
+from tests.payments.conftest import create_customer, create_quote, fund, payin_body, payout_body
+from tests.support import MerchantClient
+from tests.worker import wait_until
+from webhooks.models import Event
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _create_waiting(api, customer, *, payins: int, payouts: int) -> tuple[list[str], list[str]]:
+    """Payments committed while a submitter is "waiting to start": nothing is enqueued for
+    them, they wait in the database for the next submitter."""
+    cache.set(services.SUBMITTER_WAKE_KEY, 1, timeout=60)
+    payin_ids = [
+        api.post("/payins", payin_body(create_quote(api, "payin"), customer)).json()["id"]
+        for _ in range(payins)
+    ]
+    payout_ids = [
+        api.post("/payouts", payout_body(create_quote(api, "payout"), customer)).json()["id"]
+        for _ in range(payouts)
+    ]
+    assert set(Payin.objects.filter(pk__in=payin_ids).values_list("status", flat=True)) == {
+        "created"
+    }
+    assert not Payout.objects.filter(pk__in=payout_ids, submitted_at__isnull=False).exists()
+    return payin_ids, payout_ids
+
+
+def test_racing_submitters_submit_every_waiting_payment_exactly_once(enabled_merchant):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    fund(enabled_merchant, "100000")
+    payin_ids, payout_ids = _create_waiting(api, customer, payins=12, payouts=4)
+
+    barrier = threading.Barrier(4, timeout=60)
+
+    def submitter(index: int) -> None:
+        try:
+            barrier.wait()
+            services.payments_submit_waiting()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=submitter, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    for payin_id in payin_ids:
+        payin = api.get(f"/payins/{payin_id}").json()
+        assert payin["status"] == "completed"
+        assert [entry["status"] for entry in payin["history"]] == [
+            "created",
+            "pending",
+            "completed",
+        ]
+    for payout_id in payout_ids:
+        assert api.get(f"/payouts/{payout_id}").json()["status"] == "completed"
+    assert PayinHistory.objects.filter(payin_id__in=payin_ids, status="pending").count() == 12
+    assert PayoutHistory.objects.filter(payout_id__in=payout_ids).count() == 8
+    assert Event.objects.filter(event_type="payin.completed").count() == 12
+    assert Event.objects.filter(event_type="payout.completed").count() == 4
+    assert ledger.ledger_breaches() == []
+    # 100000 float + 12 payins of 9850 - 4 payouts of (10000 + 200 fee)
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("177400"),
+        Decimal("0"),
+    )
+
+
+class FlakyGateway:
+    """Unreachable for its first request, then the simulator."""
+
+    calls = 0
+
+    def submit_collection(self, **kwargs):
+        type(self).calls += 1
+        if type(self).calls == 1:
+            raise provider.ProviderUnavailable("connection refused")
+        from payments.provider.simulator import SimulatorGateway
+
+        return SimulatorGateway().submit_collection(**kwargs)
+
+
+def test_a_provider_outage_hands_the_payment_to_its_retrying_task(enabled_merchant, settings):
+    settings.PAYMENTS_PROVIDER_GATEWAY = "tests.payments.test_submitter.FlakyGateway"
+    FlakyGateway.calls = 0
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    (payin_id,), _ = _create_waiting(api, customer, payins=1, payouts=0)
+
+    assert services.payments_submit_waiting() == 1
+
+    assert FlakyGateway.calls == 2  # the submitter's attempt, then submit_payin's
+    payin = api.get(f"/payins/{payin_id}").json()
+    assert payin["status"] == "completed"
+    assert [entry["status"] for entry in payin["history"]] == ["created", "pending", "completed"]
+
+
+def test_a_created_payin_wakes_a_submitter_that_submits_it(enabled_merchant):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    quote = create_quote(api, "payin")
+
+    payin_id = api.post("/payins", payin_body(quote, customer)).json()["id"]
+
+    assert api.get(f"/payins/{payin_id}").json()["status"] == "completed"
+    assert cache.get(services.SUBMITTER_WAKE_KEY) is None  # the submitter started and cleared it
+
+
+@pytest.mark.worker
+def test_payments_created_back_to_back_all_complete_through_a_real_worker(
+    enabled_merchant, celery_worker_process
+):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    quotes = [create_quote(api, "payin") for _ in range(30)]
+
+    payin_ids = [api.post("/payins", payin_body(quote, customer)).json()["id"] for quote in quotes]
+
+    def all_completed() -> bool:
+        assert celery_worker_process.poll() is None, "the worker died"
+        statuses = Payin.objects.filter(pk__in=payin_ids).values_list("status", flat=True)
+        return set(statuses) == {"completed"}
+
+    assert wait_until(all_completed, timeout=90)
+    assert PayinHistory.objects.filter(payin_id__in=payin_ids, status="pending").count() == 30
+    assert Event.objects.filter(data_id__in=payin_ids, event_type="payin.completed").count() == 30
+    assert ledger.ledger_breaches() == []
