@@ -4,6 +4,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
+from config.serializers import OutputSerializer
+
 
 class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField()
@@ -16,7 +18,7 @@ class ErrorResponseSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
 
 
-class IdempotencyMetaSerializer(serializers.Serializer):
+class IdempotencyMetaSerializer(OutputSerializer):
     idempotency_key = serializers.CharField()
     idempotency_replayed = serializers.BooleanField()
 

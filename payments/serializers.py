@@ -4,6 +4,7 @@ from config import pagination
 from config.fields import CountryCodeField, PhoneField, StrictCharField
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
+from config.serializers import OutputSerializer
 from payments.models import PayinStatus, PayoutStatus
 from quotes.models import RailType
 
@@ -63,7 +64,7 @@ class PayoutCreateInput(serializers.Serializer):
     recipient = PayoutRecipientInput()
 
 
-class _PartyOutput(serializers.Serializer):
+class _PartyOutput(OutputSerializer):
     """A party stored as JSON on the payment, plus the quote's routing."""
 
     party_attribute = ""
@@ -115,7 +116,7 @@ class PayoutRecipientOutput(_PartyOutput):
     operator_code = serializers.CharField()
 
 
-class PayinHistoryItemOutput(serializers.Serializer):
+class PayinHistoryItemOutput(OutputSerializer):
     status = serializers.CharField(
         help_text="The status entered: created, pending, completed, failed."
     )
@@ -132,17 +133,17 @@ class PayoutHistoryItemOutput(PayinHistoryItemOutput):
     status = serializers.CharField(help_text="The status entered: pending, completed, failed.")
 
 
-class PayinWalletImpactOutput(serializers.Serializer):
+class PayinWalletImpactOutput(OutputSerializer):
     credit_amount = AmountField()
     currency = CurrencyField()
 
 
-class PayoutWalletImpactOutput(serializers.Serializer):
+class PayoutWalletImpactOutput(OutputSerializer):
     debit_amount = AmountField()
     currency = CurrencyField()
 
 
-class _PaymentOutput(serializers.Serializer):
+class _PaymentOutput(OutputSerializer):
     id = serializers.UUIDField()
     merchant_id = serializers.UUIDField()
     customer_id = serializers.UUIDField()

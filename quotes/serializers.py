@@ -4,6 +4,7 @@ from config import money, pagination
 from config.fields import CountryCodeField, StrictCharField
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
+from config.serializers import OutputSerializer
 from quotes.models import CorridorType, FlowType, OperatorStatus, QuoteStatus, RailType
 
 
@@ -33,7 +34,7 @@ class QuoteTransferInput(serializers.Serializer):
     send_currency = CurrencyField(required=False, help_text="Synonym of payin_currency.")
 
 
-class QuoteOutput(serializers.Serializer):
+class QuoteOutput(OutputSerializer):
     id = serializers.UUIDField()
     customer_id = serializers.UUIDField(allow_null=True)
     flow_type = serializers.ChoiceField(choices=FlowType.choices)

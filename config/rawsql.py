@@ -1,0 +1,73 @@
+"""Reads by equality for the hottest paths, without the ORM's per-call query compilation
+(~0.3 ms of CPU a statement here, more than the query itself takes in PostgreSQL).
+
+A `RowReader` is built once per shape at import: its SQL is generated from the model's own
+metadata, its parameters are prepared by the model's fields and its rows converted by the same
+converters the ORM uses, so the instances it returns are what `filter(...)` would have given
+(on PostgreSQL and on the embedded SQLite alike). Anything else stays on the ORM."""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.db import connection
+from django.db.models import Model
+
+
+class RowReader:
+    def __init__(
+        self, model: type[Model], *, where: Sequence[str], order_by: Sequence[str] = ()
+    ) -> None:
+        """`where`: field names compared for equality, in the order of the values given to
+        `first`/`all`; `order_by`: field names, ascending."""
+        opts = model._meta
+        self.model = model
+        self.fields = list(opts.concrete_fields)
+        self.where_fields = [opts.get_field(name) for name in where]
+        self.order_by = [opts.get_field(name).column for name in order_by]
+        self._sql = ""
+        self._converters: list[tuple[int, Any, list[Callable]]] = []
+
+    def _prepare(self) -> str:
+        if not self._sql:
+            quote = connection.ops.quote_name
+            table = self.model._meta.db_table
+            columns = ", ".join(quote(field.column) for field in self.fields)
+            where = " AND ".join(f"{quote(field.column)} = %s" for field in self.where_fields)
+            sql = f"SELECT {columns} FROM {quote(table)} WHERE {where}"  # noqa: S608 (model metadata)
+            if self.order_by:
+                sql += " ORDER BY " + ", ".join(quote(column) for column in self.order_by)
+            for index, field in enumerate(self.fields):
+                column = field.get_col(table)
+                found = connection.ops.get_db_converters(column) + column.get_db_converters(
+                    connection
+                )
+                if found:
+                    self._converters.append((index, column, found))
+            self._sql = sql
+        return self._sql
+
+    def _rows(self, values: Sequence[Any], limit: str = "") -> list[Model]:
+        sql = self._prepare() + limit
+        params = [
+            field.get_db_prep_value(value, connection, prepared=False)
+            for field, value in zip(self.where_fields, values, strict=True)
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        attnames = [field.attname for field in self.fields]
+        instances = []
+        for row in rows:
+            row = list(row)
+            for index, column, converters in self._converters:
+                for convert in converters:
+                    row[index] = convert(row[index], column, connection)
+            instances.append(self.model.from_db(connection.alias, attnames, row))
+        return instances
+
+    def first(self, *values: Any) -> Model | None:
+        rows = self._rows(values, " LIMIT 1")
+        return rows[0] if rows else None
+
+    def all(self, *values: Any) -> list[Model]:
+        return self._rows(values)

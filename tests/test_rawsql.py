@@ -1,0 +1,53 @@
+"""config.rawsql.RowReader gives the instances the ORM would have given."""
+
+import uuid
+
+import pytest
+from django.forms.models import model_to_dict
+
+from config.rawsql import RowReader
+from payments.models import Payin, PayinHistory
+from tests.payments.conftest import create_customer, create_quote, payin_body
+
+pytestmark = pytest.mark.django_db
+
+
+def _fields(instance) -> dict:
+    return {
+        field.attname: getattr(instance, field.attname) for field in instance._meta.concrete_fields
+    }
+
+
+def test_a_row_read_by_equality_equals_the_orm_instance(enabled_api, enabled_merchant):
+    customer = create_customer(enabled_api)
+    payin_id = enabled_api.post(
+        "/payins", payin_body(create_quote(enabled_api, "payin"), customer)
+    ).json()["id"]
+    reader = RowReader(Payin, where=("id", "merchant"))
+
+    read = reader.first(uuid.UUID(payin_id), enabled_merchant.pk)
+
+    expected = Payin.objects.get(pk=payin_id)
+    assert _fields(read) == _fields(expected)
+    assert isinstance(read.source, dict) and read.source["phone"]  # JSON decoded, not text
+    assert read.send_amount == expected.send_amount and read.created_at.tzinfo is not None
+    assert model_to_dict(read) == model_to_dict(expected)
+    assert reader.first(uuid.UUID(payin_id), uuid.uuid4()) is None  # another merchant: none
+
+
+def test_rows_come_in_the_given_order(enabled_api, django_capture_on_commit_callbacks):
+    customer = create_customer(enabled_api)
+    with django_capture_on_commit_callbacks(execute=True):  # submitted and answered
+        payin_id = enabled_api.post(
+            "/payins", payin_body(create_quote(enabled_api, "payin"), customer)
+        ).json()["id"]
+    reader = RowReader(PayinHistory, where=("payin",), order_by=("created_at", "id"))
+
+    rows = reader.all(payin_id)
+
+    assert [row.pk for row in rows] == list(
+        PayinHistory.objects.filter(payin_id=payin_id)
+        .order_by("created_at", "id")
+        .values_list("pk", flat=True)
+    )
+    assert [row.status for row in rows] == ["created", "pending", "completed"]
