@@ -15,15 +15,22 @@ from django.db.models import Model
 
 class RowReader:
     def __init__(
-        self, model: type[Model], *, where: Sequence[str], order_by: Sequence[str] = ()
+        self,
+        model: type[Model],
+        *,
+        where: Sequence[str],
+        order_by: Sequence[str] = (),
+        for_update: bool = False,
     ) -> None:
         """`where`: field names compared for equality, in the order of the values given to
-        `first`/`all`; `order_by`: field names, ascending."""
+        `first`/`all`; `order_by`: field names, ascending; `for_update`: lock the rows read
+        until the caller's transaction ends (where the database can)."""
         opts = model._meta
         self.model = model
         self.fields = list(opts.concrete_fields)
         self.where_fields = [opts.get_field(name) for name in where]
         self.order_by = [opts.get_field(name).column for name in order_by]
+        self.for_update = for_update
         self._sql = ""
         self._converters: list[tuple[int, Any, list[Callable]]] = []
 
@@ -48,6 +55,8 @@ class RowReader:
 
     def _rows(self, values: Sequence[Any], limit: str = "") -> list[Model]:
         sql = self._prepare() + limit
+        if self.for_update and connection.features.has_select_for_update:
+            sql += " FOR UPDATE"
         params = [
             field.get_db_prep_value(value, connection, prepared=False)
             for field, value in zip(self.where_fields, values, strict=True)

@@ -3,6 +3,7 @@ from uuid import UUID
 
 from config import pagination
 from config.exceptions import NotFound
+from config.rawsql import RowReader
 from customers.models import Customer
 from merchants.models import Merchant
 
@@ -12,9 +13,12 @@ class CustomerNotFound(NotFound):
     message = "The customer does not exist."
 
 
+_CUSTOMER_BY_ID = RowReader(Customer, where=("id", "merchant"))  # on every quote and payment
+
+
 def customer_get(*, merchant: Merchant, customer_id: UUID) -> Customer:
     """The merchant's customer; another merchant's customer is indistinguishable from none."""
-    customer = Customer.objects.filter(merchant=merchant, pk=customer_id).first()
+    customer = _CUSTOMER_BY_ID.first(customer_id, merchant.pk)
     if customer is None:
         raise CustomerNotFound()
     return customer

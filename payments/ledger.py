@@ -36,6 +36,7 @@ from uuid import UUID
 from django.db.models import Count, F, Q, Sum
 
 from config.exceptions import DomainError
+from config.rawsql import RowReader
 from config.transactions import joined_atomic
 from merchants.models import Merchant
 from payments.models import Journal, JournalLine, LedgerAccount, Wallet
@@ -64,15 +65,19 @@ class UnbalancedJournal(ValueError):
     """A programming error: the lines given to post_journal do not sum to zero."""
 
 
+# Read on every posting: plain reads, without the ORM's compilation.
+_WALLET_LOCKED = RowReader(Wallet, where=("merchant", "currency"), for_update=True)
+_JOURNAL_OF = RowReader(Journal, where=("resource_type", "resource_id", "kind"))
+
+
 def _wallet_locked(*, merchant: Merchant, currency: str) -> Wallet:
     """The merchant's wallet in this currency, created if missing, locked until commit."""
-    wallets = Wallet.objects.select_for_update().filter(merchant=merchant, currency=currency)
-    wallet = wallets.first()
+    wallet = _WALLET_LOCKED.first(merchant.pk, currency)
     if wallet is None:
         Wallet.objects.bulk_create(
             [Wallet(merchant=merchant, currency=currency)], ignore_conflicts=True
         )
-        wallet = wallets.get()
+        wallet = _WALLET_LOCKED.first(merchant.pk, currency)
     return wallet
 
 
@@ -131,9 +136,7 @@ def post_journal(
     checked = _validated(lines)
     with joined_atomic():
         wallet = _wallet_locked(merchant=merchant, currency=currency)
-        existing = Journal.objects.filter(
-            resource_type=resource_type, resource_id=resource_id, kind=kind
-        ).first()
+        existing = _JOURNAL_OF.first(resource_type, resource_id, kind)
         if existing is not None:
             return existing
         deltas: dict[str, Decimal] = defaultdict(Decimal)

@@ -15,6 +15,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from config import money, shared_cache
 from config.exceptions import DomainError
+from config.rawsql import RowReader
 from customers import selectors as customer_selectors
 from customers.models import Customer
 from merchants.models import Merchant
@@ -270,6 +271,12 @@ def payin_snapshot(payin: Payin) -> dict[str, Any]:
     }
 
 
+# The row locks of the transitions, without the ORM's compilation (they run on every answer).
+_PAYIN_LOCKED = RowReader(Payin, where=("id",), for_update=True)
+_PAYOUT_LOCKED = RowReader(Payout, where=("id",), for_update=True)
+_MERCHANT = RowReader(Merchant, where=("id",))
+
+
 def payin_transition(
     *,
     payin_id: UUID,
@@ -281,13 +288,11 @@ def payin_transition(
     """The one way a payin changes status: checks the move, writes history, posts the ledger
     and records the event, in one transaction. Moving to the current status changes nothing."""
     with transaction.atomic():
-        # of=self: locking the joined merchant row too would deadlock with the deferred
+        # Only the payin's row: locking its merchant's too would deadlock with the deferred
         # foreign-key checks of concurrent inserts (wallet lock, then merchant key share).
-        payin = (
-            Payin.objects.select_for_update(of=("self",))
-            .select_related("merchant")
-            .get(pk=payin_id)
-        )
+        payin = _PAYIN_LOCKED.first(payin_id)
+        if payin is None:
+            raise Payin.DoesNotExist(f"No payin {payin_id}.")
         fields = ["status", "updated_at"]
         if provider_reference and not payin.provider_reference:
             payin.provider_reference = provider_reference
@@ -312,6 +317,8 @@ def payin_transition(
             fields += ["failed_at", "failure_reason"]
         payin.save(update_fields=fields)
         PayinHistory.objects.create(payin=payin, status=to, reason=reason, created_at=at)
+        if to in TERMINAL:
+            payin.merchant = _MERCHANT.first(payin.merchant_id)
         if to == PayinStatus.COMPLETED:
             ledger.post_journal(
                 merchant=payin.merchant,
@@ -346,11 +353,12 @@ def _party_identifier(party: dict[str, Any]) -> dict[str, str]:
 
 
 def provider_reference_store(
-    payment: models.Model, field: str, reference: str, **still: object
+    payment: models.Model, field: str, reference: str, *, refresh: bool = True, **still: object
 ) -> None:
     """Store the provider's receipt reference in `field` of a submitted payment (a payin, a
     payout, a transfer leg) unless the provider's answer got there first and set it, and only
-    while the row still matches `still`; `payment` is then up to date either way."""
+    while the row still matches `still`; `payment` is then up to date either way (with
+    `refresh=False`, for a caller done with it, only when it was stored here)."""
     stored = (
         type(payment)
         .objects.filter(pk=payment.pk, **{field: ""}, **still)
@@ -358,11 +366,11 @@ def provider_reference_store(
     )
     if stored:
         setattr(payment, field, reference)
-    else:
+    elif refresh:
         payment.refresh_from_db()
 
 
-def payin_submit(*, payin_id: UUID, now: datetime) -> Payin:
+def payin_submit(*, payin_id: UUID, now: datetime) -> None:
     """Send the collection to the provider (idempotent: a retried task resubmits the same
     reference). The payin is `pending` before the provider is called, so an answer can never
     arrive for a payin that is not waiting for one. No lock is held during the call."""
@@ -371,14 +379,14 @@ def payin_submit(*, payin_id: UUID, now: datetime) -> Payin:
             payin_id=payin_id, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now
         )
     except InvalidTransition:  # final already (failed by the timeout sweep, say)
-        return Payin.objects.get(pk=payin_id)
-    return _payin_send(payin, now=now)
+        return
+    _payin_send(payin, now=now)
 
 
-def _payin_send(payin: Payin, *, now: datetime) -> Payin:
+def _payin_send(payin: Payin, *, now: datetime) -> None:
     """The provider call of a pending payin (none when it already has its receipt)."""
     if payin.provider_reference:
-        return payin
+        return
     try:
         receipt = provider.gateway().submit_collection(
             reference=str(payin.id),
@@ -389,11 +397,9 @@ def _payin_send(payin: Payin, *, now: datetime) -> Payin:
             **_party_identifier(payin.source),
         )
     except provider.ProviderRejected as rejected:
-        return payin_transition(
-            payin_id=payin.id, to=PayinStatus.FAILED, reason=rejected.reason, at=now
-        )
-    provider_reference_store(payin, "provider_reference", receipt.provider_reference)
-    return payin
+        payin_transition(payin_id=payin.id, to=PayinStatus.FAILED, reason=rejected.reason, at=now)
+        return
+    provider_reference_store(payin, "provider_reference", receipt.provider_reference, refresh=False)
 
 
 def provider_discrepancy_record(
@@ -586,11 +592,9 @@ def payout_transition(
     """The one way a payout changes status: checks the move, writes history, settles or
     releases the reservation and records the event, in one transaction."""
     with transaction.atomic():
-        payout = (
-            Payout.objects.select_for_update(of=("self",))
-            .select_related("merchant")
-            .get(pk=payout_id)
-        )
+        payout = _PAYOUT_LOCKED.first(payout_id)
+        if payout is None:
+            raise Payout.DoesNotExist(f"No payout {payout_id}.")
         fields = ["status", "updated_at"]
         if provider_reference and not payout.provider_reference:
             payout.provider_reference = provider_reference
@@ -623,6 +627,7 @@ def payout_transition(
             ]
         payout.save(update_fields=fields)
         PayoutHistory.objects.create(payout=payout, status=to, reason=reason, created_at=at)
+        payout.merchant = _MERCHANT.first(payout.merchant_id)
         ledger.post_journal(
             merchant=payout.merchant,
             currency=payout.send_currency,
@@ -643,16 +648,16 @@ def payout_transition(
         return payout
 
 
-def payout_submit(*, payout_id: UUID, now: datetime) -> Payout:
+def payout_submit(*, payout_id: UUID, now: datetime) -> None:
     """Send the disbursement to the provider (idempotent by reference; no lock held)."""
     payout = Payout.objects.get(pk=payout_id)
     if payout.status != PayoutStatus.PENDING or payout.provider_reference:
-        return payout
+        return
     Payout.objects.filter(pk=payout.id, submitted_at__isnull=True).update(submitted_at=now)
-    return _payout_send(payout, now=now)
+    _payout_send(payout, now=now)
 
 
-def _payout_send(payout: Payout, *, now: datetime) -> Payout:
+def _payout_send(payout: Payout, *, now: datetime) -> None:
     """The provider call of a pending payout without its receipt yet."""
     try:
         receipt = provider.gateway().submit_disbursement(
@@ -664,11 +669,13 @@ def _payout_send(payout: Payout, *, now: datetime) -> Payout:
             **_party_identifier(payout.recipient),
         )
     except provider.ProviderRejected as rejected:
-        return payout_transition(
+        payout_transition(
             payout_id=payout.id, to=PayoutStatus.FAILED, reason=rejected.reason, at=now
         )
-    provider_reference_store(payout, "provider_reference", receipt.provider_reference)
-    return payout
+        return
+    provider_reference_store(
+        payout, "provider_reference", receipt.provider_reference, refresh=False
+    )
 
 
 # New payins and payouts wake a submitter (config.shared_cache.wake) instead of each getting a

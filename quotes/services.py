@@ -10,6 +10,7 @@ from django.db import transaction
 
 from config import money
 from config.exceptions import DomainError
+from config.rawsql import RowReader
 from customers import selectors as customer_selectors
 from customers.models import Customer
 from merchants.models import Merchant, MerchantCorridor, MerchantOperator
@@ -542,6 +543,9 @@ def _fx(*, merchant: Merchant, source: str, target: str) -> dict[str, Any]:
     }
 
 
+_QUOTE_LOCKED = RowReader(Quote, where=("id", "merchant"), for_update=True)
+
+
 def quote_consume(
     *,
     merchant: Merchant,
@@ -558,7 +562,7 @@ def quote_consume(
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("quote_consume() must run inside the caller's transaction.atomic().")
-    quote = Quote.objects.select_for_update().filter(merchant=merchant, pk=quote_id).first()
+    quote = _QUOTE_LOCKED.first(quote_id, merchant.pk)
     if quote is None:
         raise QuoteNotFoundForPayment(field="quote_id")
     if quote.status == QuoteStatus.CONSUMED:

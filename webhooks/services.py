@@ -31,6 +31,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from config import netguard, shared_cache
 from config.exceptions import DomainError, NotFound
+from config.rawsql import RowReader
 from config.transactions import joined_atomic
 from merchants.models import Merchant
 from webhooks import selectors, signing
@@ -389,12 +390,16 @@ def _delivery_create(*, event: Event, endpoint: WebhookEndpoint, now: datetime) 
     return delivery
 
 
+# Read for every event: a plain read, without the ORM's compilation.
+_ENABLED_ENDPOINTS = RowReader(
+    WebhookEndpoint, where=("merchant", "enabled"), order_by=("created_at", "id")
+)
+
+
 def _subscribed_endpoints(*, merchant_id: UUID, event_type: str) -> list[WebhookEndpoint]:
     return [
         endpoint
-        for endpoint in WebhookEndpoint.objects.filter(
-            merchant_id=merchant_id, enabled=True
-        ).order_by("created_at", "id")
+        for endpoint in _ENABLED_ENDPOINTS.all(merchant_id, True)
         if endpoint.subscribed_to(event_type)
     ]
 
