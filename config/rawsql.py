@@ -9,7 +9,7 @@ converters the ORM uses, so the instances it returns are what `filter(...)` woul
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import Model
 
 
@@ -19,17 +19,22 @@ class RowReader:
         model: type[Model],
         *,
         where: Sequence[str],
+        or_null: Sequence[str] = (),
         order_by: Sequence[str] = (),
         for_update: bool = False,
     ) -> None:
         """`where`: field names compared for equality, in the order of the values given to
-        `first`/`all`; `order_by`: field names, ascending; `for_update`: lock the rows read
-        until the caller's transaction ends (where the database can)."""
+        `first`/`all`; `or_null`: those of them that also match NULL; `order_by`: field names,
+        "-name" descending; `for_update`: lock the rows read until the caller's transaction
+        ends (where the database can)."""
         opts = model._meta
         self.model = model
         self.fields = list(opts.concrete_fields)
         self.where_fields = [opts.get_field(name) for name in where]
-        self.order_by = [opts.get_field(name).column for name in order_by]
+        self.or_null = {opts.get_field(name) for name in or_null}
+        self.order_by = [
+            (opts.get_field(name.lstrip("-")).column, name.startswith("-")) for name in order_by
+        ]
         self.for_update = for_update
         self._sql = ""
         self._converters: list[tuple[int, Any, list[Callable]]] = []
@@ -39,10 +44,18 @@ class RowReader:
             quote = connection.ops.quote_name
             table = self.model._meta.db_table
             columns = ", ".join(quote(field.column) for field in self.fields)
-            where = " AND ".join(f"{quote(field.column)} = %s" for field in self.where_fields)
+            where = " AND ".join(
+                f"({quote(field.column)} = %s OR {quote(field.column)} IS NULL)"
+                if field in self.or_null
+                else f"{quote(field.column)} = %s"
+                for field in self.where_fields
+            )
             sql = f"SELECT {columns} FROM {quote(table)} WHERE {where}"  # noqa: S608 (model metadata)
             if self.order_by:
-                sql += " ORDER BY " + ", ".join(quote(column) for column in self.order_by)
+                sql += " ORDER BY " + ", ".join(
+                    quote(column) + (" DESC" if descending else "")
+                    for column, descending in self.order_by
+                )
             for index, field in enumerate(self.fields):
                 column = field.get_col(table)
                 found = connection.ops.get_db_converters(column) + column.get_db_converters(
@@ -80,3 +93,21 @@ class RowReader:
 
     def all(self, *values: Any) -> list[Model]:
         return self._rows(values)
+
+
+def update(instance: Model, field_names: Sequence[str]) -> None:
+    """UPDATE these fields of the instance's row, as `save(update_fields=...)` would, without
+    the ORM's compilation (or signals: none is used in this project)."""
+    opts = type(instance)._meta
+    quote = connection.ops.quote_name
+    fields = [opts.get_field(name) for name in field_names]
+    assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+    sql = f"UPDATE {quote(opts.db_table)} SET {assignments} WHERE {quote(opts.pk.column)} = %s"  # noqa: S608 (model metadata)
+    params = [
+        field.get_db_prep_save(field.pre_save(instance, False), connection) for field in fields
+    ]
+    params.append(opts.pk.get_db_prep_value(instance.pk, connection))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if cursor.rowcount != 1:
+            raise DatabaseError(f"{opts.label} {instance.pk} was not updated: no such row.")

@@ -35,6 +35,7 @@ from uuid import UUID
 
 from django.db.models import Count, F, Q, Sum
 
+from config import rawsql
 from config.exceptions import DomainError
 from config.rawsql import RowReader
 from config.transactions import joined_atomic
@@ -165,7 +166,7 @@ def post_journal(
         if new_values:
             for column, value in new_values.items():
                 setattr(wallet, column, value)
-            wallet.save(update_fields=[*new_values, "updated_at"])
+            rawsql.update(wallet, [*new_values, "updated_at"])
         return journal
 
 

@@ -13,7 +13,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from config import money, shared_cache
+from config import money, rawsql, shared_cache
 from config.exceptions import DomainError
 from config.rawsql import RowReader
 from customers import selectors as customer_selectors
@@ -299,7 +299,7 @@ def payin_transition(
             fields.append("provider_reference")
         if payin.status == to:
             if len(fields) > 2:
-                payin.save(update_fields=fields[2:])
+                rawsql.update(payin, fields[2:])
             return payin
         if to not in PAYIN_ALLOWED.get(payin.status, ()):
             raise InvalidTransition(f"A {payin.status} payin cannot become {to}.")
@@ -315,7 +315,7 @@ def payin_transition(
             payin.failed_at = at
             payin.failure_reason = reason
             fields += ["failed_at", "failure_reason"]
-        payin.save(update_fields=fields)
+        rawsql.update(payin, fields)
         PayinHistory.objects.create(payin=payin, status=to, reason=reason, created_at=at)
         if to in TERMINAL:
             payin.merchant = _MERCHANT.first(payin.merchant_id)
@@ -601,7 +601,7 @@ def payout_transition(
             fields.append("provider_reference")
         if payout.status == to:
             if len(fields) > 2:
-                payout.save(update_fields=fields[2:])
+                rawsql.update(payout, fields[2:])
             return payout
         if to not in PAYOUT_ALLOWED.get(payout.status, ()):
             raise InvalidTransition(f"A {payout.status} payout cannot become {to}.")
@@ -625,7 +625,7 @@ def payout_transition(
                 (ledger.MERCHANT_RESERVED, -payout.debit_amount),
                 (ledger.MERCHANT_AVAILABLE, payout.debit_amount),
             ]
-        payout.save(update_fields=fields)
+        rawsql.update(payout, fields)
         PayoutHistory.objects.create(payout=payout, status=to, reason=reason, created_at=at)
         payout.merchant = _MERCHANT.first(payout.merchant_id)
         ledger.post_journal(
@@ -720,7 +720,7 @@ def _submission_claim(*, now: datetime) -> Payin | Payout | None:
         )
         if payout is not None:
             payout.submitted_at = now
-            payout.save(update_fields=["submitted_at"])
+            rawsql.update(payout, ["submitted_at"])
         return payout
 
 

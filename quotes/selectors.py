@@ -159,6 +159,12 @@ def corridor_enabled_for(
     return corridor
 
 
+# The merchant's own and the platform's (merchant NULL) active schedules, newest first.
+_ACTIVE_FEE_SCHEDULES = RowReader(
+    FeeSchedule, where=("flow_type", "active", "merchant"), or_null=("merchant",), order_by=("-id",)
+)
+
+
 def fee_schedule_for(
     *,
     merchant: Merchant,
@@ -168,11 +174,7 @@ def fee_schedule_for(
 ) -> FeeSchedule | None:
     """The most specific active schedule: the merchant's own before the platform default, and
     one narrowed to this operator/corridor before a flow-wide one. None: no fee."""
-    rows = list(
-        FeeSchedule.objects.filter(flow_type=flow_type, active=True)
-        .filter(_merchant_q(merchant))
-        .order_by("-id")
-    )
+    rows = _ACTIVE_FEE_SCHEDULES.all(flow_type, True, merchant.pk)
     return _most_specific(rows, operator=operator, corridor=corridor)
 
 

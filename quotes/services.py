@@ -8,7 +8,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from config import money
+from config import money, rawsql
 from config.exceptions import DomainError
 from config.rawsql import RowReader
 from customers import selectors as customer_selectors
@@ -579,7 +579,7 @@ def quote_consume(
         raise QuoteCustomerMismatch(field="customer_id")
     quote.status = QuoteStatus.CONSUMED
     quote.consumed_at = now
-    quote.save(update_fields=["status", "consumed_at"])
+    rawsql.update(quote, ["status", "consumed_at"])
     return quote
 
 

@@ -1,6 +1,7 @@
 """config.rawsql.RowReader gives the instances the ORM would have given."""
 
 import uuid
+from decimal import Decimal
 
 import pytest
 from django.forms.models import model_to_dict
@@ -51,3 +52,50 @@ def test_rows_come_in_the_given_order(enabled_api, django_capture_on_commit_call
         .values_list("pk", flat=True)
     )
     assert [row.status for row in rows] == ["created", "pending", "completed"]
+
+
+def test_or_null_also_matches_the_platform_rows_and_order_by_descends(merchant, other_merchant):
+    from quotes.models import FeeSchedule
+
+    platform = FeeSchedule.objects.create(merchant=None, flow_type="payin", percentage="1")
+    own = FeeSchedule.objects.create(merchant=merchant, flow_type="payin", percentage="2")
+    FeeSchedule.objects.create(merchant=other_merchant, flow_type="payin", percentage="3")
+    FeeSchedule.objects.create(merchant=merchant, flow_type="payin", active=False)
+    FeeSchedule.objects.create(merchant=merchant, flow_type="payout")
+    reader = RowReader(
+        FeeSchedule,
+        where=("flow_type", "active", "merchant"),
+        or_null=("merchant",),
+        order_by=("-id",),
+    )
+
+    rows = reader.all("payin", True, merchant.pk)
+
+    assert [row.pk for row in rows] == list(
+        FeeSchedule.objects.filter(flow_type="payin", active=True, merchant__in=[merchant])
+        .union(FeeSchedule.objects.filter(flow_type="payin", active=True, merchant=None))
+        .order_by("-id")
+        .values_list("pk", flat=True)
+    )
+    assert {own.pk, platform.pk} <= {row.pk for row in rows}
+
+
+def test_update_writes_the_named_fields_like_save_and_refuses_a_missing_row(merchant):
+    from django.db import DatabaseError
+
+    from config.rawsql import update
+    from payments.models import Wallet
+
+    wallet = Wallet.objects.create(merchant=merchant, currency="XOF")
+    before = wallet.updated_at
+    wallet.available = Decimal("12.50")
+    wallet.reserved = Decimal("99")  # not named: not written
+
+    update(wallet, ["available", "updated_at"])
+
+    stored = Wallet.objects.get(pk=wallet.pk)
+    assert stored.available == Decimal("12.50") and stored.reserved == 0
+    assert stored.updated_at > before  # auto_now, as save() would
+    Wallet.objects.filter(pk=wallet.pk).delete()
+    with pytest.raises(DatabaseError):
+        update(wallet, ["available"])
