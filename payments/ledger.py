@@ -68,6 +68,7 @@ class UnbalancedJournal(ValueError):
 
 # Read on every posting: plain reads, without the ORM's compilation.
 _WALLET_LOCKED = RowReader(Wallet, where=("merchant", "currency"), for_update=True)
+_ACCOUNTS_OF = RowReader(LedgerAccount, where=("merchant", "currency"))
 _JOURNAL_OF = RowReader(Journal, where=("resource_type", "resource_id", "kind"))
 
 
@@ -85,8 +86,12 @@ def _wallet_locked(*, merchant: Merchant, currency: str) -> Wallet:
 def _accounts(*, merchant: Merchant, currency: str, codes: set[str]) -> dict[str, LedgerAccount]:
     """The merchant's ledger accounts with these codes, the missing ones created: one query
     once they all exist."""
-    accounts = LedgerAccount.objects.filter(merchant=merchant, currency=currency, code__in=codes)
-    found = {account.code: account for account in accounts}
+
+    def read() -> dict[str, LedgerAccount]:  # a merchant has a handful per currency
+        rows = _ACCOUNTS_OF.all(merchant.pk, currency)
+        return {account.code: account for account in rows if account.code in codes}
+
+    found = read()
     if len(found) < len(codes):
         LedgerAccount.objects.bulk_create(
             [
@@ -95,7 +100,7 @@ def _accounts(*, merchant: Merchant, currency: str, codes: set[str]) -> dict[str
             ],
             ignore_conflicts=True,
         )
-        found = {account.code: account for account in accounts.all()}
+        found = read()
     return found
 
 
