@@ -9,7 +9,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -79,7 +79,9 @@ WHERE merchant_id = %s AND key = %s
 """
 
 
-def _insert(*, merchant: Merchant, key: str, method: str, path: str, fingerprint: str, now):
+def _insert(
+    *, merchant: Merchant, key: str, method: str, path: str, fingerprint: str, now: datetime
+) -> bool:
     """Insert the in-progress record; False when the key is already held."""
     expires_at = now + timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL_SECONDS)
     if connection.vendor == "postgresql":
