@@ -21,7 +21,7 @@ def _count(counter: str) -> int:
     client = shared_cache.redis_client()
     if client is not None:  # Redis: one pipelined round trip
         key = shared_cache.cache_key(counter)
-        pipeline = client.pipeline()
+        pipeline = client.pipeline(transaction=False)  # INCR is atomic on its own
         pipeline.incr(key)
         pipeline.expire(key, WINDOW_SECONDS * 2, nx=True)
         return pipeline.execute()[0]
