@@ -2,6 +2,7 @@
 drains every payment waiting for its provider submission, each exactly once."""
 
 import threading
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -139,3 +140,22 @@ def test_payments_created_back_to_back_all_complete_through_a_real_worker(
     assert PayinHistory.objects.filter(payin_id__in=payin_ids, status="pending").count() == 30
     assert Event.objects.filter(data_id__in=payin_ids, event_type="payin.completed").count() == 30
     assert ledger.ledger_breaches() == []
+
+
+def test_with_redis_unreachable_a_payin_is_still_created_and_left_to_the_sweep(
+    enabled_merchant, settings, caplog
+):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    quote = create_quote(api, "payin")
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+
+    response = api.post("/payins", payin_body(quote, customer))
+
+    assert response.status_code == 201  # the rate limit fails open, the wake-up fails quietly
+    payin = Payin.objects.get(pk=response.json()["id"])
+    assert payin.status == "created"
+    assert "Rate limit not counted" in caplog.text
+    assert "left to its sweep" in caplog.text
+    later = payin.created_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
+    assert services.payments_stale_submissions(now=later)[0] == [payin.pk]
