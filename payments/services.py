@@ -293,56 +293,65 @@ def payin_transition(
         payin = _PAYIN_LOCKED.first(payin_id)
         if payin is None:
             raise Payin.DoesNotExist(f"No payin {payin_id}.")
-        fields = ["status", "updated_at"]
-        if provider_reference and not payin.provider_reference:
-            payin.provider_reference = provider_reference
-            fields.append("provider_reference")
-        if payin.status == to:
-            if len(fields) > 2:
-                rawsql.update(payin, fields[2:])
-            return payin
-        if to not in PAYIN_ALLOWED.get(payin.status, ()):
-            raise InvalidTransition(f"A {payin.status} payin cannot become {to}.")
-        payin.status = to
-        payin.updated_at = at
-        if to == PayinStatus.PENDING:
-            payin.submitted_at = at
-            fields.append("submitted_at")
-        elif to == PayinStatus.COMPLETED:
-            payin.completed_at = at
-            fields.append("completed_at")
-        elif to == PayinStatus.FAILED:
-            payin.failed_at = at
-            payin.failure_reason = reason
-            fields += ["failed_at", "failure_reason"]
-        rawsql.update(payin, fields)
-        PayinHistory.objects.create(payin=payin, status=to, reason=reason, created_at=at)
-        if to in TERMINAL:
-            payin.merchant = _MERCHANT.first(payin.merchant_id)
-        if to == PayinStatus.COMPLETED:
-            ledger.post_journal(
-                merchant=payin.merchant,
-                currency=payin.receive_currency,
-                kind="payin_completed",
-                resource_type="payin",
-                resource_id=payin.id,
-                lines=[
-                    (ledger.provider_clearing(payin.operator_code), -payin.send_amount),
-                    (ledger.MERCHANT_AVAILABLE, payin.receive_amount),
-                    (ledger.FEE_REVENUE, payin.total_fee),
-                ],
-                at=at,
-            )
-        if to in TERMINAL:
-            webhook_services.event_record(
-                merchant=payin.merchant,
-                event_type=f"payin.{to}",
-                data_type="payin",
-                data_id=payin.id,
-                data_object=payin_snapshot(payin),
-                at=at,
-            )
+        return _payin_move(
+            payin, to=to, reason=reason, at=at, provider_reference=provider_reference
+        )
+
+
+def _payin_move(
+    payin: Payin, *, to: str, reason: str = "", at: datetime, provider_reference: str = ""
+) -> Payin:
+    """payin_transition's move of a payin whose row the caller's transaction has locked."""
+    fields = ["status", "updated_at"]
+    if provider_reference and not payin.provider_reference:
+        payin.provider_reference = provider_reference
+        fields.append("provider_reference")
+    if payin.status == to:
+        if len(fields) > 2:
+            rawsql.update(payin, fields[2:])
         return payin
+    if to not in PAYIN_ALLOWED.get(payin.status, ()):
+        raise InvalidTransition(f"A {payin.status} payin cannot become {to}.")
+    payin.status = to
+    payin.updated_at = at
+    if to == PayinStatus.PENDING:
+        payin.submitted_at = at
+        fields.append("submitted_at")
+    elif to == PayinStatus.COMPLETED:
+        payin.completed_at = at
+        fields.append("completed_at")
+    elif to == PayinStatus.FAILED:
+        payin.failed_at = at
+        payin.failure_reason = reason
+        fields += ["failed_at", "failure_reason"]
+    rawsql.update(payin, fields)
+    PayinHistory.objects.create(payin=payin, status=to, reason=reason, created_at=at)
+    if to in TERMINAL:
+        payin.merchant = _MERCHANT.first(payin.merchant_id)
+    if to == PayinStatus.COMPLETED:
+        ledger.post_journal(
+            merchant=payin.merchant,
+            currency=payin.receive_currency,
+            kind="payin_completed",
+            resource_type="payin",
+            resource_id=payin.id,
+            lines=[
+                (ledger.provider_clearing(payin.operator_code), -payin.send_amount),
+                (ledger.MERCHANT_AVAILABLE, payin.receive_amount),
+                (ledger.FEE_REVENUE, payin.total_fee),
+            ],
+            at=at,
+        )
+    if to in TERMINAL:
+        webhook_services.event_record(
+            merchant=payin.merchant,
+            event_type=f"payin.{to}",
+            data_type="payin",
+            data_id=payin.id,
+            data_object=payin_snapshot(payin),
+            at=at,
+        )
+    return payin
 
 
 def _party_identifier(party: dict[str, Any]) -> dict[str, str]:
@@ -696,17 +705,14 @@ def _submission_claim(*, now: datetime) -> Payin | Payout | None:
     transaction: a created payin becomes pending (its history and all), a payout gets its
     submitted_at. SKIP LOCKED, so concurrent submitters never claim the same payment."""
     with transaction.atomic():
-        payin_id = (
+        payin = (
             Payin.objects.select_for_update(skip_locked=True)
             .filter(status=PayinStatus.CREATED, provider_timeout_at__gt=now)
             .order_by("created_at")
-            .values_list("id", flat=True)
             .first()
         )
-        if payin_id is not None:
-            return payin_transition(
-                payin_id=payin_id, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now
-            )
+        if payin is not None:  # locked here: moved without a second read
+            return _payin_move(payin, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now)
         payout = (
             Payout.objects.select_for_update(skip_locked=True)
             .filter(
