@@ -56,13 +56,16 @@ class RowReader:
                     quote(column) + (" DESC" if descending else "")
                     for column, descending in self.order_by
                 )
+            converters = []
             for index, field in enumerate(self.fields):
                 column = field.get_col(table)
                 found = connection.ops.get_db_converters(column) + column.get_db_converters(
                     connection
                 )
                 if found:
-                    self._converters.append((index, column, found))
+                    converters.append((index, column, found))
+            # Assigned whole, converters first: threads racing here build the same values.
+            self._converters = converters
             self._sql = sql
         return self._sql
 
