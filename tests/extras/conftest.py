@@ -1,47 +1,19 @@
 """Helpers for the extras tests: resources made through the real API."""
 
 import contextlib
-from decimal import Decimal
 
 import pytest
-from django.utils import timezone
 
-from payments import services as payment_services
 from tests.dashboard.conftest import staff_client  # noqa: F401 - dashboard logins
+from tests.payments.conftest import (  # noqa: F401 - the extras tests import them from here
+    DECLINED_PHONE,
+    SILENT_PHONE,
+    SN_PHONE,
+    create_customer,
+    create_quote,
+    fund,
+)
 from tests.webhooks.conftest import receiver, webhook_settings  # noqa: F401 - HTTP receiver
-
-SN_PHONE = "+221770001234"
-DECLINED_PHONE = "+221770001000"
-SILENT_PHONE = "+221770001999"
-
-
-def create_customer(api, **fields) -> dict:
-    body = {"first_name": "Awa", "last_name": "Diallo", "phone": SN_PHONE, **fields}
-    response = api.post("/customers", body)
-    assert response.status_code == 201, response.json()
-    return response.json()
-
-
-def create_quote(
-    api,
-    flow: str = "payin",
-    *,
-    amount: str = "10000",
-    operator: str = "SN_ORANGE_MOMO",
-    customer_id: str | None = None,
-) -> dict:
-    body = {
-        "country_code": operator[:2],
-        "operator_code": operator,
-        "rail_type": "mobile_money",
-        "send_amount": amount,
-        "send_currency": "XAF" if operator.startswith("CM") else "XOF",
-    }
-    if customer_id:
-        body["customer_id"] = customer_id
-    response = api.post(f"/quotes/{flow}", body)
-    assert response.status_code == 201, response.json()
-    return response.json()
 
 
 def create_payin(
@@ -73,16 +45,6 @@ def create_payout(
         )
     assert response.status_code == 201, response.json()
     return response.json()
-
-
-def fund(merchant, amount: str, currency: str = "XOF") -> None:
-    payment_services.wallet_credit(
-        merchant=merchant,
-        currency=currency,
-        amount=Decimal(amount),
-        reason="test float",
-        at=timezone.now(),
-    )
 
 
 def walk(api, path: str, **params) -> list[dict]:

@@ -22,20 +22,19 @@ def create_customer(api, **fields) -> dict:
 
 def create_quote(
     api,
-    flow: str,
+    flow: str = "payin",
     *,
     amount: str = "10000",
     operator: str = "SN_ORANGE_MOMO",
-    country: str = "SN",
-    currency: str = "XOF",
     customer_id: str | None = None,
 ) -> dict:
+    """A mobile money quote on `operator` (its country from the code, XAF for Cameroon)."""
     body = {
-        "country_code": country,
+        "country_code": operator[:2],
         "operator_code": operator,
         "rail_type": "mobile_money",
         "send_amount": amount,
-        "send_currency": currency,
+        "send_currency": "XAF" if operator.startswith("CM") else "XOF",
     }
     if customer_id:
         body["customer_id"] = customer_id
