@@ -1,10 +1,11 @@
-"""Reads by equality for the hottest paths, without the ORM's per-call query compilation
-(~0.3 ms of CPU a statement here, more than the query itself takes in PostgreSQL).
+"""Reads by equality and row updates for the hottest paths, without the ORM's per-call query
+compilation (~0.3 ms of CPU a statement here, more than the query itself takes in PostgreSQL).
 
 A `RowReader` is built once per shape at import: its SQL is generated from the model's own
 metadata, its parameters are prepared by the model's fields and its rows converted by the same
 converters the ORM uses, so the instances it returns are what `filter(...)` would have given
-(on PostgreSQL and on the embedded SQLite alike). Anything else stays on the ORM."""
+(on PostgreSQL and on the embedded SQLite alike). `update` writes named fields as
+`save(update_fields=...)` would. Anything else stays on the ORM."""
 
 from collections.abc import Callable, Sequence
 from typing import Any
