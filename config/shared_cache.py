@@ -12,6 +12,8 @@ enqueues, as it must: nothing else would tell the processes apart."""
 
 import contextlib
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 import redis
 from celery import Task
@@ -25,6 +27,8 @@ logger = logging.getLogger("cowry")
 WAKE_SECONDS = 30
 
 _clients: dict[str, redis.Redis] = {}
+
+Claimed = TypeVar("Claimed")
 
 
 def redis_client() -> redis.Redis | None:
@@ -70,3 +74,29 @@ def wake_clear(key: str) -> None:
         client.delete(cache_key(key))
     except RedisError:  # the key expires on its own
         logger.warning("Could not clear the wake key %s", key)
+
+
+def drain(
+    key: str,
+    task: Task,
+    *,
+    claim: Callable[[], Claimed | None],
+    handle: Callable[[Claimed], None],
+    limit: int,
+) -> int:
+    """A woken consumer's loop: clear the wake key, then claim one piece of work, wake one more
+    consumer for what else may be waiting, handle it; until `claim` finds nothing, or `limit`
+    pieces, when a fresh task goes on. Returns how many were claimed. The ordering argument:
+    work committed while the key is set is seen by the consumer that will clear it, which
+    claims only afterwards; once the key is cleared the next commit wakes a new consumer."""
+    wake_clear(key)
+    claimed = 0
+    while claimed < limit:
+        work = claim()
+        if work is None:
+            return claimed
+        wake(key, task)
+        claimed += 1
+        handle(work)
+    wake(key, task)
+    return claimed

@@ -18,6 +18,7 @@ from config.exceptions import DomainError
 from config.rawsql import RowReader
 from customers import selectors as customer_selectors
 from customers.models import Customer
+from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import (
@@ -274,7 +275,6 @@ def payin_snapshot(payin: Payin) -> dict[str, Any]:
 # The row locks of the transitions, without the ORM's compilation (they run on every answer).
 _PAYIN_LOCKED = RowReader(Payin, where=("id",), for_update=True)
 _PAYOUT_LOCKED = RowReader(Payout, where=("id",), for_update=True)
-_MERCHANT = RowReader(Merchant, where=("id",))
 
 
 def payin_transition(
@@ -327,7 +327,7 @@ def _payin_move(
     rawsql.update(payin, fields)
     PayinHistory.objects.create(payin=payin, status=to, reason=reason, created_at=at)
     if to in TERMINAL:
-        payin.merchant = _MERCHANT.first(payin.merchant_id)
+        payin.merchant = merchant_services.merchant_get(merchant_id=payin.merchant_id)
     if to == PayinStatus.COMPLETED:
         ledger.post_journal(
             merchant=payin.merchant,
@@ -636,7 +636,7 @@ def payout_transition(
             ]
         rawsql.update(payout, fields)
         PayoutHistory.objects.create(payout=payout, status=to, reason=reason, created_at=at)
-        payout.merchant = _MERCHANT.first(payout.merchant_id)
+        payout.merchant = merchant_services.merchant_get(merchant_id=payout.merchant_id)
         ledger.post_journal(
             merchant=payout.merchant,
             currency=payout.send_currency,
@@ -737,15 +737,13 @@ def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT) -> int:
     backoff."""
     from payments import tasks
 
-    shared_cache.wake_clear(SUBMITTER_WAKE_KEY)
-    made = 0
-    while made < limit:
+    def claim() -> tuple[datetime, Payin | Payout] | None:
         now = timezone.now()
         payment = _submission_claim(now=now)
-        if payment is None:
-            break
-        _submitter_wake()
-        made += 1
+        return None if payment is None else (now, payment)
+
+    def submit(claimed: tuple[datetime, Payin | Payout]) -> None:
+        now, payment = claimed
         try:
             if isinstance(payment, Payin):
                 _payin_send(payment, now=now)
@@ -758,9 +756,10 @@ def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT) -> int:
                 retry.delay(**kwargs)  # it retries with backoff
             except BrokerError:  # the sweep of lost submissions resubmits it
                 logger.warning("Provider down and broker unreachable; %s left to the sweep", kwargs)
-    else:
-        _submitter_wake()  # more may be waiting: a fresh task goes on
-    return made
+
+    return shared_cache.drain(
+        SUBMITTER_WAKE_KEY, tasks.submit_payments, claim=claim, handle=submit, limit=limit
+    )
 
 
 def payout_apply_provider_result(

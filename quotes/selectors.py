@@ -90,8 +90,7 @@ def operator_get(
     *, code: str, field: str = "operator_code", merchant: Merchant | None = None
 ) -> Operator:
     """The catalog operator with this code, active or not; unknown is a 400 naming `field`.
-    With `merchant`, the same query also tells (`enabled_for_merchant`) whether the merchant
-    has it enabled."""
+    With `merchant`, `enabled_for_merchant` also tells whether the merchant has it enabled."""
     operator = _OPERATOR_BY_CODE.first(code)
     if operator is None:
         message = f"Unknown operator {code!r}."

@@ -838,23 +838,24 @@ def deliveries_send(*, limit: int = SENDER_BATCH_LIMIT) -> int:
     """One sender (the `send_webhooks` task): claim the oldest due delivery, wake one more
     sender for what else is due, send, record; until nothing is due. Returns the number of
     attempts made. Each attempt reads the clock, so its signature timestamp is fresh."""
-    shared_cache.wake_clear(SENDER_WAKE_KEY)
-    made = 0
-    while made < limit:
+    from webhooks import tasks
+
+    def claim() -> tuple[datetime, _Claim] | None:
         now = timezone.now()
         if connection.vendor == "postgresql":
-            claim = _delivery_claim_sql(now=now)
+            claimed = _delivery_claim_sql(now=now)
         else:
             due = selectors.deliveries_due(now=now, limit=1)
-            claim = _delivery_claim(delivery_id=due[0], now=now) if due else None
-        if claim is None:
-            break
-        _sender_wake()
+            claimed = _delivery_claim(delivery_id=due[0], now=now) if due else None
+        return None if claimed is None else (now, claimed)
+
+    def send(claimed: tuple[datetime, _Claim]) -> None:
+        now, claim = claimed
         _delivery_record(claim=claim, outcome=_post(claim=claim, now=now), now=now)
-        made += 1
-    else:
-        _sender_wake()  # more may be due: a fresh task goes on
-    return made
+
+    return shared_cache.drain(
+        SENDER_WAKE_KEY, tasks.send_webhooks, claim=claim, handle=send, limit=limit
+    )
 
 
 def deliveries_send_due(*, now: datetime | None = None, limit: int = 100) -> int:
