@@ -33,6 +33,7 @@ from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
+from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 
 from config import rawsql
@@ -72,35 +73,52 @@ _ACCOUNTS_OF = RowReader(LedgerAccount, where=("merchant", "currency"))
 _JOURNAL_OF = RowReader(Journal, where=("resource_type", "resource_id", "kind"))
 
 
-def _wallet_locked(*, merchant: Merchant, currency: str) -> Wallet:
+def _wallet_locked(*, merchant_id: UUID, currency: str) -> Wallet:
     """The merchant's wallet in this currency, created if missing, locked until commit."""
-    wallet = _WALLET_LOCKED.first(merchant.pk, currency)
+    wallet = _WALLET_LOCKED.first(merchant_id, currency)
     if wallet is None:
         Wallet.objects.bulk_create(
-            [Wallet(merchant=merchant, currency=currency)], ignore_conflicts=True
+            [Wallet(merchant_id=merchant_id, currency=currency)], ignore_conflicts=True
         )
-        wallet = _WALLET_LOCKED.first(merchant.pk, currency)
+        wallet = _WALLET_LOCKED.first(merchant_id, currency)
     return wallet
 
 
-def _accounts(*, merchant: Merchant, currency: str, codes: set[str]) -> dict[str, LedgerAccount]:
-    """The merchant's ledger accounts with these codes, the missing ones created: one query
-    once they all exist."""
+# (merchant id, currency) -> {code: account id}. Accounts are never deleted or renumbered, so
+# ids once committed stay right for the life of the process; filled only after commit, so an
+# account created by a transaction that rolled back is never remembered.
+_ACCOUNT_IDS: dict[tuple[UUID, str], dict[str, int]] = {}
+_ACCOUNT_IDS_LIMIT = 10_000  # merchant-currency pairs; then it starts over
 
-    def read() -> dict[str, LedgerAccount]:  # a merchant has a handful per currency
-        rows = _ACCOUNTS_OF.all(merchant.pk, currency)
-        return {account.code: account for account in rows if account.code in codes}
+
+def _account_ids(*, merchant_id: UUID, currency: str, codes: set[str]) -> dict[str, int]:
+    """The ids of the merchant's ledger accounts with these codes, the missing ones created:
+    no query once they are known to this process, one once they all exist."""
+    key = (merchant_id, currency)
+    known = _ACCOUNT_IDS.get(key, {})
+    if codes <= known.keys():
+        return known
+
+    def read() -> dict[str, int]:  # a merchant has a handful per currency
+        return {account.code: account.pk for account in _ACCOUNTS_OF.all(merchant_id, currency)}
 
     found = read()
-    if len(found) < len(codes):
+    if not codes <= found.keys():
         LedgerAccount.objects.bulk_create(
             [
-                LedgerAccount(merchant=merchant, currency=currency, code=code)
+                LedgerAccount(merchant_id=merchant_id, currency=currency, code=code)
                 for code in codes - found.keys()
             ],
             ignore_conflicts=True,
         )
         found = read()
+
+    def remember() -> None:
+        if len(_ACCOUNT_IDS) >= _ACCOUNT_IDS_LIMIT:
+            _ACCOUNT_IDS.clear()
+        _ACCOUNT_IDS[key] = found
+
+    transaction.on_commit(remember)
     return found
 
 
@@ -124,7 +142,7 @@ def _validated(lines: Sequence[tuple[str, Decimal]]) -> list[tuple[str, Decimal]
 
 def post_journal(
     *,
-    merchant: Merchant,
+    merchant_id: UUID,
     currency: str,
     kind: str,
     resource_type: str,
@@ -141,7 +159,7 @@ def post_journal(
     below zero. Idempotent on (resource_type, resource_id, kind)."""
     checked = _validated(lines)
     with joined_atomic():
-        wallet = _wallet_locked(merchant=merchant, currency=currency)
+        wallet = _wallet_locked(merchant_id=merchant_id, currency=currency)
         existing = _JOURNAL_OF.first(resource_type, resource_id, kind)
         if existing is not None:
             return existing
@@ -152,21 +170,25 @@ def post_journal(
         new_values = {column: getattr(wallet, column) + delta for column, delta in deltas.items()}
         if any(value < 0 for value in new_values.values()):
             raise InsufficientBalance()
-        journal = Journal.objects.create(
-            merchant=merchant,
-            currency=currency,
-            kind=kind,
-            resource_type=resource_type,
-            resource_id=resource_id,
-            memo=memo[:255],
-            created_at=at,
+        journal = rawsql.insert(
+            Journal(
+                merchant_id=merchant_id,
+                currency=currency,
+                kind=kind,
+                resource_type=resource_type,
+                resource_id=resource_id,
+                memo=memo[:255],
+                created_at=at,
+            )
         )
-        accounts = _accounts(
-            merchant=merchant, currency=currency, codes={code for code, _ in checked}
+        account_ids = _account_ids(
+            merchant_id=merchant_id, currency=currency, codes={code for code, _ in checked}
         )
-        JournalLine.objects.bulk_create(
-            JournalLine(journal=journal, account=accounts[code], amount=amount)
-            for code, amount in checked
+        rawsql.insert_many(
+            [
+                JournalLine(journal=journal, account_id=account_ids[code], amount=amount)
+                for code, amount in checked
+            ]
         )
         if new_values:
             for column, value in new_values.items():

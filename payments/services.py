@@ -16,9 +16,9 @@ from kombu.exceptions import OperationalError as BrokerError
 from config import money, rawsql, shared_cache
 from config.exceptions import DomainError
 from config.rawsql import RowReader
+from config.transactions import joined_atomic
 from customers import selectors as customer_selectors
 from customers.models import Customer
-from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import (
@@ -60,7 +60,7 @@ def wallet_credit(
         raise InvalidAdjustment("A reason is required.")
     with transaction.atomic():
         ledger.post_journal(
-            merchant=merchant,
+            merchant_id=merchant.pk,
             currency=currency,
             kind="adjustment",
             resource_type="adjustment",
@@ -216,7 +216,17 @@ def payin_create(
 ) -> Payin:
     """Consume the merchant's active payin quote and create the payin (`created`); the provider
     submission is enqueued when the transaction commits."""
-    with transaction.atomic():
+    payer: dict[str, Any] = {}
+
+    def validate(quote: Quote) -> None:
+        quote_selectors.operator_enabled_for(
+            merchant=merchant, code=quote.operator_code, field="quote_id"
+        )
+        payer.update(_party_for_rail(rail_type=quote.rail_type, party=source, field="source"))
+
+    # Every check raises before the first write, so this joins the caller's transaction (the
+    # Idempotency-Key's) rather than costing a savepoint.
+    with joined_atomic():
         customer = _customer(merchant=merchant, customer_id=customer_id)
         quote = quote_services.quote_consume(
             merchant=merchant,
@@ -224,28 +234,27 @@ def payin_create(
             flow_type=FlowType.PAYIN,
             customer_id=customer_id,
             now=now,
+            validate=validate,
         )
-        quote_selectors.operator_enabled_for(
-            merchant=merchant, code=quote.operator_code, field="quote_id"
-        )
-        payer = _party_for_rail(rail_type=quote.rail_type, party=source, field="source")
-        payin = Payin.objects.create(
-            merchant=merchant,
-            customer=customer,
-            quote=quote,
-            status=PayinStatus.CREATED,
-            **_quote_amounts(quote),
-            wallet_impact={
-                "credit_amount": money.format_amount(quote.receive_amount),
-                "currency": quote.receive_currency,
-            },
-            source=payer,
-            provider_timeout_at=_timeout_at(now),
-            created_at=now,
-            updated_at=now,
+        payin = rawsql.insert(
+            Payin(
+                merchant=merchant,
+                customer=customer,
+                quote=quote,
+                status=PayinStatus.CREATED,
+                **_quote_amounts(quote),
+                wallet_impact={
+                    "credit_amount": money.format_amount(quote.receive_amount),
+                    "currency": quote.receive_currency,
+                },
+                source=payer,
+                provider_timeout_at=_timeout_at(now),
+                created_at=now,
+                updated_at=now,
+            )
         )
         payin.history_entries = [
-            PayinHistory.objects.create(payin=payin, status=PayinStatus.CREATED, created_at=now)
+            rawsql.insert(PayinHistory(payin=payin, status=PayinStatus.CREATED, created_at=now))
         ]
         # robust: a broker hiccup must not turn a committed payin into a 500; the sweep resubmits.
         transaction.on_commit(_submitter_wake, robust=True)
@@ -325,12 +334,10 @@ def _payin_move(
         payin.failure_reason = reason
         fields += ["failed_at", "failure_reason"]
     rawsql.update(payin, fields)
-    PayinHistory.objects.create(payin=payin, status=to, reason=reason, created_at=at)
-    if to in TERMINAL:
-        payin.merchant = merchant_services.merchant_get(merchant_id=payin.merchant_id)
+    rawsql.insert(PayinHistory(payin=payin, status=to, reason=reason, created_at=at))
     if to == PayinStatus.COMPLETED:
         ledger.post_journal(
-            merchant=payin.merchant,
+            merchant_id=payin.merchant_id,
             currency=payin.receive_currency,
             kind="payin_completed",
             resource_type="payin",
@@ -344,7 +351,7 @@ def _payin_move(
         )
     if to in TERMINAL:
         webhook_services.event_record(
-            merchant=payin.merchant,
+            merchant_id=payin.merchant_id,
             event_type=f"payin.{to}",
             data_type="payin",
             data_id=payin.id,
@@ -368,10 +375,8 @@ def provider_reference_store(
     payout, a transfer leg) unless the provider's answer got there first and set it, and only
     while the row still matches `still`; `payment` is then up to date either way (with
     `refresh=False`, for a caller done with it, only when it was stored here)."""
-    stored = (
-        type(payment)
-        .objects.filter(pk=payment.pk, **{field: ""}, **still)
-        .update(**{field: reference})
+    stored = rawsql.update_where(
+        type(payment), {field: reference}, {"pk": payment.pk, field: "", **still}
     )
     if stored:
         setattr(payment, field, reference)
@@ -538,29 +543,31 @@ def payout_create(
             rail_type=quote.rail_type, party=recipient, field="recipient", required=names
         )
         debit = quote.send_amount + quote.total_fee
-        payout = Payout.objects.create(
-            merchant=merchant,
-            customer=customer,
-            quote=quote,
-            status=PayoutStatus.PENDING,
-            **_quote_amounts(quote),
-            debit_amount=debit,
-            wallet_impact={
-                "debit_amount": money.format_amount(debit),
-                "currency": quote.send_currency,
-            },
-            recipient=party,
-            payment_reason_code=payment_reason_code,
-            payment_reason_text=payment_reason_text,
-            provider_timeout_at=_timeout_at(now),
-            created_at=now,
-            updated_at=now,
+        payout = rawsql.insert(
+            Payout(
+                merchant=merchant,
+                customer=customer,
+                quote=quote,
+                status=PayoutStatus.PENDING,
+                **_quote_amounts(quote),
+                debit_amount=debit,
+                wallet_impact={
+                    "debit_amount": money.format_amount(debit),
+                    "currency": quote.send_currency,
+                },
+                recipient=party,
+                payment_reason_code=payment_reason_code,
+                payment_reason_text=payment_reason_text,
+                provider_timeout_at=_timeout_at(now),
+                created_at=now,
+                updated_at=now,
+            )
         )
         payout.history_entries = [
-            PayoutHistory.objects.create(payout=payout, status=PayoutStatus.PENDING, created_at=now)
+            rawsql.insert(PayoutHistory(payout=payout, status=PayoutStatus.PENDING, created_at=now))
         ]
         ledger.post_journal(
-            merchant=merchant,
+            merchant_id=merchant.pk,
             currency=quote.send_currency,
             kind="payout_reserved",
             resource_type="payout",
@@ -635,10 +642,9 @@ def payout_transition(
                 (ledger.MERCHANT_AVAILABLE, payout.debit_amount),
             ]
         rawsql.update(payout, fields)
-        PayoutHistory.objects.create(payout=payout, status=to, reason=reason, created_at=at)
-        payout.merchant = merchant_services.merchant_get(merchant_id=payout.merchant_id)
+        rawsql.insert(PayoutHistory(payout=payout, status=to, reason=reason, created_at=at))
         ledger.post_journal(
-            merchant=payout.merchant,
+            merchant_id=payout.merchant_id,
             currency=payout.send_currency,
             kind=kind,
             resource_type="payout",
@@ -647,7 +653,7 @@ def payout_transition(
             at=at,
         )
         webhook_services.event_record(
-            merchant=payout.merchant,
+            merchant_id=payout.merchant_id,
             event_type=f"payout.{to}",
             data_type="payout",
             data_id=payout.id,

@@ -1,5 +1,6 @@
 """Writes of the quotes app: the catalog seed, the three quote flows, consume and expire."""
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -325,23 +326,25 @@ def quote_create_collection(
         "locked_at": now.isoformat(),
         "expires_at": expires_at.isoformat(),
     }
-    return Quote.objects.create(
-        merchant=merchant,
-        customer=customer,
-        flow_type=flow_type,
-        status=QuoteStatus.ACTIVE,
-        created_at=now,
-        expires_at=expires_at,
-        send_amount=send_amount,
-        send_currency=send_currency,
-        receive_amount=receive_amount,
-        receive_currency=send_currency,
-        country_code=operator.country_code,
-        operator_code=operator.code,
-        rail_type=operator.rail_type,
-        total_fee=fee,
-        wallet_impact=wallet_impact,
-        pricing=locked,
+    return rawsql.insert(
+        Quote(
+            merchant=merchant,
+            customer=customer,
+            flow_type=flow_type,
+            status=QuoteStatus.ACTIVE,
+            created_at=now,
+            expires_at=expires_at,
+            send_amount=send_amount,
+            send_currency=send_currency,
+            receive_amount=receive_amount,
+            receive_currency=send_currency,
+            country_code=operator.country_code,
+            operator_code=operator.code,
+            rail_type=operator.rail_type,
+            total_fee=fee,
+            wallet_impact=wallet_impact,
+            pricing=locked,
+        )
     )
 
 
@@ -493,25 +496,27 @@ def quote_create_transfer(
         "locked_at": now.isoformat(),
         "expires_at": expires_at.isoformat(),
     }
-    return Quote.objects.create(
-        merchant=merchant,
-        customer=customer,
-        flow_type=FlowType.TRANSFER,
-        status=QuoteStatus.ACTIVE,
-        created_at=now,
-        expires_at=expires_at,
-        send_amount=amounts.payin_amount,
-        send_currency=payin_currency,
-        receive_amount=amounts.payout_amount,
-        receive_currency=payout_currency,
-        corridor_code=corridor.code,
-        corridor_type=corridor.corridor_type,
-        payer_operator_code=payer.code,
-        recipient_operator_code=recipient.code,
-        total_fee=amounts.fee,
-        fx_rate=fx["rate_decimal"],
-        wallet_impact=wallet_impact,
-        pricing=locked,
+    return rawsql.insert(
+        Quote(
+            merchant=merchant,
+            customer=customer,
+            flow_type=FlowType.TRANSFER,
+            status=QuoteStatus.ACTIVE,
+            created_at=now,
+            expires_at=expires_at,
+            send_amount=amounts.payin_amount,
+            send_currency=payin_currency,
+            receive_amount=amounts.payout_amount,
+            receive_currency=payout_currency,
+            corridor_code=corridor.code,
+            corridor_type=corridor.corridor_type,
+            payer_operator_code=payer.code,
+            recipient_operator_code=recipient.code,
+            total_fee=amounts.fee,
+            fx_rate=fx["rate_decimal"],
+            wallet_impact=wallet_impact,
+            pricing=locked,
+        )
     )
 
 
@@ -553,8 +558,10 @@ def quote_consume(
     flow_type: str,
     customer_id: UUID | None,
     now: datetime,
+    validate: Callable[[Quote], None] | None = None,
 ) -> Quote:
     """Lock the merchant's quote, check it can pay for this flow and customer, mark it consumed.
+    `validate` runs the caller's own checks of the quote (it raises) before anything is written.
 
     Call it inside the caller's transaction.atomic(), with the payment's own writes, so the
     quote is consumed if and only if the payment is created. Of two racing payments, the
@@ -577,6 +584,8 @@ def quote_consume(
         customer_id is None or quote.customer_id != UUID(str(customer_id))
     ):
         raise QuoteCustomerMismatch(field="customer_id")
+    if validate is not None:
+        validate(quote)
     quote.status = QuoteStatus.CONSUMED
     quote.consumed_at = now
     rawsql.update(quote, ["status", "consumed_at"])

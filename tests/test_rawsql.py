@@ -99,3 +99,53 @@ def test_update_writes_the_named_fields_like_save_and_refuses_a_missing_row(merc
     Wallet.objects.filter(pk=wallet.pk).delete()
     with pytest.raises(DatabaseError):
         update(wallet, ["available"])
+
+
+def test_insert_writes_what_save_would_with_defaults_and_a_generated_key(merchant):
+    from config.rawsql import insert, insert_many
+    from quotes.models import FeeSchedule
+
+    written = insert(FeeSchedule(merchant=merchant, flow_type="payout", percentage="1.25"))
+    by_orm = FeeSchedule.objects.create(merchant=merchant, flow_type="payout", percentage="1.25")
+    by_orm.refresh_from_db()
+
+    assert written.pk is not None and written.pk != by_orm.pk  # read back from the sequence
+    assert not written._state.adding  # a saved instance: save() now updates it
+    stored = FeeSchedule.objects.get(pk=written.pk)
+    ignored = {"id", "created_at", "updated_at"}
+    assert {k: v for k, v in _fields(stored).items() if k not in ignored} == {
+        k: v for k, v in _fields(by_orm).items() if k not in ignored
+    }
+    assert stored.fixed_amount == 0 and stored.active is True  # field defaults
+    assert stored.created_at is not None and stored.updated_at is not None  # auto_now(_add)
+    assert stored.created_at == written.created_at
+
+    many = [FeeSchedule(merchant=merchant, flow_type="payin", fixed_amount=n) for n in (5, 6, 7)]
+    insert_many(many)
+    assert [FeeSchedule.objects.get(pk=row.pk).fixed_amount for row in many] == [5, 6, 7]
+
+
+def test_insert_of_a_row_that_breaks_a_constraint_raises_and_writes_nothing(merchant):
+    from django.db import IntegrityError, transaction
+
+    from config.rawsql import insert
+    from quotes.models import FeeSchedule
+
+    before = FeeSchedule.objects.count()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert(FeeSchedule(merchant=merchant, flow_type="no-such-flow", percentage="-5"))
+    assert FeeSchedule.objects.count() == before
+
+
+def test_update_where_updates_the_matching_rows_only_and_counts_them(merchant):
+    from config.rawsql import update_where
+    from quotes.models import FeeSchedule
+
+    target = FeeSchedule.objects.create(merchant=merchant, flow_type="payout", fixed_amount=1)
+    other = FeeSchedule.objects.create(merchant=merchant, flow_type="payin", fixed_amount=1)
+
+    assert update_where(FeeSchedule, {"fixed_amount": Decimal("9")}, {"pk": target.pk}) == 1
+    assert update_where(FeeSchedule, {"fixed_amount": 5}, {"pk": target.pk, "active": False}) == 0
+
+    assert FeeSchedule.objects.get(pk=target.pk).fixed_amount == 9
+    assert FeeSchedule.objects.get(pk=other.pk).fixed_amount == 1

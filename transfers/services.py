@@ -276,7 +276,7 @@ def _snapshot_for(event_type: str, transfer: Transfer) -> dict[str, Any]:
 def _post_collected(transfer: Transfer, at: datetime) -> None:
     """The collected money waits in transfer_suspense until the disbursement completes."""
     ledger.post_journal(
-        merchant=transfer.merchant,
+        merchant_id=transfer.merchant_id,
         currency=transfer.payin_currency,
         kind="transfer_collected",
         resource_type="transfer",
@@ -300,7 +300,7 @@ def _post_disbursed(transfer: Transfer, at: datetime) -> None:
         (ledger.provider_clearing(transfer.recipient_operator_code), paid),
         (ledger.MERCHANT_AVAILABLE, quoted - paid),
     ]
-    common = {"merchant": transfer.merchant, "resource_type": "transfer", "at": at}
+    common = {"merchant_id": transfer.merchant_id, "resource_type": "transfer", "at": at}
     if transfer.payin_currency == transfer.payout_currency:
         ledger.post_journal(
             **common,
@@ -448,7 +448,7 @@ def transfer_transition(
         for offset, event_type in enumerate(spec.events):
             # A leg event, then the aggregate one: 1 µs apart so created_at orders them.
             webhook_services.event_record(
-                merchant=transfer.merchant,
+                merchant_id=transfer.merchant_id,
                 event_type=event_type,
                 data_type="transfer",
                 data_id=transfer.id,

@@ -29,7 +29,7 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from config import netguard, shared_cache
+from config import netguard, rawsql, shared_cache
 from config.exceptions import DomainError, NotFound
 from config.rawsql import RowReader
 from config.transactions import joined_atomic
@@ -377,14 +377,16 @@ def _sender_wake() -> None:
 
 
 def _delivery_create(*, event: Event, endpoint: WebhookEndpoint, now: datetime) -> Delivery:
-    delivery = Delivery.objects.create(
-        event=event,
-        endpoint=endpoint,
-        status=DeliveryStatus.PENDING,
-        next_attempt_at=now,
-        dispatched_at=now,
-        created_at=now,
-        updated_at=now,
+    delivery = rawsql.insert(
+        Delivery(
+            event=event,
+            endpoint=endpoint,
+            status=DeliveryStatus.PENDING,
+            next_attempt_at=now,
+            dispatched_at=now,
+            created_at=now,
+            updated_at=now,
+        )
     )
     transaction.on_commit(_sender_wake)
     return delivery
@@ -406,7 +408,7 @@ def _subscribed_endpoints(*, merchant_id: UUID, event_type: str) -> list[Webhook
 
 def event_record(
     *,
-    merchant: Merchant,
+    merchant_id: UUID,
     event_type: str,
     data_type: str,
     data_id: UUID,
@@ -420,7 +422,7 @@ def event_record(
     after commit (`fan_out=False`: none)."""
     with joined_atomic():
         event = Event(
-            merchant=merchant,
+            merchant_id=merchant_id,
             event_type=event_type,
             data_type=data_type,
             data_id=data_id,
@@ -435,9 +437,9 @@ def event_record(
             }
         )
         event.body = _serialize(event.payload)
-        event.save()
+        rawsql.insert(event)
         if fan_out:
-            for endpoint in _subscribed_endpoints(merchant_id=merchant.pk, event_type=event_type):
+            for endpoint in _subscribed_endpoints(merchant_id=merchant_id, event_type=event_type):
                 _delivery_create(event=event, endpoint=endpoint, now=at)
     return event
 
@@ -501,7 +503,7 @@ def endpoint_send_test_event(*, endpoint_id: UUID, now: datetime) -> Delivery:
             raise WebhookNotConfigured("The webhook endpoint is disabled.")
         event = event_record(
             fan_out=False,
-            merchant=endpoint.merchant,
+            merchant_id=endpoint.merchant_id,
             event_type=TEST_EVENT_TYPE,
             data_type="test",
             data_id=endpoint.id,

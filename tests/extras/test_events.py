@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def record(merchant, event_type="payin.completed", *, at=None, data_id=None):
     data_id = data_id or uuid.uuid4()
     return services.event_record(
-        merchant=merchant,
+        merchant_id=merchant.pk,
         event_type=event_type,
         data_type=event_type.split(".")[0],
         data_id=data_id,

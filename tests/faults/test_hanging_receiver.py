@@ -18,7 +18,7 @@ def test_a_hanging_receiver_times_out_is_recorded_and_is_retried(
     webhook_endpoint(merchant)
     now = timezone.now()
     event = webhook_services.event_record(
-        merchant=merchant,
+        merchant_id=merchant.pk,
         event_type="payin.completed",
         data_type="payin",
         data_id=merchant.pk,

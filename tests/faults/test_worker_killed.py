@@ -112,7 +112,7 @@ def test_worker_killed_during_a_webhook_delivery_delivers_it_again_with_the_same
     hanging_receiver.hold = True
     with celery_worker(extra_env=WORKER_ENV) as worker:
         event = webhook_services.event_record(
-            merchant=merchant,
+            merchant_id=merchant.pk,
             event_type="payin.completed",
             data_type="payin",
             data_id=merchant.pk,

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 def _post(merchant, lines, *, kind="test", resource_id=None, currency="XOF"):
     return ledger.post_journal(
-        merchant=merchant,
+        merchant_id=merchant.pk,
         currency=currency,
         kind=kind,
         resource_type="test",

@@ -107,7 +107,7 @@ def record_event(
     data_id = uuid.uuid4()
     snapshot = snapshot or {"status": event_type.rsplit(".", 1)[1]}
     return services.event_record(
-        merchant=merchant,
+        merchant_id=merchant.pk,
         event_type=event_type,
         data_type=data_type or event_type.split(".", 1)[0],
         data_id=data_id,
