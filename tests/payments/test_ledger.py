@@ -210,3 +210,22 @@ def test_check_ledger_is_clean_after_every_kind_of_payment_and_flags_a_missing_j
     assert f"payout {completed.id} (completed) has no payout_completed journal" in (
         capsys.readouterr().out
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_accounts_created_by_a_posting_that_rolled_back_are_not_reused(merchant):
+    """Account ids are remembered per process, but only once their transaction committed."""
+    from django.db import transaction
+
+    lines = [(ledger.ADJUSTMENTS, Decimal("-10")), (ledger.MERCHANT_AVAILABLE, Decimal("10"))]
+    with pytest.raises(RuntimeError), transaction.atomic():
+        _post(merchant, lines)  # creates the merchant's XOF accounts, then rolls back
+        raise RuntimeError("the caller's transaction fails after the posting")
+
+    journal = _post(merchant, lines)  # must create them again, not post to the lost ids
+    again = _post(merchant, lines)  # and now, from the remembered ids, the same accounts
+
+    assert Wallet.objects.get(merchant=merchant, currency="XOF").available == Decimal("20")
+    first_accounts = {line.account_id for line in journal.lines.all()}
+    assert first_accounts == {line.account_id for line in again.lines.all()}
+    assert ledger.ledger_breaches(merchant_ids=[merchant.pk]) == []
