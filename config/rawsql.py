@@ -23,22 +23,30 @@ class RowReader:
         *,
         where: Sequence[str],
         or_null: Sequence[str] = (),
+        greater_than: Sequence[str] = (),
+        is_null: Sequence[str] = (),
         order_by: Sequence[str] = (),
         for_update: bool = False,
+        skip_locked: bool = False,
     ) -> None:
-        """`where`: field names compared for equality, in the order of the values given to
-        `first`/`all`; `or_null`: those of them that also match NULL; `order_by`: field names,
-        "-name" descending; `for_update`: lock the rows read until the caller's transaction
-        ends (where the database can)."""
+        """`where`: field names compared for equality, then `greater_than`: field names the
+        row's value must exceed, in the order of the values given to `first`/`all`; `or_null`:
+        those of `where` that also match NULL; `is_null`: fields that must be NULL (no value);
+        `order_by`: field names, "-name" descending; `for_update`: lock the rows read until the
+        caller's transaction ends (where the database can), `skip_locked`: passing over the
+        rows another transaction has locked."""
         opts = model._meta
         self.model = model
         self.fields = list(opts.concrete_fields)
         self.where_fields = [opts.get_field(name) for name in where]
+        self.greater_fields = [opts.get_field(name) for name in greater_than]
+        self.null_fields = [opts.get_field(name) for name in is_null]
         self.or_null = {opts.get_field(name) for name in or_null}
         self.order_by = [
             (opts.get_field(name.lstrip("-")).column, name.startswith("-")) for name in order_by
         ]
         self.for_update = for_update
+        self.skip_locked = skip_locked
         self._sql = ""
         self._converters: list[tuple[int, Any, list[Callable]]] = []
 
@@ -48,10 +56,14 @@ class RowReader:
             table = self.model._meta.db_table
             columns = ", ".join(quote(field.column) for field in self.fields)
             where = " AND ".join(
-                f"({quote(field.column)} = %s OR {quote(field.column)} IS NULL)"
-                if field in self.or_null
-                else f"{quote(field.column)} = %s"
-                for field in self.where_fields
+                [
+                    f"({quote(field.column)} = %s OR {quote(field.column)} IS NULL)"
+                    if field in self.or_null
+                    else f"{quote(field.column)} = %s"
+                    for field in self.where_fields
+                ]
+                + [f"{quote(field.column)} > %s" for field in self.greater_fields]
+                + [f"{quote(field.column)} IS NULL" for field in self.null_fields]
             )
             sql = f"SELECT {columns} FROM {quote(table)} WHERE {where}"  # noqa: S608 (model metadata)
             if self.order_by:
@@ -76,9 +88,11 @@ class RowReader:
         sql = self._prepare() + limit
         if self.for_update and connection.features.has_select_for_update:
             sql += " FOR UPDATE"
+            if self.skip_locked and connection.features.has_select_for_update_skip_locked:
+                sql += " SKIP LOCKED"
         params = [
             field.get_db_prep_value(value, connection, prepared=False)
-            for field, value in zip(self.where_fields, values, strict=True)
+            for field, value in zip([*self.where_fields, *self.greater_fields], values, strict=True)
         ]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -97,8 +111,8 @@ class RowReader:
         rows = self._rows(values, " LIMIT 1")
         return rows[0] if rows else None
 
-    def all(self, *values: Any) -> list[Model]:
-        return self._rows(values)
+    def all(self, *values: Any, limit: int | None = None) -> list[Model]:
+        return self._rows(values, "" if limit is None else f" LIMIT {int(limit)}")
 
 
 def update(instance: Model, field_names: Sequence[str]) -> None:

@@ -694,10 +694,11 @@ def _payout_send(payout: Payout, *, now: datetime) -> None:
 
 
 # New payins and payouts wake a submitter (config.shared_cache.wake) instead of each getting a
-# task of their own; every submitter, each time it claims a payment, wakes one more. The
+# task of their own; every submitter, each time it claims payments, wakes one more. The
 # per-payment tasks stay for the sweep of lost submissions and for provider outages.
 SUBMITTER_WAKE_KEY = "payments:submitter-wake"
-SUBMITTER_BATCH_LIMIT = 200  # then the task hands over to a fresh one
+SUBMITTER_CLAIM_SIZE = 10  # payments made a submitter's in one transaction
+SUBMITTER_BATCH_LIMIT = 20  # claims; then the task hands over to a fresh one
 
 
 def _submitter_wake() -> None:
@@ -706,50 +707,60 @@ def _submitter_wake() -> None:
     shared_cache.wake(SUBMITTER_WAKE_KEY, tasks.submit_payments)
 
 
-def _submission_claim(*, now: datetime) -> Payin | Payout | None:
-    """The oldest payment waiting for its provider submission, made this submitter's in one
-    transaction: a created payin becomes pending (its history and all), a payout gets its
-    submitted_at. SKIP LOCKED, so concurrent submitters never claim the same payment."""
+# The claims of the submitters, oldest first, passing over what another submitter holds.
+_PAYINS_WAITING = RowReader(
+    Payin,
+    where=("status",),
+    greater_than=("provider_timeout_at",),
+    order_by=("created_at",),
+    for_update=True,
+    skip_locked=True,
+)
+_PAYOUTS_WAITING = RowReader(
+    Payout,
+    where=("status", "provider_reference"),
+    greater_than=("provider_timeout_at",),
+    is_null=("submitted_at",),
+    order_by=("created_at",),
+    for_update=True,
+    skip_locked=True,
+)
+
+
+def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> list[Payin | Payout]:
+    """Up to `size` of the oldest payments waiting for their provider submission, made this
+    submitter's in one transaction: a created payin becomes pending (its history and all), a
+    payout gets its submitted_at. SKIP LOCKED, so concurrent submitters never claim the same
+    payment."""
     with transaction.atomic():
-        payin = (
-            Payin.objects.select_for_update(skip_locked=True)
-            .filter(status=PayinStatus.CREATED, provider_timeout_at__gt=now)
-            .order_by("created_at")
-            .first()
-        )
-        if payin is not None:  # locked here: moved without a second read
-            return _payin_move(payin, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now)
-        payout = (
-            Payout.objects.select_for_update(skip_locked=True)
-            .filter(
-                status=PayoutStatus.PENDING,
-                provider_reference="",
-                submitted_at__isnull=True,
-                provider_timeout_at__gt=now,
-            )
-            .order_by("created_at")
-            .first()
-        )
-        if payout is not None:
-            payout.submitted_at = now
-            rawsql.update(payout, ["submitted_at"])
-        return payout
+        claimed: list[Payin | Payout] = [
+            _payin_move(payin, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now)
+            for payin in _PAYINS_WAITING.all(PayinStatus.CREATED, now, limit=size)
+        ]
+        if len(claimed) < size:
+            for payout in _PAYOUTS_WAITING.all(
+                PayoutStatus.PENDING, "", now, limit=size - len(claimed)
+            ):
+                payout.submitted_at = now
+                rawsql.update(payout, ["submitted_at"])
+                claimed.append(payout)
+        return claimed
 
 
 def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT) -> int:
-    """One submitter (the `submit_payments` task): claim the oldest payment waiting for its
-    provider submission, wake one more submitter, submit; until none is waiting. Returns how
-    many were claimed. A provider outage hands the payment to its own task, which retries with
-    backoff."""
+    """One submitter (the `submit_payments` task): claim the oldest payments waiting for their
+    provider submission, wake one more submitter, submit them one by one; until none is
+    waiting. Returns how many claims it made. A provider outage hands the payment to its own
+    task, which retries with backoff; a payment whose submission failed otherwise is left to
+    the sweep of lost submissions, and the others of its claim go on."""
     from payments import tasks
 
-    def claim() -> tuple[datetime, Payin | Payout] | None:
+    def claim() -> tuple[datetime, list[Payin | Payout]] | None:
         now = timezone.now()
-        payment = _submission_claim(now=now)
-        return None if payment is None else (now, payment)
+        payments = _submission_claim(now=now)
+        return (now, payments) if payments else None
 
-    def submit(claimed: tuple[datetime, Payin | Payout]) -> None:
-        now, payment = claimed
+    def submit_one(payment: Payin | Payout, now: datetime) -> None:
         try:
             if isinstance(payment, Payin):
                 _payin_send(payment, now=now)
@@ -762,6 +773,18 @@ def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT) -> int:
                 retry.delay(**kwargs)  # it retries with backoff
             except BrokerError:  # the sweep of lost submissions resubmits it
                 logger.warning("Provider down and broker unreachable; %s left to the sweep", kwargs)
+
+    def submit(claimed: tuple[datetime, list[Payin | Payout]]) -> None:
+        now, payments = claimed
+        for payment in payments:
+            try:
+                submit_one(payment, now)
+            except Exception:
+                logger.exception(
+                    "Submission of %s %s failed; left to the sweep of lost submissions",
+                    type(payment).__name__.lower(),
+                    payment.id,
+                )
 
     return shared_cache.drain(
         SUBMITTER_WAKE_KEY, tasks.submit_payments, claim=claim, handle=submit, limit=limit

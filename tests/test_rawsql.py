@@ -149,3 +149,28 @@ def test_update_where_updates_the_matching_rows_only_and_counts_them(merchant):
 
     assert FeeSchedule.objects.get(pk=target.pk).fixed_amount == 9
     assert FeeSchedule.objects.get(pk=other.pk).fixed_amount == 1
+
+
+def test_greater_than_is_null_and_limit_select_what_the_orm_would(merchant):
+    from quotes.models import FeeSchedule
+
+    for fixed, maximum in ((1, None), (5, None), (6, 10), (7, None), (9, None)):
+        FeeSchedule.objects.create(
+            merchant=merchant, flow_type="payout", fixed_amount=fixed, maximum_fee=maximum
+        )
+    reader = RowReader(
+        FeeSchedule,
+        where=("merchant",),
+        greater_than=("fixed_amount",),
+        is_null=("maximum_fee",),
+        order_by=("fixed_amount",),
+    )
+
+    rows = reader.all(merchant.pk, Decimal("4"), limit=2)
+
+    assert [row.fixed_amount for row in rows] == list(
+        FeeSchedule.objects.filter(merchant=merchant, fixed_amount__gt=4, maximum_fee__isnull=True)
+        .order_by("fixed_amount")
+        .values_list("fixed_amount", flat=True)[:2]
+    )
+    assert [row.fixed_amount for row in rows] == [7, 9]
