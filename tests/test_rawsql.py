@@ -173,4 +173,4 @@ def test_greater_than_is_null_and_limit_select_what_the_orm_would(merchant):
         .order_by("fixed_amount")
         .values_list("fixed_amount", flat=True)[:2]
     )
-    assert [row.fixed_amount for row in rows] == [7, 9]
+    assert [row.fixed_amount for row in rows] == [5, 7]
