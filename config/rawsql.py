@@ -28,13 +28,16 @@ class RowReader:
         order_by: Sequence[str] = (),
         for_update: bool = False,
         skip_locked: bool = False,
+        annotations: dict[str, tuple[str, Sequence[Field]]] | None = None,
     ) -> None:
         """`where`: field names compared for equality, then `greater_than`: field names the
         row's value must exceed, in the order of the values given to `first`/`all`; `or_null`:
         those of `where` that also match NULL; `is_null`: fields that must be NULL (no value);
         `order_by`: field names, "-name" descending; `for_update`: lock the rows read until the
         caller's transaction ends (where the database can), `skip_locked`: passing over the
-        rows another transaction has locked."""
+        rows another transaction has locked. `annotations`: attribute name -> (an SQL
+        expression over the row, the fields that prepare its placeholders' values, given as
+        `annotation_values`), set on each instance read."""
         opts = model._meta
         self.model = model
         self.fields = list(opts.concrete_fields)
@@ -47,6 +50,7 @@ class RowReader:
         ]
         self.for_update = for_update
         self.skip_locked = skip_locked
+        self.annotations = annotations or {}
         self._sql = ""
         self._converters: list[tuple[int, Any, list[Callable]]] = []
 
@@ -54,7 +58,10 @@ class RowReader:
         if not self._sql:
             quote = connection.ops.quote_name
             table = self.model._meta.db_table
-            columns = ", ".join(quote(field.column) for field in self.fields)
+            columns = ", ".join(
+                [f"{quote(table)}.{quote(field.column)}" for field in self.fields]
+                + [f"({expression})" for expression, _ in self.annotations.values()]
+            )
             where = " AND ".join(
                 [
                     f"({quote(field.column)} = %s OR {quote(field.column)} IS NULL)"
@@ -84,31 +91,39 @@ class RowReader:
             self._sql = sql
         return self._sql
 
-    def _rows(self, values: Sequence[Any], limit: str = "") -> list[Model]:
+    def _rows(
+        self, values: Sequence[Any], limit: str = "", annotation_values: Sequence[Any] = ()
+    ) -> list[Model]:
         sql = self._prepare() + limit
         if self.for_update and connection.features.has_select_for_update:
             sql += " FOR UPDATE"
             if self.skip_locked and connection.features.has_select_for_update_skip_locked:
                 sql += " SKIP LOCKED"
+        param_fields = [field for _, fields in self.annotations.values() for field in fields]
+        param_fields += [*self.where_fields, *self.greater_fields]
         params = [
             field.get_db_prep_value(value, connection, prepared=False)
-            for field, value in zip([*self.where_fields, *self.greater_fields], values, strict=True)
+            for field, value in zip(param_fields, [*annotation_values, *values], strict=True)
         ]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
         attnames = [field.attname for field in self.fields]
+        width = len(attnames)
         instances = []
         for row in rows:
             row = list(row)
             for index, column, converters in self._converters:
                 for convert in converters:
                     row[index] = convert(row[index], column, connection)
-            instances.append(self.model.from_db(connection.alias, attnames, row))
+            instance = self.model.from_db(connection.alias, attnames, row[:width])
+            for name, value in zip(self.annotations, row[width:], strict=True):
+                setattr(instance, name, value)
+            instances.append(instance)
         return instances
 
-    def first(self, *values: Any) -> Model | None:
-        rows = self._rows(values, " LIMIT 1")
+    def first(self, *values: Any, annotation_values: Sequence[Any] = ()) -> Model | None:
+        rows = self._rows(values, " LIMIT 1", annotation_values)
         return rows[0] if rows else None
 
     def all(self, *values: Any, limit: int | None = None) -> list[Model]:

@@ -3,9 +3,9 @@ unnoticed. A change here must be deliberate: update the number and say why.
 
 Counted inside the test's transaction. On PostgreSQL the Idempotency-Key claim is one
 INSERT ... ON CONFLICT DO NOTHING and needs no savepoint around it (was 2 more per POST);
-the operator and whether the merchant has it enabled are two plain reads (config.rawsql),
-cheaper than the one the ORM compiled (1 more on quotes and payments); so are the API key and
-its merchant on every request (1 more everywhere). POST /payins checks the operator and the
+the operator and whether the merchant has it enabled are one hand-written read
+(config.rawsql); the API key and its merchant are two plain reads, cheaper than the one join
+the ORM compiled (1 more everywhere). POST /payins checks the operator and the
 source before it marks the quote consumed, so it joins the Idempotency-Key's transaction
 without a savepoint (2 fewer)."""
 
@@ -60,7 +60,7 @@ def test_get_customer(warm_api, customer, django_assert_num_queries):
 
 
 def test_post_quote_payin(warm_api, django_assert_num_queries):
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(9):
         assert warm_api.post("/quotes/payin", QUOTE).status_code == 201
 
 
@@ -70,7 +70,7 @@ def test_get_quote(warm_api, quote, django_assert_num_queries):
 
 
 def test_post_payin(warm_api, customer, quote, django_assert_num_queries):
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(12):
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 

@@ -174,3 +174,31 @@ def test_greater_than_is_null_and_limit_select_what_the_orm_would(merchant):
         .values_list("fixed_amount", flat=True)[:2]
     )
     assert [row.fixed_amount for row in rows] == [5, 7]
+
+
+def test_annotations_are_read_with_the_row_and_their_values_prepared_by_their_fields(
+    catalog, merchant, other_merchant
+):
+    from merchants.models import MerchantOperator
+    from quotes.models import Operator
+
+    operator = Operator.objects.get(code="SN_ORANGE_MOMO")
+    MerchantOperator.objects.filter(operator=operator).delete()
+    MerchantOperator.objects.create(merchant=merchant, operator=operator)
+    reader = RowReader(
+        Operator,
+        where=("code",),
+        annotations={
+            "linked": (
+                "EXISTS (SELECT 1 FROM merchants_merchantoperator link"
+                " WHERE link.operator_id = quotes_operator.id AND link.merchant_id = %s)",
+                [MerchantOperator._meta.get_field("merchant")],
+            )
+        },
+    )
+
+    read = reader.first("SN_ORANGE_MOMO", annotation_values=[merchant.pk])
+    other = reader.first("SN_ORANGE_MOMO", annotation_values=[other_merchant.pk])
+
+    assert _fields(read) == _fields(operator)
+    assert bool(read.linked) is True and bool(other.linked) is False
