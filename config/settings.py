@@ -177,6 +177,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Database connections of the worker live as long as on the web (CONN_MAX_AGE, health checks:
+# config.celery); Celery's fixup force-closes them only every few thousand tasks.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True

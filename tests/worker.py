@@ -53,8 +53,8 @@ def celery_worker(*, extra_env: dict[str, str] | None = None) -> Iterator[subpro
         PROVIDER_SIMULATION_DELAY_SECONDS="0",
         KYC_REVIEW_DELAY_SECONDS="0",
         CONN_MAX_AGE="0",
-        **(extra_env or {}),
     )
+    env.update(extra_env or {})
     with tempfile.TemporaryFile(mode="w+") as log:
         process = subprocess.Popen(
             [
