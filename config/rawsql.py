@@ -29,6 +29,7 @@ class RowReader:
         for_update: bool = False,
         skip_locked: bool = False,
         annotations: dict[str, tuple[str, Sequence[Field]]] | None = None,
+        related: Sequence[str] = (),
     ) -> None:
         """`where`: field names compared for equality, then `greater_than`: field names the
         row's value must exceed, in the order of the values given to `first`/`all`; `or_null`:
@@ -37,7 +38,9 @@ class RowReader:
         caller's transaction ends (where the database can), `skip_locked`: passing over the
         rows another transaction has locked. `annotations`: attribute name -> (an SQL
         expression over the row, the fields that prepare its placeholders' values, given as
-        `annotation_values`), set on each instance read."""
+        `annotation_values`), set on each instance read. `related`: non-null foreign keys whose
+        row is read in the same statement (an inner join) and cached on the instance, as
+        `select_related` would (not with `for_update`)."""
         opts = model._meta
         self.model = model
         self.fields = list(opts.concrete_fields)
@@ -51,6 +54,11 @@ class RowReader:
         self.for_update = for_update
         self.skip_locked = skip_locked
         self.annotations = annotations or {}
+        self.related = [opts.get_field(name) for name in related]
+        if any(not fk.many_to_one or fk.null for fk in self.related) or (
+            self.related and for_update
+        ):
+            raise ValueError("related: non-null foreign keys only, and not with for_update.")
         self._sql = ""
         self._converters: list[tuple[int, Any, list[Callable]]] = []
 
@@ -58,29 +66,42 @@ class RowReader:
         if not self._sql:
             quote = connection.ops.quote_name
             table = self.model._meta.db_table
+
+            def qualified(column: str) -> str:
+                return f"{quote(table)}.{quote(column)}"
+
+            selected = [(table, field) for field in self.fields]
+            joins = ""
+            for number, fk in enumerate(self.related):
+                alias, target = f"related{number}", fk.related_model._meta
+                selected += [(alias, field) for field in target.concrete_fields]
+                joins += (
+                    f" INNER JOIN {quote(target.db_table)} {alias}"
+                    f" ON {alias}.{quote(fk.target_field.column)} = {qualified(fk.column)}"
+                )
             columns = ", ".join(
-                [f"{quote(table)}.{quote(field.column)}" for field in self.fields]
+                [f"{quote(alias)}.{quote(field.column)}" for alias, field in selected]
                 + [f"({expression})" for expression, _ in self.annotations.values()]
             )
             where = " AND ".join(
                 [
-                    f"({quote(field.column)} = %s OR {quote(field.column)} IS NULL)"
+                    f"({qualified(field.column)} = %s OR {qualified(field.column)} IS NULL)"
                     if field in self.or_null
-                    else f"{quote(field.column)} = %s"
+                    else f"{qualified(field.column)} = %s"
                     for field in self.where_fields
                 ]
-                + [f"{quote(field.column)} > %s" for field in self.greater_fields]
-                + [f"{quote(field.column)} IS NULL" for field in self.null_fields]
+                + [f"{qualified(field.column)} > %s" for field in self.greater_fields]
+                + [f"{qualified(field.column)} IS NULL" for field in self.null_fields]
             )
-            sql = f"SELECT {columns} FROM {quote(table)} WHERE {where}"  # noqa: S608 (model metadata)
+            sql = f"SELECT {columns} FROM {quote(table)}{joins} WHERE {where}"  # noqa: S608 (model metadata)
             if self.order_by:
                 sql += " ORDER BY " + ", ".join(
-                    quote(column) + (" DESC" if descending else "")
+                    qualified(column) + (" DESC" if descending else "")
                     for column, descending in self.order_by
                 )
             converters = []
-            for index, field in enumerate(self.fields):
-                column = field.get_col(table)
+            for index, (alias, field) in enumerate(selected):
+                column = field.get_col(alias)
                 found = connection.ops.get_db_converters(column) + column.get_db_converters(
                     connection
                 )
@@ -109,15 +130,23 @@ class RowReader:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
         attnames = [field.attname for field in self.fields]
-        width = len(attnames)
         instances = []
         for row in rows:
             row = list(row)
             for index, column, converters in self._converters:
                 for convert in converters:
                     row[index] = convert(row[index], column, connection)
-            instance = self.model.from_db(connection.alias, attnames, row[:width])
-            for name, value in zip(self.annotations, row[width:], strict=True):
+            start = len(attnames)
+            instance = self.model.from_db(connection.alias, attnames, row[:start])
+            for fk in self.related:
+                target = fk.related_model
+                names = [field.attname for field in target._meta.concrete_fields]
+                end = start + len(names)
+                fk.set_cached_value(
+                    instance, target.from_db(connection.alias, names, row[start:end])
+                )
+                start = end
+            for name, value in zip(self.annotations, row[start:], strict=True):
                 setattr(instance, name, value)
             instances.append(instance)
         return instances

@@ -4,10 +4,9 @@ unnoticed. A change here must be deliberate: update the number and say why.
 Counted inside the test's transaction. On PostgreSQL the Idempotency-Key claim is one
 INSERT ... ON CONFLICT DO NOTHING and needs no savepoint around it (was 2 more per POST);
 the operator and whether the merchant has it enabled are one hand-written read
-(config.rawsql); the API key and its merchant are two plain reads, cheaper than the one join
-the ORM compiled (1 more everywhere). POST /payins checks the operator and the
-source before it marks the quote consumed, so it joins the Idempotency-Key's transaction
-without a savepoint (2 fewer)."""
+(config.rawsql), and so are the API key and its merchant on every request. POST /payins
+checks the operator and the source before it marks the quote consumed, so it joins the
+Idempotency-Key's transaction without a savepoint (2 fewer)."""
 
 import pytest
 
@@ -50,31 +49,31 @@ def _payin_body(quote: dict, customer: dict) -> dict:
 
 
 def test_post_customers(warm_api, django_assert_num_queries):
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(8):
         assert warm_api.post("/customers", {"first_name": "Awa"}).status_code == 201
 
 
 def test_get_customer(warm_api, customer, django_assert_num_queries):
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(2):
         assert warm_api.get(f"/customers/{customer['id']}").status_code == 200
 
 
 def test_post_quote_payin(warm_api, django_assert_num_queries):
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(8):
         assert warm_api.post("/quotes/payin", QUOTE).status_code == 201
 
 
 def test_get_quote(warm_api, quote, django_assert_num_queries):
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(2):
         assert warm_api.get(f"/quotes/{quote['id']}").status_code == 200
 
 
 def test_post_payin(warm_api, customer, quote, django_assert_num_queries):
-    with django_assert_num_queries(12):
+    with django_assert_num_queries(11):
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 
 def test_get_payin(warm_api, customer, quote, django_assert_num_queries):
     payin = warm_api.post("/payins", _payin_body(quote, customer)).json()
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(3):
         assert warm_api.get(f"/payins/{payin['id']}").status_code == 200

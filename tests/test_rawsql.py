@@ -202,3 +202,21 @@ def test_annotations_are_read_with_the_row_and_their_values_prepared_by_their_fi
 
     assert _fields(read) == _fields(operator)
     assert bool(read.linked) is True and bool(other.linked) is False
+
+
+def test_related_reads_the_foreign_row_in_the_same_statement(merchant, django_assert_num_queries):
+    from merchants.models import ApiKey
+    from merchants.services import api_key_create
+
+    key = api_key_create(merchant=merchant, label="joined").api_key.key
+    reader = RowReader(ApiKey, where=("key",), related=("merchant",))
+
+    with django_assert_num_queries(1):
+        read = reader.first(key)
+        joined = read.merchant  # cached: no second query
+    expected = ApiKey.objects.select_related("merchant").get(key=key)
+    assert _fields(read) == _fields(expected)
+    assert _fields(joined) == _fields(expected.merchant)
+    assert reader.first("ck_unknown") is None
+    with pytest.raises(ValueError):
+        RowReader(ApiKey, where=("key",), related=("merchant",), for_update=True)
