@@ -4,7 +4,7 @@ from config import pagination
 from config.fields import CountryCodeField, PhoneField, StrictCharField
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
-from config.serializers import OutputSerializer
+from config.serializers import InputSerializer, OutputSerializer
 from payments.models import PayinStatus, PayoutStatus
 from quotes.models import RailType
 
@@ -20,7 +20,7 @@ class PaymentUUIDField(serializers.UUIDField):
         return super().to_internal_value(data)
 
 
-class PayinSourceInput(serializers.Serializer):
+class PayinSourceInput(InputSerializer):
     """phone for mobile_money quotes; bank_name, bank_code, account_name, account_number for
     bank_transfer quotes. The other rail's fields are refused; routing comes from the quote."""
 
@@ -31,13 +31,13 @@ class PayinSourceInput(serializers.Serializer):
     account_number = StrictCharField(required=False, max_length=64)
 
 
-class PayinCreateInput(serializers.Serializer):
+class PayinCreateInput(InputSerializer):
     quote_id = PaymentUUIDField()
     customer_id = PaymentUUIDField()
     source = PayinSourceInput()
 
 
-class PayoutRecipientInput(serializers.Serializer):
+class PayoutRecipientInput(InputSerializer):
     """individual: first_name and last_name; business: business_name. phone for mobile_money
     quotes, bank fields for bank_transfer quotes (the other rail's fields are refused)."""
 
@@ -56,7 +56,7 @@ class PayoutRecipientInput(serializers.Serializer):
     recipient_nationality_code = CountryCodeField(required=False)
 
 
-class PayoutCreateInput(serializers.Serializer):
+class PayoutCreateInput(InputSerializer):
     quote_id = PaymentUUIDField()
     customer_id = PaymentUUIDField()
     payment_reason_code = StrictCharField(required=False, max_length=64)

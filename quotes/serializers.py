@@ -4,11 +4,11 @@ from config import money, pagination
 from config.fields import CountryCodeField, StrictCharField
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
-from config.serializers import OutputSerializer
+from config.serializers import InputSerializer, OutputSerializer
 from quotes.models import CorridorType, FlowType, OperatorStatus, QuoteStatus, RailType
 
 
-class QuoteCollectionInput(serializers.Serializer):
+class QuoteCollectionInput(InputSerializer):
     """POST /quotes/payin and POST /quotes/payout (same shape)."""
 
     customer_id = serializers.UUIDField(required=False)
@@ -19,7 +19,7 @@ class QuoteCollectionInput(serializers.Serializer):
     send_currency = CurrencyField()
 
 
-class QuoteTransferInput(serializers.Serializer):
+class QuoteTransferInput(InputSerializer):
     """POST /quotes/transfer. payin_amount + payin_currency, or a fixed payout_amount."""
 
     customer_id = serializers.UUIDField(required=False)
