@@ -160,27 +160,29 @@ def post_journal(
     checked = _validated(lines)
     with joined_atomic():
         wallet = _wallet_locked(merchant_id=merchant_id, currency=currency)
-        existing = _JOURNAL_OF.first(resource_type, resource_id, kind)
-        if existing is not None:
-            return existing
         deltas: dict[str, Decimal] = defaultdict(Decimal)
         for code, amount in checked:
             if code in WALLET_COLUMNS:
                 deltas[WALLET_COLUMNS[code]] += amount
         new_values = {column: getattr(wallet, column) + delta for column, delta in deltas.items()}
         if any(value < 0 for value in new_values.values()):
+            existing = _JOURNAL_OF.first(resource_type, resource_id, kind)
+            if existing is not None:  # posted before, when the balance allowed it
+                return existing
             raise InsufficientBalance()
-        journal = rawsql.insert(
-            Journal(
-                merchant_id=merchant_id,
-                currency=currency,
-                kind=kind,
-                resource_type=resource_type,
-                resource_id=resource_id,
-                memo=memo[:255],
-                created_at=at,
-            )
+        journal = Journal(
+            merchant_id=merchant_id,
+            currency=currency,
+            kind=kind,
+            resource_type=resource_type,
+            resource_id=resource_id,
+            memo=memo[:255],
+            created_at=at,
         )
+        # The unique (resource_type, resource_id, kind) makes the posting idempotent in the
+        # same statement: a row already there is the earlier posting, returned unchanged.
+        if not rawsql.insert_if_absent(journal):
+            return _JOURNAL_OF.first(resource_type, resource_id, kind)
         account_ids = _account_ids(
             merchant_id=merchant_id, currency=currency, codes={code for code, _ in checked}
         )

@@ -220,3 +220,30 @@ def test_related_reads_the_foreign_row_in_the_same_statement(merchant, django_as
     assert reader.first("ck_unknown") is None
     with pytest.raises(ValueError):
         RowReader(ApiKey, where=("key",), related=("merchant",), for_update=True)
+
+
+def test_insert_if_absent_writes_once_and_leaves_the_existing_row_alone(merchant):
+    from django.utils import timezone
+
+    from config.rawsql import insert_if_absent
+    from payments.models import Journal
+
+    resource_id = uuid.uuid4()
+
+    def journal(memo: str) -> Journal:
+        return Journal(
+            merchant=merchant,
+            currency="XOF",
+            kind="test",
+            resource_type="test",
+            resource_id=resource_id,
+            memo=memo,
+            created_at=timezone.now(),
+        )
+
+    first, second = journal("first"), journal("second")
+    assert insert_if_absent(first) is True and not first._state.adding
+    assert insert_if_absent(second) is False and second._state.adding  # the unique key
+    assert list(Journal.objects.filter(resource_id=resource_id).values_list("memo", flat=True)) == [
+        "first"
+    ]

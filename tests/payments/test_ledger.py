@@ -229,3 +229,22 @@ def test_accounts_created_by_a_posting_that_rolled_back_are_not_reused(merchant)
     first_accounts = {line.account_id for line in journal.lines.all()}
     assert first_accounts == {line.account_id for line in again.lines.all()}
     assert ledger.ledger_breaches(merchant_ids=[merchant.pk]) == []
+
+
+def test_reposting_a_movement_returns_the_first_even_when_the_balance_no_longer_allows_it(
+    merchant,
+):
+    _post(
+        merchant, [(ledger.ADJUSTMENTS, Decimal("-10")), (ledger.MERCHANT_AVAILABLE, Decimal("10"))]
+    )
+    spend = [(ledger.MERCHANT_AVAILABLE, Decimal("-10")), (ledger.ADJUSTMENTS, Decimal("10"))]
+    resource_id = uuid.uuid4()
+    first = _post(merchant, spend, kind="spend", resource_id=resource_id)  # available 10 -> 0
+
+    again = _post(merchant, spend, kind="spend", resource_id=resource_id)  # would go to -10
+
+    assert again.pk == first.pk
+    assert Wallet.objects.get(merchant=merchant, currency="XOF").available == 0
+    assert Journal.objects.filter(resource_id=resource_id).count() == 1
+    with pytest.raises(ledger.InsufficientBalance):  # a new movement is still refused
+        _post(merchant, spend, kind="spend", resource_id=uuid.uuid4())
