@@ -31,7 +31,9 @@ class CustomerStatus(models.TextChoices):
 
 class Customer(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="customers")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.PROTECT, related_name="customers", db_index=False
+    )  # a composite index leads with it
     external_ref = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     customer_type = models.CharField(
         max_length=16, choices=CustomerType.choices, default=CustomerType.INDIVIDUAL

@@ -96,7 +96,8 @@ class IdempotencyRecord(models.Model):
     """One merchant + Idempotency-Key: the first request's fingerprint and, once it succeeded,
     its response, replayed to every retry until the key expires."""
 
-    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE)
+    # idempotency_key_per_merchant leads with it
+    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE, db_index=False)
     key = models.CharField(max_length=255)
     method = models.CharField(max_length=8)
     path = models.CharField(max_length=500)
@@ -120,7 +121,9 @@ class IdempotencyRecord(models.Model):
 class MerchantOperator(models.Model):
     """An operator (quotes.Operator) the merchant may use for payins, payouts and transfer legs."""
 
-    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE, related_name="operator_links")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, related_name="operator_links", db_index=False
+    )  # a composite index leads with it
     operator = models.ForeignKey(
         "quotes.Operator", on_delete=models.CASCADE, related_name="merchant_links"
     )
@@ -139,7 +142,9 @@ class MerchantOperator(models.Model):
 class MerchantCorridor(models.Model):
     """A transfer corridor (quotes.Corridor) the merchant may quote and use."""
 
-    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE, related_name="corridor_links")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, related_name="corridor_links", db_index=False
+    )  # a composite index leads with it
     corridor = models.ForeignKey(
         "quotes.Corridor", on_delete=models.CASCADE, related_name="merchant_links"
     )
@@ -168,7 +173,9 @@ class AuditAction(models.TextChoices):
 class AuditLogEntry(models.Model):
     """Who did what to a merchant's credentials or money, and when. Append-only."""
 
-    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE, related_name="audit_log")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, related_name="audit_log", db_index=False
+    )  # a composite index leads with it
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

@@ -14,7 +14,9 @@ class Wallet(models.Model):
     changed by payments.ledger.post_journal, under this row's lock."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="wallets")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.PROTECT, related_name="wallets", db_index=False
+    )  # a composite index leads with it
     currency = models.CharField(max_length=3)
     available = models.DecimalField(default=0, **AMOUNT)
     reserved = models.DecimalField(default=0, **AMOUNT)
@@ -44,7 +46,9 @@ class LedgerAccount(models.Model):
     `code` is one of the codes documented in payments/ledger.py."""
 
     id = models.BigAutoField(primary_key=True)
-    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="ledger_accounts")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.PROTECT, related_name="ledger_accounts", db_index=False
+    )  # a composite index leads with it
     currency = models.CharField(max_length=3)
     code = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -66,7 +70,9 @@ class Journal(models.Model):
     is unique, so a retried task can never post the same movement twice."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="journals")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.PROTECT, related_name="journals", db_index=False
+    )  # journal_merchant_recent leads with it
     currency = models.CharField(max_length=3)
     kind = models.CharField(max_length=64)
     resource_type = models.CharField(max_length=32)
@@ -160,7 +166,9 @@ class _Payment(models.Model):
 
 
 class Payin(_Payment):
-    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="payins")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.PROTECT, related_name="payins", db_index=False
+    )  # payin_merchant_page leads with it
     customer = models.ForeignKey(
         "customers.Customer", on_delete=models.PROTECT, related_name="payins"
     )
@@ -220,7 +228,9 @@ class PayinHistory(models.Model):
 
 
 class Payout(_Payment):
-    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="payouts")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.PROTECT, related_name="payouts", db_index=False
+    )  # payout_merchant_page leads with it
     customer = models.ForeignKey(
         "customers.Customer", on_delete=models.PROTECT, related_name="payouts"
     )

@@ -180,6 +180,7 @@ class FxRate(models.Model):
         null=True,
         blank=True,
         related_name="fx_rates",
+        db_index=False,  # fx_rate_unique_per_merchant leads with it
         help_text="Empty: the platform rate for every merchant.",
     )
     source_currency = models.CharField(max_length=3, choices=CURRENCY_CHOICES)
@@ -217,8 +218,8 @@ class Quote(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     merchant = models.ForeignKey(
-        "merchants.Merchant", on_delete=models.PROTECT, related_name="quotes"
-    )
+        "merchants.Merchant", on_delete=models.PROTECT, related_name="quotes", db_index=False
+    )  # quote_merchant_page leads with it
     customer = models.ForeignKey(
         "customers.Customer",
         on_delete=models.PROTECT,

@@ -32,7 +32,9 @@ class Transfer(models.Model):
     relaunch-payout may lower payout_amount or replace the recipient (and its operator)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="transfers")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.PROTECT, related_name="transfers", db_index=False
+    )  # a composite index leads with it
     customer = models.ForeignKey(
         "customers.Customer", on_delete=models.PROTECT, related_name="transfers"
     )

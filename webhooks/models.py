@@ -19,8 +19,8 @@ class WebhookEndpoint(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     merchant = models.ForeignKey(
-        Merchant, on_delete=models.CASCADE, related_name="webhook_endpoints"
-    )
+        Merchant, on_delete=models.CASCADE, related_name="webhook_endpoints", db_index=False
+    )  # endpoint_merchant leads with it
     url = models.URLField(max_length=2048)
     signing_secret = models.CharField(max_length=200, editable=False)
     event_types = models.JSONField(
@@ -54,7 +54,9 @@ class Event(models.Model):
     serialized once, the exact bytes (UTF-8) sent on every attempt."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="events")
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.PROTECT, related_name="events", db_index=False
+    )  # event_merchant_page leads with it
     event_type = models.CharField(max_length=64)
     data_type = models.CharField(max_length=16)
     data_id = models.UUIDField()
@@ -131,7 +133,9 @@ class Delivery(models.Model):
 class DeliveryAttempt(models.Model):
     """One HTTP request of a delivery, as the receiver answered it."""
 
-    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    delivery = models.ForeignKey(
+        Delivery, on_delete=models.CASCADE, related_name="attempt_log", db_index=False
+    )  # a composite index leads with it
     number = models.PositiveSmallIntegerField()
     url = models.URLField(max_length=2048)
     started_at = models.DateTimeField()
