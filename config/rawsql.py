@@ -61,6 +61,17 @@ class RowReader:
             self.related and for_update
         ):
             raise ValueError("related: non-null foreign keys only, and not with for_update.")
+        # what each row and each call need, worked out once
+        self._attnames = [field.attname for field in self.fields]
+        self._related_attnames = [
+            [field.attname for field in fk.related_model._meta.concrete_fields]
+            for fk in self.related
+        ]
+        self._param_fields = [
+            *(field for _, fields in self.annotations.values() for field in fields),
+            *self.where_fields,
+            *self.greater_fields,
+        ]
         self._sql = ""
         self._converters: list[tuple[int, Any, list[Callable]]] = []
 
@@ -122,30 +133,25 @@ class RowReader:
             sql += " FOR UPDATE"
             if self.skip_locked and connection.features.has_select_for_update_skip_locked:
                 sql += " SKIP LOCKED"
-        param_fields = [field for _, fields in self.annotations.values() for field in fields]
-        param_fields += [*self.where_fields, *self.greater_fields]
         params = [
             field.get_db_prep_value(value, connection, prepared=False)
-            for field, value in zip(param_fields, [*annotation_values, *values], strict=True)
+            for field, value in zip(self._param_fields, [*annotation_values, *values], strict=True)
         ]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-        attnames = [field.attname for field in self.fields]
         instances = []
         for row in rows:
             row = list(row)
             for index, column, converters in self._converters:
                 for convert in converters:
                     row[index] = convert(row[index], column, connection)
-            start = len(attnames)
-            instance = self.model.from_db(connection.alias, attnames, row[:start])
-            for fk in self.related:
-                target = fk.related_model
-                names = [field.attname for field in target._meta.concrete_fields]
+            start = len(self._attnames)
+            instance = self.model.from_db(connection.alias, self._attnames, row[:start])
+            for fk, names in zip(self.related, self._related_attnames, strict=True):
                 end = start + len(names)
                 fk.set_cached_value(
-                    instance, target.from_db(connection.alias, names, row[start:end])
+                    instance, fk.related_model.from_db(connection.alias, names, row[start:end])
                 )
                 start = end
             for name, value in zip(self.annotations, row[start:], strict=True):
@@ -162,33 +168,33 @@ class RowReader:
 
 
 def update(instance: Model, field_names: Sequence[str]) -> None:
-    """UPDATE these fields of the instance's row, as `save(update_fields=...)` would, without
-    the ORM's compilation (or signals: none is used in this project)."""
+    """UPDATE these fields of the instance's row, as `save(update_fields=...)` would (`auto_now`
+    applied), without the ORM's compilation (or signals: none is used in this project)."""
     opts = type(instance)._meta
-    quote = connection.ops.quote_name
-    fields = [opts.get_field(name) for name in field_names]
-    assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
-    sql = f"UPDATE {quote(opts.db_table)} SET {assignments} WHERE {quote(opts.pk.column)} = %s"  # noqa: S608 (model metadata)
-    params = [
-        field.get_db_prep_save(field.pre_save(instance, False), connection) for field in fields
-    ]
-    params.append(opts.pk.get_db_prep_value(instance.pk, connection))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        if cursor.rowcount != 1:
-            raise DatabaseError(f"{opts.label} {instance.pk} was not updated: no such row.")
+    values = {name: opts.get_field(name).pre_save(instance, False) for name in field_names}
+    if update_where(type(instance), values, {"pk": instance.pk}) != 1:
+        raise DatabaseError(f"{opts.label} {instance.pk} was not updated: no such row.")
+
+
+# (model, fields set, fields compared) -> (UPDATE statement, fields set, fields compared)
+_UPDATES: dict[tuple, tuple[str, list[Field], list[Field]]] = {}
 
 
 def update_where(model: type[Model], values: dict[str, Any], where: dict[str, Any]) -> int:
-    """`model.objects.filter(**where).update(**values)` for plain field names and equality,
-    without the ORM's compilation. Returns the number of rows updated."""
-    opts = model._meta
-    quote = connection.ops.quote_name
-    set_fields = [opts.get_field(name) for name in values]
-    where_fields = [opts.pk if name == "pk" else opts.get_field(name) for name in where]
-    assignments = ", ".join(f"{quote(field.column)} = %s" for field in set_fields)
-    conditions = " AND ".join(f"{quote(field.column)} = %s" for field in where_fields)
-    sql = f"UPDATE {quote(opts.db_table)} SET {assignments} WHERE {conditions}"  # noqa: S608 (model metadata)
+    """`model.objects.filter(**where).update(**values)` for plain field names ("pk" too) and
+    equality, without the ORM's compilation. Returns the number of rows updated."""
+    shape_key = (model, tuple(values), tuple(where))
+    shape = _UPDATES.get(shape_key)
+    if shape is None:
+        opts = model._meta
+        quote = connection.ops.quote_name
+        set_fields = [opts.get_field(name) for name in values]
+        where_fields = [opts.pk if name == "pk" else opts.get_field(name) for name in where]
+        assignments = ", ".join(f"{quote(field.column)} = %s" for field in set_fields)
+        conditions = " AND ".join(f"{quote(field.column)} = %s" for field in where_fields)
+        sql = f"UPDATE {quote(opts.db_table)} SET {assignments} WHERE {conditions}"  # noqa: S608 (model metadata)
+        shape = _UPDATES[shape_key] = (sql, set_fields, where_fields)
+    sql, set_fields, where_fields = shape
     params = [
         field.get_db_prep_save(value, connection)
         for field, value in zip(set_fields, values.values(), strict=True)
@@ -220,6 +226,15 @@ def _insert_shape(model: type[Model]) -> tuple[str, str, list[Field], Field | No
     return shape
 
 
+def _insert_params(instance: Model, fields: list[Field]) -> list[Any]:
+    return [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+
+
+def _saved(instance: Model) -> None:
+    instance._state.adding = False
+    instance._state.db = connection.alias
+
+
 def insert_many(instances: Sequence[Model]) -> None:
     """INSERT the instances (all of one model) in one statement, as `save()` would each: field
     defaults and `auto_now_add` applied, a database-generated primary key read back. Without
@@ -228,11 +243,7 @@ def insert_many(instances: Sequence[Model]) -> None:
         return
     model = type(instances[0])
     head, row, fields, generated = _insert_shape(model)
-    params: list[Any] = []
-    for instance in instances:
-        params.extend(
-            field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
-        )
+    params = [param for instance in instances for param in _insert_params(instance, fields)]
     sql = head + ", ".join([row] * len(instances))
     with connection.cursor() as cursor:
         if generated is None:
@@ -251,8 +262,7 @@ def insert_many(instances: Sequence[Model]) -> None:
                     connection.ops.last_insert_id(cursor, model._meta.db_table, generated.column),
                 )
     for instance in instances:
-        instance._state.adding = False
-        instance._state.db = connection.alias
+        _saved(instance)
 
 
 def insert(instance: Model) -> Model:
@@ -272,13 +282,9 @@ def insert_if_absent(instance: Model) -> bool:
     ops = connection.ops
     head = head.replace("INSERT INTO", ops.insert_statement(on_conflict=OnConflict.IGNORE), 1)
     suffix = ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)
-    params = [
-        field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
-    ]
     with connection.cursor() as cursor:
-        cursor.execute(f"{head}{row} {suffix}", params)
+        cursor.execute(f"{head}{row} {suffix}", _insert_params(instance, fields))
         written = cursor.rowcount == 1
     if written:
-        instance._state.adding = False
-        instance._state.db = connection.alias
+        _saved(instance)
     return written

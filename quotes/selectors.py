@@ -89,8 +89,8 @@ _OPERATOR_BY_CODE_FOR_MERCHANT = RowReader(
     where=("code",),
     annotations={
         "enabled_for_merchant": (
-            "EXISTS (SELECT 1 FROM merchants_merchantoperator link WHERE link.operator_id ="
-            " quotes_operator.id AND link.merchant_id = %s)",
+            f"EXISTS (SELECT 1 FROM {MerchantOperator._meta.db_table} link"  # noqa: S608 (model metadata)
+            f" WHERE link.operator_id = {Operator._meta.db_table}.id AND link.merchant_id = %s)",
             [MerchantOperator._meta.get_field("merchant")],
         )
     },
