@@ -2,7 +2,8 @@
 
 The check runs on the address the socket actually connected to, after DNS resolution, so a
 hostname that resolves to a public address at validation time and to 127.0.0.1 at fetch time
-(DNS rebinding) is still refused. Redirects are never followed by the session made here.
+(DNS rebinding) is still refused. Redirects are never followed by the session or the pool
+manager made here.
 """
 
 import ipaddress
@@ -10,6 +11,7 @@ import socket
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 from django.conf import settings
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
@@ -63,21 +65,30 @@ class _GuardedHTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _GuardedHTTPSConnection
 
 
+_GUARDED_POOLS = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
+
+
+def refusal_message(url: str) -> str:
+    return f"{_REFUSED}: {url}"
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """Whether a connection error is the guard refusing the address."""
+    return _REFUSED in str(exc)
+
+
 class GuardedAdapter(HTTPAdapter):
     def init_poolmanager(self, *args, **kwargs) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {
-            "http": _GuardedHTTPPool,
-            "https": _GuardedHTTPSPool,
-        }
+        self.poolmanager.pool_classes_by_scheme = dict(_GUARDED_POOLS)
         self.poolmanager.key_fn_by_scheme = dict(self.poolmanager.key_fn_by_scheme)
 
     def send(self, request, *args, **kwargs):
         try:
             return super().send(request, *args, **kwargs)
         except requests.exceptions.ConnectionError as exc:
-            if _REFUSED in str(exc):
-                raise BlockedDestination(f"{_REFUSED}: {request.url}") from None
+            if is_refusal(exc):
+                raise BlockedDestination(refusal_message(request.url)) from None
             raise
 
     def proxy_manager_for(self, *args, **kwargs):
@@ -95,6 +106,16 @@ def guarded_session() -> requests.Session:
     session.mount("https://", adapter)
     session.headers["User-Agent"] = USER_AGENT
     return session
+
+
+def guarded_pool_manager() -> urllib3.PoolManager:
+    """The same guarded connections for a hot path that needs no more than urllib3 (requests'
+    own transport): no proxies (urllib3 reads no environment), no redirects or retries unless
+    a call asks for them. A refused address raises a urllib3 error for which `is_refusal()`."""
+    manager = urllib3.PoolManager(retries=False)
+    manager.pool_classes_by_scheme = dict(_GUARDED_POOLS)
+    manager.key_fn_by_scheme = dict(manager.key_fn_by_scheme)
+    return manager
 
 
 def url_scheme_allowed(url: str, *, allow_http: bool) -> bool:

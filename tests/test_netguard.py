@@ -2,6 +2,7 @@ import http.server
 import threading
 
 import pytest
+import urllib3
 
 from config import netguard
 
@@ -62,3 +63,19 @@ def test_loopback_url_is_fetched_when_private_urls_are_allowed(local_server, set
     response = netguard.guarded_session().get(local_server, timeout=2)
     assert response.status_code == 200
     assert response.content == b"hello"
+
+
+def test_the_pool_manager_refuses_a_hostname_resolving_to_loopback(local_server, settings):
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    with pytest.raises(urllib3.exceptions.HTTPError) as refused:
+        netguard.guarded_pool_manager().request(
+            "GET", local_server.replace("127.0.0.1", "localhost"), timeout=2
+        )
+    assert netguard.is_refusal(refused.value)
+
+
+def test_the_pool_manager_fetches_loopback_when_private_urls_are_allowed(local_server, settings):
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+    response = netguard.guarded_pool_manager().request("GET", local_server, timeout=2)
+    assert response.status == 200
+    assert response.data == b"hello"

@@ -17,13 +17,16 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    client_port: int = 0  # the same port for two requests: one kept-alive connection
 
 
 @dataclass
 class Receiver:
     url: str = ""
     requests: list[Received] = field(default_factory=list)
-    # Each item answers one request: an int status, ("sleep", seconds) or ("redirect", path).
+    # Each item answers one request: an int status (with a body longer than the 1 KiB a delivery
+    # keeps), ("short", status) (a body of a few bytes), ("sleep", seconds) or
+    # ("redirect", path).
     plan: list = field(default_factory=list)
     default: object = 200
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -44,12 +47,16 @@ def receiver():
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
             with state.lock:
-                state.requests.append(Received(self.path, dict(self.headers.items()), body))
+                state.requests.append(
+                    Received(self.path, dict(self.headers.items()), body, self.client_address[1])
+                )
             answer = state.next_answer()
             try:
                 if isinstance(answer, tuple) and answer[0] == "sleep":
                     time.sleep(answer[1])
                     self._reply(200, b"late")
+                elif isinstance(answer, tuple) and answer[0] == "short":
+                    self._reply(answer[1], b"short %d" % answer[1])
                 elif isinstance(answer, tuple) and answer[0] == "redirect":
                     self.send_response(302)
                     self.send_header("Location", answer[1])

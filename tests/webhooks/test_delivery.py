@@ -215,6 +215,31 @@ def test_a_timeout_is_a_failed_attempt(
     assert delivery.next_attempt_at == attempt.finished_at + timedelta(seconds=60)
 
 
+def test_deliveries_reuse_a_kept_alive_connection_but_never_one_read_in_part(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    # Two short answers read to the end, then one longer than what a delivery keeps: its rest
+    # is never read, so the next delivery must come over a new connection and get its own body.
+    receiver.plan = [("short", 200), ("short", 200), 200, ("short", 200)]
+    events = []
+    for _ in range(4):
+        with django_capture_on_commit_callbacks(execute=True):
+            events.append(record(merchant))
+
+    ports = [request.client_port for request in receiver.requests]
+    assert len(ports) == 4
+    assert ports[0] == ports[1] == ports[2]
+    assert ports[3] != ports[2]
+    attempts = [DeliveryAttempt.objects.get(delivery__event=event) for event in events]
+    assert [a.response_status for a in attempts] == [200, 200, 200, 200]
+    assert [a.response_body for a in attempts] == [
+        "short 200",
+        "short 200",
+        "answer 200 " + "x" * (services.RESPONSE_PREFIX_BYTES - len("answer 200 ")),
+        "short 200",
+    ]
+
+
 def test_a_redirect_is_not_followed_and_counts_as_a_failure(
     merchant, endpoint, receiver, django_capture_on_commit_callbacks
 ):
