@@ -6,8 +6,9 @@ see the same keys.
 A coalesced wake-up: many producers (committed payins, new webhook deliveries), one consumer
 task waiting to start. `wake(key, task)` enqueues the task only when no consumer is waiting:
 the key is set (SET NX) from the enqueue until a consumer starts and calls `wake_clear(key)`,
-or for WAKE_SECONDS if that task is lost. A consumer that finds work wakes one more, so a
-backlog is drained by every process of the task's queue. Without a shared Redis every wake
+or for WAKE_SECONDS if that task is lost. A consumer that finds work wakes one more (once: that
+one wakes the next when it finds work in turn), so a backlog is drained by every process of the
+task's queue. Without a shared Redis every wake
 enqueues, as it must: nothing else would tell the processes apart."""
 
 import contextlib
@@ -84,9 +85,11 @@ def drain(
     handle: Callable[[Claimed], None],
     limit: int,
 ) -> int:
-    """A woken consumer's loop: clear the wake key, then claim one piece of work, wake one more
-    consumer for what else may be waiting, handle it; until `claim` finds nothing, or `limit`
-    pieces, when a fresh task goes on. Returns how many were claimed. The ordering argument:
+    """A woken consumer's loop: clear the wake key, then claim one piece of work (after the
+    first, wake one more consumer for what else may be waiting), handle it; until `claim`
+    finds nothing, or `limit` pieces, when a fresh task goes on. One wake per consumer is
+    enough for the chain: more would only be refused by the key already set, at a Redis round
+    trip each. Returns how many were claimed. The ordering argument:
     work committed while the key is set is seen by the consumer that will clear it, which
     claims only afterwards; once the key is cleared the next commit wakes a new consumer."""
     wake_clear(key)
@@ -95,7 +98,8 @@ def drain(
         work = claim()
         if work is None:
             return claimed
-        wake(key, task)
+        if claimed == 0:
+            wake(key, task)
         claimed += 1
         handle(work)
     wake(key, task)

@@ -694,7 +694,7 @@ def _payout_send(payout: Payout, *, now: datetime) -> None:
 
 
 # New payins and payouts wake a submitter (config.shared_cache.wake) instead of each getting a
-# task of their own; every submitter, each time it claims payments, wakes one more. The
+# task of their own; every submitter, once it has claimed payments, wakes one more. The
 # per-payment tasks stay for the sweep of lost submissions and for provider outages.
 SUBMITTER_WAKE_KEY = "payments:submitter-wake"
 SUBMITTER_CLAIM_SIZE = 10  # payments made a submitter's in one transaction
@@ -749,10 +749,10 @@ def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> lis
 
 def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT) -> int:
     """One submitter (the `submit_payments` task): claim the oldest payments waiting for their
-    provider submission, wake one more submitter, submit them one by one; until none is
-    waiting. Returns how many claims it made. A provider outage hands the payment to its own
-    task, which retries with backoff; a payment whose submission failed otherwise is left to
-    the sweep of lost submissions, and the others of its claim go on."""
+    provider submission (after the first claim, wake one more submitter), submit them one by
+    one; until none is waiting. Returns how many claims it made. A provider outage hands the
+    payment to its own task, which retries with backoff; a payment whose submission failed
+    otherwise is left to the sweep of lost submissions, and the others of its claim go on."""
     from payments import tasks
 
     def claim() -> tuple[datetime, list[Payin | Payout]] | None:

@@ -365,7 +365,7 @@ def _enqueue_delivery(delivery_id: UUID) -> None:
 
 
 # New deliveries wake a sender (config.shared_cache.wake) instead of each getting a task of
-# their own; every sender, each time it claims a delivery, wakes one more.
+# their own; every sender, once it has claimed a delivery, wakes one more.
 SENDER_WAKE_KEY = "webhooks:sender-wake"
 SENDER_BATCH_LIMIT = 200  # then the task hands over to a fresh one
 
@@ -829,9 +829,10 @@ def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> str |
 
 
 def deliveries_send(*, limit: int = SENDER_BATCH_LIMIT) -> int:
-    """One sender (the `send_webhooks` task): claim the oldest due delivery, wake one more
-    sender for what else is due, send, record; until nothing is due. Returns the number of
-    attempts made. Each attempt reads the clock, so its signature timestamp is fresh."""
+    """One sender (the `send_webhooks` task): claim the oldest due delivery (after the first,
+    wake one more sender for what else is due), send, record; until nothing is due. Returns
+    the number of attempts made. Each attempt reads the clock, so its signature timestamp is
+    fresh."""
     from webhooks import tasks
 
     def claim() -> tuple[datetime, _Claim] | None:
