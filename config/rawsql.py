@@ -167,42 +167,65 @@ class RowReader:
         return self._rows(values, "" if limit is None else f" LIMIT {int(limit)}")
 
 
+def _saved_values(instance: Model, field_names: Sequence[str]) -> dict[str, Any]:
+    opts = type(instance)._meta
+    return {name: opts.get_field(name).pre_save(instance, False) for name in field_names}
+
+
+def _not_updated(instance: Model) -> DatabaseError:
+    return DatabaseError(
+        f"{type(instance)._meta.label} {instance.pk} was not updated: no such row."
+    )
+
+
 def update(instance: Model, field_names: Sequence[str]) -> None:
     """UPDATE these fields of the instance's row, as `save(update_fields=...)` would (`auto_now`
     applied), without the ORM's compilation (or signals: none is used in this project)."""
-    opts = type(instance)._meta
-    values = {name: opts.get_field(name).pre_save(instance, False) for name in field_names}
+    values = _saved_values(instance, field_names)
     if update_where(type(instance), values, {"pk": instance.pk}) != 1:
-        raise DatabaseError(f"{opts.label} {instance.pk} was not updated: no such row.")
+        raise _not_updated(instance)
 
 
 # (model, fields set, fields compared) -> (UPDATE statement, fields set, fields compared)
 _UPDATES: dict[tuple, tuple[str, list[Field], list[Field]]] = {}
 
 
-def update_where(model: type[Model], values: dict[str, Any], where: dict[str, Any]) -> int:
-    """`model.objects.filter(**where).update(**values)` for plain field names ("pk" too) and
-    equality, without the ORM's compilation. Returns the number of rows updated."""
-    shape_key = (model, tuple(values), tuple(where))
+def _update_shape(
+    model: type[Model], set_names: tuple[str, ...], where_names: tuple[str, ...]
+) -> tuple[str, list[Field], list[Field]]:
+    shape_key = (model, set_names, where_names)
     shape = _UPDATES.get(shape_key)
     if shape is None:
         opts = model._meta
         quote = connection.ops.quote_name
-        set_fields = [opts.get_field(name) for name in values]
-        where_fields = [opts.pk if name == "pk" else opts.get_field(name) for name in where]
+        set_fields = [opts.get_field(name) for name in set_names]
+        where_fields = [opts.pk if name == "pk" else opts.get_field(name) for name in where_names]
         assignments = ", ".join(f"{quote(field.column)} = %s" for field in set_fields)
         conditions = " AND ".join(f"{quote(field.column)} = %s" for field in where_fields)
         sql = f"UPDATE {quote(opts.db_table)} SET {assignments} WHERE {conditions}"  # noqa: S608 (model metadata)
         shape = _UPDATES[shape_key] = (sql, set_fields, where_fields)
-    sql, set_fields, where_fields = shape
+    return shape
+
+
+def _update_params(
+    set_fields: list[Field], set_values: Sequence[Any], where_fields: list[Field], where: Sequence
+) -> list[Any]:
     params = [
         field.get_db_prep_save(value, connection)
-        for field, value in zip(set_fields, values.values(), strict=True)
+        for field, value in zip(set_fields, set_values, strict=True)
     ]
     params += [
         field.get_db_prep_value(value, connection, prepared=False)
-        for field, value in zip(where_fields, where.values(), strict=True)
+        for field, value in zip(where_fields, where, strict=True)
     ]
+    return params
+
+
+def update_where(model: type[Model], values: dict[str, Any], where: dict[str, Any]) -> int:
+    """`model.objects.filter(**where).update(**values)` for plain field names ("pk" too) and
+    equality, without the ORM's compilation. Returns the number of rows updated."""
+    sql, set_fields, where_fields = _update_shape(model, tuple(values), tuple(where))
+    params = _update_params(set_fields, list(values.values()), where_fields, list(where.values()))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
@@ -288,3 +311,63 @@ def insert_if_absent(instance: Model) -> bool:
     if written:
         _saved(instance)
     return written
+
+
+# (models and fields of the updates, models of the inserts) -> the statement
+_TOGETHER: dict[tuple, str] = {}
+
+
+def save_together(
+    *, updates: Sequence[tuple[Model, Sequence[str]]] = (), inserts: Sequence[Model] = ()
+) -> None:
+    """`update(instance, field_names)` for each of `updates`, then `insert(row)` for each of
+    `inserts`, in one statement on PostgreSQL (each a data-modifying CTE: one round trip
+    instead of one each; foreign keys between them are checked at the end of the statement),
+    one by one elsewhere. Raises DatabaseError when an updated instance's row is gone; the
+    caller's transaction then undoes the rest, as it would after `update()`. Rows of different
+    tables, or different rows (the CTEs all see the table as it was before the statement)."""
+    if not updates and not inserts:
+        return
+    if connection.vendor != "postgresql":
+        for instance, field_names in updates:
+            update(instance, field_names)
+        for row in inserts:
+            insert(row)
+        return
+    shape_key = (
+        tuple((type(instance), tuple(names)) for instance, names in updates),
+        tuple(type(row) for row in inserts),
+    )
+    params: list[Any] = []
+    for instance, names in updates:
+        values = _saved_values(instance, names)
+        _, set_fields, where_fields = _update_shape(type(instance), tuple(names), ("pk",))
+        params += _update_params(set_fields, list(values.values()), where_fields, [instance.pk])
+    for row in inserts:
+        params += _insert_params(row, _insert_shape(type(row))[2])
+    sql = _TOGETHER.get(shape_key)
+    if sql is None:
+        quote = connection.ops.quote_name
+        parts = [
+            f"u{number} AS ({_update_shape(type(instance), tuple(names), ('pk',))[0]} RETURNING 1)"
+            for number, (instance, names) in enumerate(updates)
+        ]
+        for number, row in enumerate(inserts):
+            head, placeholders, _, generated = _insert_shape(type(row))
+            returned = "1" if generated is None else quote(generated.column)
+            parts.append(f"i{number} AS ({head}{placeholders} RETURNING {returned})")
+        # the CTEs' own names, numbered: no outside value in this text
+        selected = [f"(SELECT count(*) FROM u{number})" for number in range(len(updates))]  # noqa: S608
+        selected += [f"(SELECT * FROM i{number})" for number in range(len(inserts))]  # noqa: S608
+        sql = _TOGETHER[shape_key] = f"WITH {', '.join(parts)} SELECT {', '.join(selected)}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        returned = cursor.fetchone()
+    for (instance, _), count in zip(updates, returned, strict=False):
+        if count != 1:
+            raise _not_updated(instance)
+    for row, key in zip(inserts, returned[len(updates) :], strict=True):
+        generated = _insert_shape(type(row))[3]
+        if generated is not None:
+            setattr(row, generated.attname, key)
+        _saved(row)

@@ -4,12 +4,12 @@ limit and coalesced wake-ups. Keys go through the cache's own naming, so `cache.
 see the same keys.
 
 A coalesced wake-up: many producers (committed payins, new webhook deliveries), one consumer
-task waiting to start. `wake(key, task)` enqueues the task only when no consumer is waiting:
-the key is set (SET NX) from the enqueue until a consumer starts and calls `wake_clear(key)`,
-or for WAKE_SECONDS if that task is lost. A consumer that finds work wakes one more (once: that
-one wakes the next when it finds work in turn), so a backlog is drained by every process of the
-task's queue. Without a shared Redis every wake
-enqueues, as it must: nothing else would tell the processes apart."""
+task waiting to start or at work. `wake(key, task)` enqueues the task only when no consumer is:
+the key is set (SET NX) from the enqueue until that consumer, about to stop, clears it (see
+`drain`), or for WAKE_SECONDS if the consumer is lost. A consumer whose claim leaves work
+waiting enqueues one more, so a backlog is drained by every process of the task's queue.
+Without a shared Redis every wake enqueues, as it must: nothing else would tell the processes
+apart."""
 
 import contextlib
 import logging
@@ -67,7 +67,7 @@ def wake(key: str, task: Task) -> bool:
 
 
 def wake_clear(key: str) -> None:
-    """A consumer starts: work committed from now on wakes another."""
+    """A consumer is about to stop: work committed from now on wakes another."""
     client = redis_client()
     if client is None:
         return
@@ -77,30 +77,61 @@ def wake_clear(key: str) -> None:
         logger.warning("Could not clear the wake key %s", key)
 
 
+def wake_hold(key: str) -> None:
+    """A consumer goes on working: work committed from now on waits for it."""
+    client = redis_client()
+    if client is None:
+        return
+    try:
+        client.set(cache_key(key), 1, ex=WAKE_SECONDS)
+    except RedisError:  # new work then wakes a consumer of its own: only a wasted task
+        logger.warning("Could not set the wake key %s", key)
+
+
+def _enqueue(task: Task) -> bool:
+    try:
+        task.delay()
+        return True
+    except BrokerError:
+        logger.warning("Could not enqueue %s; the work is left to its sweep", task.name)
+        return False
+
+
 def drain(
     key: str,
     task: Task,
     *,
     claim: Callable[[], Claimed | None],
+    more: Callable[[Claimed], bool],
     handle: Callable[[Claimed], None],
     limit: int,
 ) -> int:
-    """A woken consumer's loop: clear the wake key, then claim one piece of work (after the
-    first, wake one more consumer for what else may be waiting), handle it; until `claim`
-    finds nothing, or `limit` pieces, when a fresh task goes on. One wake per consumer is
-    enough for the chain: more would only be refused by the key already set, at a Redis round
-    trip each. Returns how many were claimed. The ordering argument:
-    work committed while the key is set is seen by the consumer that will clear it, which
-    claims only afterwards; once the key is cleared the next commit wakes a new consumer."""
-    wake_clear(key)
+    """A woken consumer's loop: claim a piece of work and handle it, until `claim` finds
+    nothing, or `limit` pieces, when a fresh task takes over. The wake key stays set while it
+    works, so new work wakes no other consumer: this one claims it. When a claim finds nothing
+    it clears the key and claims once more, for what was committed in between; only when that
+    finds nothing too does it stop. The first claim that `more(piece)` says left work waiting
+    (a full batch, another delivery due) enqueues one more consumer, which does the same: a
+    backlog is drained by every process of the queue, while a trickle keeps one consumer busy
+    instead of a task per piece. Returns how many were claimed.
+
+    The ordering argument: a commit whose wake finds the key set happened before the key is
+    next cleared, and every consumer clears it and then claims before it stops; a commit whose
+    wake finds the key clear enqueues a consumer of its own. A consumer lost with the key set
+    delays new work by at most WAKE_SECONDS (the key expires), and its sweep catches the rest."""
     claimed = 0
+    helped = False
     while claimed < limit:
         work = claim()
         if work is None:
-            return claimed
-        if claimed == 0:
-            wake(key, task)
+            wake_clear(key)
+            work = claim()
+            if work is None:
+                return claimed
+            wake_hold(key)
+        if not helped and more(work):
+            helped = _enqueue(task)
         claimed += 1
         handle(work)
-    wake(key, task)
+    _enqueue(task)  # the key stays set: the fresh task goes on with this one's work
     return claimed

@@ -186,16 +186,16 @@ def post_journal(
         account_ids = _account_ids(
             merchant_id=merchant_id, currency=currency, codes={code for code, _ in checked}
         )
-        rawsql.insert_many(
-            [
-                JournalLine(journal=journal, account_id=account_ids[code], amount=amount)
-                for code, amount in checked
-            ]
+        lines = [
+            JournalLine(journal=journal, account_id=account_ids[code], amount=amount)
+            for code, amount in checked
+        ]
+        for column, value in new_values.items():
+            setattr(wallet, column, value)
+        rawsql.save_together(
+            updates=[(wallet, [*new_values, "updated_at"])] if new_values else [],
+            inserts=lines,
         )
-        if new_values:
-            for column, value in new_values.items():
-                setattr(wallet, column, value)
-            rawsql.update(wallet, [*new_values, "updated_at"])
         return journal
 
 

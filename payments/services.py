@@ -236,26 +236,24 @@ def payin_create(
             now=now,
             validate=validate,
         )
-        payin = rawsql.insert(
-            Payin(
-                merchant=merchant,
-                customer=customer,
-                quote=quote,
-                status=PayinStatus.CREATED,
-                **_quote_amounts(quote),
-                wallet_impact={
-                    "credit_amount": money.format_amount(quote.receive_amount),
-                    "currency": quote.receive_currency,
-                },
-                source=payer,
-                provider_timeout_at=_timeout_at(now),
-                created_at=now,
-                updated_at=now,
-            )
+        payin = Payin(
+            merchant=merchant,
+            customer=customer,
+            quote=quote,
+            status=PayinStatus.CREATED,
+            **_quote_amounts(quote),
+            wallet_impact={
+                "credit_amount": money.format_amount(quote.receive_amount),
+                "currency": quote.receive_currency,
+            },
+            source=payer,
+            provider_timeout_at=_timeout_at(now),
+            created_at=now,
+            updated_at=now,
         )
-        payin.history_entries = [
-            rawsql.insert(PayinHistory(payin=payin, status=PayinStatus.CREATED, created_at=now))
-        ]
+        created = PayinHistory(payin=payin, status=PayinStatus.CREATED, created_at=now)
+        rawsql.save_together(inserts=[payin, created])
+        payin.history_entries = [created]
         # robust: a broker hiccup must not turn a committed payin into a 500; the sweep resubmits.
         transaction.on_commit(_submitter_wake, robust=True)
     return payin
@@ -333,8 +331,10 @@ def _payin_move(
         payin.failed_at = at
         payin.failure_reason = reason
         fields += ["failed_at", "failure_reason"]
-    rawsql.update(payin, fields)
-    rawsql.insert(PayinHistory(payin=payin, status=to, reason=reason, created_at=at))
+    rawsql.save_together(
+        updates=[(payin, fields)],
+        inserts=[PayinHistory(payin=payin, status=to, reason=reason, created_at=at)],
+    )
     if to == PayinStatus.COMPLETED:
         ledger.post_journal(
             merchant_id=payin.merchant_id,
@@ -543,29 +543,27 @@ def payout_create(
             rail_type=quote.rail_type, party=recipient, field="recipient", required=names
         )
         debit = quote.send_amount + quote.total_fee
-        payout = rawsql.insert(
-            Payout(
-                merchant=merchant,
-                customer=customer,
-                quote=quote,
-                status=PayoutStatus.PENDING,
-                **_quote_amounts(quote),
-                debit_amount=debit,
-                wallet_impact={
-                    "debit_amount": money.format_amount(debit),
-                    "currency": quote.send_currency,
-                },
-                recipient=party,
-                payment_reason_code=payment_reason_code,
-                payment_reason_text=payment_reason_text,
-                provider_timeout_at=_timeout_at(now),
-                created_at=now,
-                updated_at=now,
-            )
+        payout = Payout(
+            merchant=merchant,
+            customer=customer,
+            quote=quote,
+            status=PayoutStatus.PENDING,
+            **_quote_amounts(quote),
+            debit_amount=debit,
+            wallet_impact={
+                "debit_amount": money.format_amount(debit),
+                "currency": quote.send_currency,
+            },
+            recipient=party,
+            payment_reason_code=payment_reason_code,
+            payment_reason_text=payment_reason_text,
+            provider_timeout_at=_timeout_at(now),
+            created_at=now,
+            updated_at=now,
         )
-        payout.history_entries = [
-            rawsql.insert(PayoutHistory(payout=payout, status=PayoutStatus.PENDING, created_at=now))
-        ]
+        pending = PayoutHistory(payout=payout, status=PayoutStatus.PENDING, created_at=now)
+        rawsql.save_together(inserts=[payout, pending])
+        payout.history_entries = [pending]
         ledger.post_journal(
             merchant_id=merchant.pk,
             currency=quote.send_currency,
@@ -641,8 +639,10 @@ def payout_transition(
                 (ledger.MERCHANT_RESERVED, -payout.debit_amount),
                 (ledger.MERCHANT_AVAILABLE, payout.debit_amount),
             ]
-        rawsql.update(payout, fields)
-        rawsql.insert(PayoutHistory(payout=payout, status=to, reason=reason, created_at=at))
+        rawsql.save_together(
+            updates=[(payout, fields)],
+            inserts=[PayoutHistory(payout=payout, status=to, reason=reason, created_at=at)],
+        )
         ledger.post_journal(
             merchant_id=payout.merchant_id,
             currency=payout.send_currency,
@@ -694,7 +694,7 @@ def _payout_send(payout: Payout, *, now: datetime) -> None:
 
 
 # New payins and payouts wake a submitter (config.shared_cache.wake) instead of each getting a
-# task of their own; every submitter, once it has claimed payments, wakes one more. The
+# task of their own; a submitter whose claim came back full wakes one more. The
 # per-payment tasks stay for the sweep of lost submissions and for provider outages.
 SUBMITTER_WAKE_KEY = "payments:submitter-wake"
 SUBMITTER_CLAIM_SIZE = 10  # payments made a submitter's in one transaction
@@ -749,10 +749,11 @@ def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> lis
 
 def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT) -> int:
     """One submitter (the `submit_payments` task): claim the oldest payments waiting for their
-    provider submission (after the first claim, wake one more submitter), submit them one by
-    one; until none is waiting. Returns how many claims it made. A provider outage hands the
-    payment to its own task, which retries with backoff; a payment whose submission failed
-    otherwise is left to the sweep of lost submissions, and the others of its claim go on."""
+    provider submission (up to SUBMITTER_CLAIM_SIZE; a full claim wakes one more submitter),
+    submit them one by one; until none is waiting. Returns how many claims it made. A
+    provider outage hands the payment to its own task, which retries with backoff; a payment
+    whose submission failed otherwise is left to the sweep of lost submissions, and the
+    others of its claim go on."""
     from payments import tasks
 
     def claim() -> tuple[datetime, list[Payin | Payout]] | None:
@@ -787,7 +788,13 @@ def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT) -> int:
                 )
 
     return shared_cache.drain(
-        SUBMITTER_WAKE_KEY, tasks.submit_payments, claim=claim, handle=submit, limit=limit
+        SUBMITTER_WAKE_KEY,
+        tasks.submit_payments,
+        claim=claim,
+        # a full claim may have left payments waiting for another submitter
+        more=lambda claimed: len(claimed[1]) >= SUBMITTER_CLAIM_SIZE,
+        handle=submit,
+        limit=limit,
     )
 
 

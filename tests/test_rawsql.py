@@ -247,3 +247,57 @@ def test_insert_if_absent_writes_once_and_leaves_the_existing_row_alone(merchant
     assert list(Journal.objects.filter(resource_id=resource_id).values_list("memo", flat=True)) == [
         "first"
     ]
+
+
+def test_save_together_writes_updates_and_inserts_in_one_statement(
+    merchant, django_assert_num_queries
+):
+    from django.utils import timezone
+
+    from config.rawsql import save_together
+    from payments.models import Journal, JournalLine, LedgerAccount, Wallet
+    from quotes.models import FeeSchedule
+
+    wallet = Wallet.objects.create(merchant=merchant, currency="XOF")
+    before = wallet.updated_at
+    account = LedgerAccount.objects.create(merchant=merchant, currency="XOF", code="test")
+    journal = Journal.objects.create(
+        merchant=merchant,
+        currency="XOF",
+        kind="test",
+        resource_type="test",
+        resource_id=uuid.uuid4(),
+        created_at=timezone.now(),
+    )
+    wallet.available = Decimal("40.00")
+    wallet.reserved = Decimal("99")  # not named: not written
+    lines = [JournalLine(journal=journal, account=account, amount=a) for a in ("40", "-40")]
+    fee = FeeSchedule(merchant=merchant, flow_type="payout", percentage="1.25")
+
+    with django_assert_num_queries(1):
+        save_together(updates=[(wallet, ["available", "updated_at"])], inserts=[*lines, fee])
+
+    stored = Wallet.objects.get(pk=wallet.pk)
+    assert stored.available == Decimal("40.00") and stored.reserved == 0
+    assert stored.updated_at > before  # auto_now, as save() would
+    assert all(line.pk is not None and not line._state.adding for line in lines)  # read back
+    assert [JournalLine.objects.get(pk=line.pk).amount for line in lines] == [40, -40]
+    assert FeeSchedule.objects.get(pk=fee.pk).active is True  # field defaults, as save()
+
+
+def test_save_together_refuses_a_missing_row_and_its_transaction_keeps_nothing(merchant):
+    from django.db import DatabaseError, transaction
+
+    from config.rawsql import save_together
+    from payments.models import Wallet
+    from quotes.models import FeeSchedule
+
+    wallet = Wallet.objects.create(merchant=merchant, currency="XOF")
+    Wallet.objects.filter(pk=wallet.pk).delete()
+    before = FeeSchedule.objects.count()
+    with pytest.raises(DatabaseError), transaction.atomic():
+        save_together(
+            updates=[(wallet, ["available"])],
+            inserts=[FeeSchedule(merchant=merchant, flow_type="payout", percentage="1")],
+        )
+    assert FeeSchedule.objects.count() == before

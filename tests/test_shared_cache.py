@@ -1,4 +1,5 @@
-"""Coalesced wake-ups against the real Redis: how many consumer tasks a drain enqueues."""
+"""Coalesced wake-ups against the real Redis: how many consumer tasks producers and a drain
+enqueue, and that work committed at any moment of a drain is claimed."""
 
 import uuid
 
@@ -22,56 +23,107 @@ class RecordingTask:
         self.enqueued += 1
 
 
-def drain(
-    key: str, task: RecordingTask, work: list[int], limit: int = 10, handle=None
-) -> list[int]:
+class Queue:
+    """Work waiting to be claimed one piece at a time; each claim also says whether it left
+    more waiting, as a full batch or the sender's `more_due` does. `on_empty` runs once, the
+    first time a claim finds nothing (work committed just then)."""
+
+    def __init__(self, pieces: list[int], on_empty=None) -> None:
+        self.pieces = pieces
+        self.claims = 0
+        self.on_empty = on_empty
+
+    def claim(self) -> tuple[int, bool] | None:
+        self.claims += 1
+        if not self.pieces:
+            if self.on_empty is not None:
+                self.on_empty, on_empty = None, self.on_empty
+                on_empty()
+            return None
+        return self.pieces.pop(0), bool(self.pieces)
+
+
+def drain(key: str, task: RecordingTask, queue: Queue, limit: int = 10, handle=None) -> list:
     handled: list[int] = []
 
-    def record(piece: int) -> None:
-        handled.append(piece)
+    def record(claimed: tuple[int, bool]) -> None:
+        handled.append(claimed[0])
         if handle is not None:
-            handle(piece)
+            handle(claimed)
 
     shared_cache.drain(
-        key, task, claim=lambda: work.pop(0) if work else None, handle=record, limit=limit
+        key, task, claim=queue.claim, more=lambda claimed: claimed[1], handle=record, limit=limit
     )
     return handled
 
 
-def test_a_consumer_that_finds_work_wakes_one_more_once():
-    key, task = f"test-drain-{uuid.uuid4()}", RecordingTask()
+@pytest.fixture
+def key():
+    return f"test-drain-{uuid.uuid4()}"
 
-    assert drain(key, task, [1, 2, 3, 4, 5]) == [1, 2, 3, 4, 5]
-    assert task.enqueued == 1
-    # that consumer has not started yet: new work wakes no one else
+
+def produce(key: str, task: RecordingTask, queue: Queue, piece: int) -> None:
+    """A producer: its work is committed, then it wakes a consumer."""
+    queue.pieces.append(piece)
     assert shared_cache.wake(key, task)
+
+
+def test_work_committed_while_a_consumer_works_is_claimed_by_it_and_wakes_no_one(key):
+    task, queue = RecordingTask(), Queue([])
+    produce(key, task, queue, 1)
+    assert task.enqueued == 1  # the consumer, waiting to start
+
+    def more_arrives(claimed):
+        if claimed[0] < 4:
+            produce(key, task, queue, claimed[0] + 1)
+
+    assert drain(key, task, queue, handle=more_arrives) == [1, 2, 3, 4]
     assert task.enqueued == 1
-
-
-def test_the_consumer_it_woke_wakes_the_next_not_this_one():
-    key, task = f"test-drain-{uuid.uuid4()}", RecordingTask()
-
-    # the woken consumer starts (clears the key) while this one is still handling its work
-    started = lambda _piece: shared_cache.wake_clear(key)  # noqa: E731
-    assert drain(key, task, [1, 2, 3, 4, 5], handle=started) == [1, 2, 3, 4, 5]
-    assert task.enqueued == 1
-
-
-def test_a_consumer_that_finds_nothing_wakes_no_one():
-    key, task = f"test-drain-{uuid.uuid4()}", RecordingTask()
-
-    assert drain(key, task, []) == []
-    assert task.enqueued == 0
-    assert shared_cache.wake(key, task)  # the key was cleared: the next work wakes a consumer
-    assert task.enqueued == 1
-
-
-def test_a_consumer_at_its_limit_leaves_the_rest_to_the_one_it_woke():
-    key, task = f"test-drain-{uuid.uuid4()}", RecordingTask()
-    work = [1, 2, 3, 4, 5]
-
-    assert drain(key, task, work, limit=3) == [1, 2, 3]
-    assert task.enqueued == 1
-    shared_cache.wake_clear(key)  # that consumer starts
-    assert drain(key, task, work, limit=3) == [4, 5]
+    produce(key, task, queue, 5)  # the consumer has stopped: the next work wakes another
     assert task.enqueued == 2
+
+
+def test_work_committed_as_a_consumer_finds_nothing_is_claimed_after_the_key_is_cleared(key):
+    task = RecordingTask()
+    queue = Queue([1])
+    queue.on_empty = lambda: produce(key, task, queue, 2)  # its wake finds the key still set
+    shared_cache.wake(key, task)
+
+    assert drain(key, task, queue) == [1, 2]
+    assert task.enqueued == 1
+
+
+def test_a_backlog_enqueues_one_more_consumer_once(key):
+    task, queue = RecordingTask(), Queue([1, 2, 3, 4, 5])
+    shared_cache.wake(key, task)
+
+    assert drain(key, task, queue) == [1, 2, 3, 4, 5]
+    assert task.enqueued == 2  # the one woken, and one more for the backlog
+
+
+def test_a_trickle_enqueues_no_other_consumer(key):
+    task, queue = RecordingTask(), Queue([1])
+    shared_cache.wake(key, task)
+
+    assert drain(key, task, queue) == [1]
+    assert task.enqueued == 1
+
+
+def test_a_consumer_that_finds_nothing_leaves_the_next_work_to_a_new_one(key):
+    task, queue = RecordingTask(), Queue([])
+    shared_cache.wake(key, task)
+
+    assert drain(key, task, queue) == []
+    produce(key, task, queue, 1)
+    assert task.enqueued == 2
+
+
+def test_a_consumer_at_its_limit_hands_over_and_new_work_waits_for_the_fresh_task(key):
+    task, queue = RecordingTask(), Queue([1, 2, 3, 4, 5])
+    shared_cache.wake(key, task)
+
+    assert drain(key, task, queue, limit=3) == [1, 2, 3]
+    assert task.enqueued == 3  # the first, one more for the backlog, and the fresh one
+    produce(key, task, queue, 6)  # the key is still held for the fresh task
+    assert task.enqueued == 3
+    assert drain(key, task, queue, limit=3) == [4, 5, 6]

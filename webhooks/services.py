@@ -365,7 +365,7 @@ def _enqueue_delivery(delivery_id: UUID) -> None:
 
 
 # New deliveries wake a sender (config.shared_cache.wake) instead of each getting a task of
-# their own; every sender, once it has claimed a delivery, wakes one more.
+# their own; a sender that finds another delivery due when it claims wakes one more.
 SENDER_WAKE_KEY = "webhooks:sender-wake"
 SENDER_BATCH_LIMIT = 200  # then the task hands over to a fresh one
 
@@ -376,18 +376,22 @@ def _sender_wake() -> None:
     shared_cache.wake(SENDER_WAKE_KEY, tasks.send_webhooks)
 
 
-def _delivery_create(*, event: Event, endpoint: WebhookEndpoint, now: datetime) -> Delivery:
-    delivery = rawsql.insert(
-        Delivery(
-            event=event,
-            endpoint=endpoint,
-            status=DeliveryStatus.PENDING,
-            next_attempt_at=now,
-            dispatched_at=now,
-            created_at=now,
-            updated_at=now,
-        )
+def _delivery_new(*, event: Event, endpoint: WebhookEndpoint, now: datetime) -> Delivery:
+    """A delivery of the event to the endpoint, due now, for the caller to insert; inserting it
+    must also wake a sender after commit."""
+    return Delivery(
+        event=event,
+        endpoint=endpoint,
+        status=DeliveryStatus.PENDING,
+        next_attempt_at=now,
+        dispatched_at=now,
+        created_at=now,
+        updated_at=now,
     )
+
+
+def _delivery_create(*, event: Event, endpoint: WebhookEndpoint, now: datetime) -> Delivery:
+    delivery = rawsql.insert(_delivery_new(event=event, endpoint=endpoint, now=now))
     transaction.on_commit(_sender_wake)
     return delivery
 
@@ -437,10 +441,17 @@ def event_record(
             }
         )
         event.body = _serialize(event.payload)
-        rawsql.insert(event)
+        deliveries = []
         if fan_out:
-            for endpoint in _subscribed_endpoints(merchant_id=merchant_id, event_type=event_type):
-                _delivery_create(event=event, endpoint=endpoint, now=at)
+            deliveries = [
+                _delivery_new(event=event, endpoint=endpoint, now=at)
+                for endpoint in _subscribed_endpoints(
+                    merchant_id=merchant_id, event_type=event_type
+                )
+            ]
+        rawsql.save_together(inserts=[event, *deliveries])  # one round trip for all
+        if deliveries:
+            transaction.on_commit(_sender_wake)
     return event
 
 
@@ -527,6 +538,7 @@ class _Claim:
     body: bytes
     event_id: UUID
     event_type: str
+    more_due: bool = False  # a backlog was due behind this one when it was claimed
 
 
 @dataclass(frozen=True)
@@ -568,14 +580,22 @@ WITH target AS (
     RETURNING id
 )
 SELECT c.id, (SELECT id FROM attempt), c.attempts, e.url, e.signing_secret, ev.body,
-       CASE WHEN ev.body = '' THEN ev.payload END, ev.id, ev.event_type
+       CASE WHEN ev.body = '' THEN ev.payload END, ev.id, ev.event_type, {more}
 FROM claimed c
 JOIN webhooks_webhookendpoint e ON e.id = c.endpoint_id
 JOIN webhooks_event ev ON ev.id = c.event_id
 """
-_CLAIM_ONE_SQL = _CLAIM_SQL.format(which="AND d.id = %(delivery_id)s")
-# the oldest due (the partial index `delivery_due` serves it)
-_CLAIM_NEXT_SQL = _CLAIM_SQL.format(which="ORDER BY d.next_attempt_at LIMIT 1")
+_CLAIM_ONE_SQL = _CLAIM_SQL.format(which="AND d.id = %(delivery_id)s", more="false")
+# the oldest due (the partial index `delivery_due` serves it), and whether a backlog is due
+# behind it: SENDER_BACKLOG more at least (the statement's snapshot still sees the claimed one
+# as pending: it is left out by its id)
+SENDER_BACKLOG = 10
+_CLAIM_NEXT_SQL = _CLAIM_SQL.format(
+    which="ORDER BY d.next_attempt_at LIMIT 1",
+    more="(SELECT count(*) FROM (SELECT 1 FROM webhooks_delivery o WHERE o.status = 'pending'"  # noqa: S608 (constants)
+    f" AND o.next_attempt_at <= %(now)s AND o.id <> c.id LIMIT {SENDER_BACKLOG}) AS behind)"
+    f" >= {SENDER_BACKLOG}",
+)
 
 _RECORD_SQL = """
 WITH attempt AS (
@@ -606,7 +626,7 @@ def _delivery_claim_sql(*, now: datetime, delivery_id: UUID | None = None) -> _C
         row = cursor.fetchone()
     if row is None:
         return None
-    claimed_id, attempt_id, number, url, secret, body, payload, event_id, event_type = row
+    claimed_id, attempt_id, number, url, secret, body, payload, event_id, event_type, more = row
     if not body:  # an event stored before bodies were kept: its payload, serialized
         body = _serialize(payload if isinstance(payload, dict) else json.loads(payload))
     return _Claim(
@@ -618,6 +638,7 @@ def _delivery_claim_sql(*, now: datetime, delivery_id: UUID | None = None) -> _C
         body=body.encode("utf-8"),
         event_id=event_id,
         event_type=event_type,
+        more_due=bool(more),
     )
 
 
@@ -829,27 +850,35 @@ def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> str |
 
 
 def deliveries_send(*, limit: int = SENDER_BATCH_LIMIT) -> int:
-    """One sender (the `send_webhooks` task): claim the oldest due delivery (after the first,
-    wake one more sender for what else is due), send, record; until nothing is due. Returns
-    the number of attempts made. Each attempt reads the clock, so its signature timestamp is
-    fresh."""
+    """One sender (the `send_webhooks` task): claim the oldest due delivery, send, record;
+    until nothing is due (the first claim that finds a backlog behind it wakes one more
+    sender).
+    Returns the number of attempts made. Each attempt reads the clock, so its signature
+    timestamp is fresh."""
     from webhooks import tasks
 
-    def claim() -> tuple[datetime, _Claim] | None:
+    def claim() -> tuple[datetime, _Claim, bool] | None:
         now = timezone.now()
         if connection.vendor == "postgresql":
             claimed = _delivery_claim_sql(now=now)
+            more = claimed is not None and claimed.more_due
         else:
-            due = selectors.deliveries_due(now=now, limit=1)
+            due = selectors.deliveries_due(now=now, limit=1 + SENDER_BACKLOG)
             claimed = _delivery_claim(delivery_id=due[0], now=now) if due else None
-        return None if claimed is None else (now, claimed)
+            more = len(due) > SENDER_BACKLOG
+        return None if claimed is None else (now, claimed, more)
 
-    def send(claimed: tuple[datetime, _Claim]) -> None:
-        now, claim = claimed
+    def send(claimed: tuple[datetime, _Claim, bool]) -> None:
+        now, claim, _ = claimed
         _delivery_record(claim=claim, outcome=_post(claim=claim, now=now), now=now)
 
     return shared_cache.drain(
-        SENDER_WAKE_KEY, tasks.send_webhooks, claim=claim, handle=send, limit=limit
+        SENDER_WAKE_KEY,
+        tasks.send_webhooks,
+        claim=claim,
+        more=lambda claimed: claimed[2],
+        handle=send,
+        limit=limit,
     )
 
 
