@@ -365,7 +365,7 @@ def _enqueue_delivery(delivery_id: UUID) -> None:
 
 
 # New deliveries wake a sender (config.shared_cache.wake) instead of each getting a task of
-# their own; a sender that finds another delivery due when it claims wakes one more.
+# their own; a sender whose claim finds a backlog due behind it wakes one more.
 SENDER_WAKE_KEY = "webhooks:sender-wake"
 SENDER_BATCH_LIMIT = 200  # then the task hands over to a fresh one
 
