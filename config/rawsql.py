@@ -334,26 +334,30 @@ def save_together(
         for row in inserts:
             insert(row)
         return
+    update_shapes = [
+        _update_shape(type(instance), tuple(names), ("pk",)) for instance, names in updates
+    ]
+    insert_shapes = [_insert_shape(type(row)) for row in inserts]
+    params: list[Any] = []
+    for (instance, names), (_, set_fields, where_fields) in zip(
+        updates, update_shapes, strict=True
+    ):
+        values = list(_saved_values(instance, names).values())
+        params += _update_params(set_fields, values, where_fields, [instance.pk])
+    for row, (_, _, fields, _) in zip(inserts, insert_shapes, strict=True):
+        params += _insert_params(row, fields)
     shape_key = (
         tuple((type(instance), tuple(names)) for instance, names in updates),
         tuple(type(row) for row in inserts),
     )
-    params: list[Any] = []
-    for instance, names in updates:
-        values = _saved_values(instance, names)
-        _, set_fields, where_fields = _update_shape(type(instance), tuple(names), ("pk",))
-        params += _update_params(set_fields, list(values.values()), where_fields, [instance.pk])
-    for row in inserts:
-        params += _insert_params(row, _insert_shape(type(row))[2])
     sql = _TOGETHER.get(shape_key)
     if sql is None:
         quote = connection.ops.quote_name
         parts = [
-            f"u{number} AS ({_update_shape(type(instance), tuple(names), ('pk',))[0]} RETURNING 1)"
-            for number, (instance, names) in enumerate(updates)
+            f"u{number} AS ({update_sql} RETURNING 1)"
+            for number, (update_sql, _, _) in enumerate(update_shapes)
         ]
-        for number, row in enumerate(inserts):
-            head, placeholders, _, generated = _insert_shape(type(row))
+        for number, (head, placeholders, _, generated) in enumerate(insert_shapes):
             returned = "1" if generated is None else quote(generated.column)
             parts.append(f"i{number} AS ({head}{placeholders} RETURNING {returned})")
         # the CTEs' own names, numbered: no outside value in this text
@@ -366,8 +370,9 @@ def save_together(
     for (instance, _), count in zip(updates, returned, strict=False):
         if count != 1:
             raise _not_updated(instance)
-    for row, key in zip(inserts, returned[len(updates) :], strict=True):
-        generated = _insert_shape(type(row))[3]
+    for row, (_, _, _, generated), key in zip(
+        inserts, insert_shapes, returned[len(updates) :], strict=True
+    ):
         if generated is not None:
             setattr(row, generated.attname, key)
         _saved(row)

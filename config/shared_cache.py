@@ -50,20 +50,21 @@ def cache_key(name: str) -> str:
 
 
 def wake(key: str, task: Task) -> bool:
-    """Enqueue `task` unless a consumer is already waiting to start. False when neither Redis
-    nor the broker could be reached: the caller's sweep is then the fallback."""
+    """Enqueue `task` unless a consumer is already waiting to start or at work. False when
+    neither Redis nor the broker could be reached: the caller's sweep is then the fallback."""
     client = redis_client()
     try:
         if client is not None and not client.set(cache_key(key), 1, nx=True, ex=WAKE_SECONDS):
-            return True  # a consumer is waiting to start: it will find the new work
-        task.delay()
-        return True
-    except (BrokerError, RedisError):
+            return True  # a consumer is waiting to start or at work: it will find the new work
+    except RedisError:
         logger.warning("Could not wake %s; the work is left to its sweep", task.name)
-        if client is not None:
-            with contextlib.suppress(RedisError):  # else the key expires on its own
-                client.delete(cache_key(key))
         return False
+    if _enqueue(task):
+        return True
+    if client is not None:  # no consumer is coming: let the next commit try again
+        with contextlib.suppress(RedisError):  # else the key expires on its own
+            client.delete(cache_key(key))
+    return False
 
 
 def wake_clear(key: str) -> None:
@@ -89,6 +90,7 @@ def wake_hold(key: str) -> None:
 
 
 def _enqueue(task: Task) -> bool:
+    """Enqueue the consumer task; False (logged) when the broker cannot be reached."""
     try:
         task.delay()
         return True
