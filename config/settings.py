@@ -223,6 +223,9 @@ WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=[60, 300, 900, 3600, 14400, 43200])
 ]
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10)
+# A submitter or webhook sender in a worker waits this long for more work before it stops
+# (config.shared_cache.drain); 0 turns lingering off.
+CONSUMER_LINGER_SECONDS = env.float("CONSUMER_LINGER_SECONDS", default=0.5)
 WEBHOOK_ALLOW_HTTP = env.bool("WEBHOOK_ALLOW_HTTP", default=False)
 ALLOW_PRIVATE_NETWORK_URLS = env.bool("ALLOW_PRIVATE_NETWORK_URLS", default=False)
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=6000)

@@ -8,11 +8,14 @@ task waiting to start or at work. `wake(key, task)` enqueues the task only when 
 the key is set (SET NX) from the enqueue until that consumer, about to stop, clears it (see
 `drain`), or for WAKE_SECONDS if the consumer is lost. A consumer whose claim leaves work
 waiting enqueues one more, so a backlog is drained by every process of the task's queue.
+A consumer running in a worker lingers: when nothing is left it waits a moment for a nudge,
+which a wake that finds the key held leaves, so a steady stream of work costs no task per piece.
 Without a shared Redis every wake enqueues, as it must: nothing else would tell the processes
 apart."""
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -20,12 +23,14 @@ import redis
 from celery import Task
 from django.conf import settings
 from django.core.cache import cache
+from django.db import close_old_connections
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
 
 logger = logging.getLogger("cowry")
 
 WAKE_SECONDS = 30
+LINGER_BUDGET_SECONDS = 10  # < WAKE_SECONDS; then a consumer stops lingering (drain)
 
 _clients: dict[str, redis.Redis] = {}
 
@@ -49,13 +54,34 @@ def cache_key(name: str) -> str:
     return cache.make_and_validate_key(name)
 
 
+# Set the wake key; when it is already set, leave a nudge (at most one waits) for a lingering
+# consumer instead. One round trip, and no window between the test and the nudge.
+_WAKE_SCRIPT = """
+if redis.call('SET', KEYS[1], 1, 'NX', 'EX', ARGV[1]) then return 1 end
+redis.call('RPUSH', KEYS[2], 1)
+redis.call('LTRIM', KEYS[2], -1, -1)
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return 0
+"""
+_scripts: dict[int, redis.commands.core.Script] = {}
+
+
+def _nudge_key(key: str) -> str:
+    return cache_key(f"{key}:nudge")
+
+
 def wake(key: str, task: Task) -> bool:
-    """Enqueue `task` unless a consumer is already waiting to start or at work. False when
-    neither Redis nor the broker could be reached: the caller's sweep is then the fallback."""
+    """Enqueue `task` unless a consumer is already waiting to start or at work (then nudge it).
+    False when neither Redis nor the broker could be reached: the caller's sweep is then the
+    fallback."""
     client = redis_client()
     try:
-        if client is not None and not client.set(cache_key(key), 1, nx=True, ex=WAKE_SECONDS):
-            return True  # a consumer is waiting to start or at work: it will find the new work
+        if client is not None:
+            script = _scripts.get(id(client))
+            if script is None:
+                script = _scripts[id(client)] = client.register_script(_WAKE_SCRIPT)
+            if not script(keys=[cache_key(key), _nudge_key(key)], args=[WAKE_SECONDS]):
+                return True  # a consumer is waiting to start or at work: it will find the work
     except RedisError:
         logger.warning("Could not wake %s; the work is left to its sweep", task.name)
         return False
@@ -89,10 +115,22 @@ def wake_hold(key: str) -> None:
         logger.warning("Could not set the wake key %s", key)
 
 
-def _enqueue(task: Task) -> bool:
+def _nudged(key: str, seconds: float) -> bool:
+    """Wait up to `seconds` for a nudge (taking it); False when none came or Redis is away."""
+    client = redis_client()
+    if client is None:
+        return False
+    try:
+        return client.blpop([_nudge_key(key)], timeout=seconds) is not None
+    except RedisError:
+        logger.warning("Could not wait for a nudge on %s", key)
+        return False
+
+
+def _enqueue(task: Task, **kwargs: object) -> bool:
     """Enqueue the consumer task; False (logged) when the broker cannot be reached."""
     try:
-        task.delay()
+        task.delay(**kwargs)
         return True
     except BrokerError:
         logger.warning("Could not enqueue %s; the work is left to its sweep", task.name)
@@ -107,33 +145,68 @@ def drain(
     more: Callable[[Claimed], bool],
     handle: Callable[[Claimed], None],
     limit: int,
+    rest: Callable[[Claimed], bool] = lambda _: True,
+    linger: float = 0,
 ) -> int:
     """A woken consumer's loop: claim a piece of work and handle it, until `claim` finds
     nothing, or `limit` pieces, when a fresh task takes over. The wake key stays set while it
     works, so new work wakes no other consumer: this one claims it. When a claim finds nothing
     it clears the key and claims once more, for what was committed in between; only when that
     finds nothing too does it stop. The first claim that `more(piece)` says left work waiting
-    (a full batch, another delivery due) enqueues one more consumer, which does the same: a
-    backlog is drained by every process of the queue, while a trickle keeps one consumer busy
-    instead of a task per piece. Returns how many were claimed.
+    (a full batch, another delivery due) enqueues one more consumer (with helper=True), which
+    does the same: a backlog is drained by every process of the queue, while a trickle keeps
+    one consumer busy instead of a task per piece. Returns how many were claimed.
+
+    With `linger` (a consumer in a worker, not a helper), before clearing the key it waits up
+    to `linger` seconds for a nudge, and claims again when one comes; after a piece whose claim
+    said, through `rest`, that nothing else was waiting, it goes straight to waiting. It
+    lingers only within LINGER_BUDGET_SECONDS of its start (the key, held afresh at the start,
+    outlives that), then drains as one that does not linger: the worker processes it shares
+    with other queues get their turn.
 
     The ordering argument: a commit whose wake finds the key set happened before the key is
     next cleared, and every consumer clears it and then claims before it stops; a commit whose
-    wake finds the key clear enqueues a consumer of its own. A consumer lost with the key set
-    delays new work by at most WAKE_SECONDS (the key expires), and its sweep catches the rest."""
+    wake finds the key clear enqueues a consumer of its own. A nudge is left after its commit,
+    so a consumer that takes it claims that work; and a claim that said nothing was waiting saw
+    every commit before it, while every later one leaves a nudge. A consumer lost with the key
+    set delays new work by at most WAKE_SECONDS (the key expires), and its sweep catches the
+    rest."""
     claimed = 0
     helped = False
+    waiting = True
+    lingers_until = 0.0
+    if linger:
+        lingers_until = time.monotonic() + LINGER_BUDGET_SECONDS
+        wake_hold(key)  # a chain of hand-overs may have outlived the key
     while claimed < limit:
-        work = claim()
+        work = claim() if waiting else None
         if work is None:
+            wait = min(linger, lingers_until - time.monotonic())
+            if wait > 0:
+                nudged = _nudged(key, wait)
+                # what follows is new work, as a new task's is: on a connection checked first
+                # (CONN_HEALTH_CHECKS), not one that may have died while this one waited
+                close_old_connections()
+                if nudged:
+                    waiting = True
+                    continue
             wake_clear(key)
             work = claim()
             if work is None:
                 return claimed
             wake_hold(key)
         if not helped and more(work):
-            helped = _enqueue(task)
+            helped = _enqueue(task, helper=True)
         claimed += 1
         handle(work)
+        waiting = rest(work) or time.monotonic() >= lingers_until
     _enqueue(task)  # the key stays set: the fresh task goes on with this one's work
     return claimed
+
+
+def linger_seconds(request: object, helper: bool) -> float:
+    """How long a consumer task lingers for more work: not at all when run eagerly (in the
+    caller's process) or as a helper, else CONSUMER_LINGER_SECONDS."""
+    if helper or getattr(request, "is_eager", False):
+        return 0
+    return settings.CONSUMER_LINGER_SECONDS

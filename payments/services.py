@@ -747,7 +747,7 @@ def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> lis
         return claimed
 
 
-def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT) -> int:
+def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT, linger: float = 0) -> int:
     """One submitter (the `submit_payments` task): claim the oldest payments waiting for their
     provider submission (up to SUBMITTER_CLAIM_SIZE; a full claim wakes one more submitter),
     submit them one by one; until none is waiting. Returns how many claims it made. A
@@ -793,8 +793,10 @@ def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT) -> int:
         claim=claim,
         # a full claim may have left payments waiting for another submitter
         more=lambda claimed: len(claimed[1]) >= SUBMITTER_CLAIM_SIZE,
+        rest=lambda claimed: len(claimed[1]) >= SUBMITTER_CLAIM_SIZE,
         handle=submit,
         limit=limit,
+        linger=linger,
     )
 
 

@@ -3,10 +3,11 @@
 import logging
 from uuid import UUID
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
+from config import shared_cache
 from payments import services
 from payments.provider import ProviderUnavailable, deliver_answer
 
@@ -63,12 +64,12 @@ PROVIDER_TASK_OPTIONS = {
 }
 
 
-@shared_task(acks_late=True, ignore_result=True)
-def submit_payments(**_: object) -> None:
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def submit_payments(self: Task, helper: bool = False, **_: object) -> None:
     """Submit waiting payins and payouts until none is left; enqueued when they are created,
     at most one waiting at a time (services._submitter_wake). A payment claimed but not
     submitted when this dies is resubmitted by the sweep of lost submissions."""
-    services.payments_submit_waiting()
+    services.payments_submit_waiting(linger=shared_cache.linger_seconds(self.request, helper))
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)

@@ -1,6 +1,9 @@
 """Coalesced wake-ups against the real Redis: how many consumer tasks producers and a drain
-enqueue, and that work committed at any moment of a drain is claimed."""
+enqueue, and that work committed at any moment of a drain is claimed, by a consumer that
+lingers for more work or by one that does not."""
 
+import threading
+import time
 import uuid
 
 import pytest
@@ -18,9 +21,11 @@ class RecordingTask:
 
     def __init__(self) -> None:
         self.enqueued = 0
+        self.helpers = 0
 
-    def delay(self) -> None:
+    def delay(self, helper: bool = False) -> None:
         self.enqueued += 1
+        self.helpers += helper
 
 
 class Queue:
@@ -43,7 +48,9 @@ class Queue:
         return self.pieces.pop(0), bool(self.pieces)
 
 
-def drain(key: str, task: RecordingTask, queue: Queue, limit: int = 10, handle=None) -> list:
+def drain(
+    key: str, task: RecordingTask, queue: Queue, limit: int = 10, handle=None, linger: float = 0
+) -> list:
     handled: list[int] = []
 
     def record(claimed: tuple[int, bool]) -> None:
@@ -52,7 +59,14 @@ def drain(key: str, task: RecordingTask, queue: Queue, limit: int = 10, handle=N
             handle(claimed)
 
     shared_cache.drain(
-        key, task, claim=queue.claim, more=lambda claimed: claimed[1], handle=record, limit=limit
+        key,
+        task,
+        claim=queue.claim,
+        more=lambda claimed: claimed[1],
+        rest=lambda claimed: claimed[1],
+        handle=record,
+        limit=limit,
+        linger=linger,
     )
     return handled
 
@@ -127,3 +141,86 @@ def test_a_consumer_at_its_limit_hands_over_and_new_work_waits_for_the_fresh_tas
     produce(key, task, queue, 6)  # the key is still held for the fresh task
     assert task.enqueued == 3
     assert drain(key, task, queue, limit=3) == [4, 5, 6]
+
+
+def test_a_backlog_helper_is_enqueued_as_a_helper(key):
+    task, queue = RecordingTask(), Queue([1, 2])
+    shared_cache.wake(key, task)
+
+    drain(key, task, queue)
+    assert (task.enqueued, task.helpers) == (2, 1)
+
+
+# A lingering consumer. LINGER is far longer than any of these tests takes when the consumer is
+# woken by a nudge: a broken nudge shows as a test that waits it out and then fails.
+LINGER = 30.0
+
+
+def test_a_lingering_consumer_claims_work_committed_while_it_waits_and_wakes_no_one(key):
+    task, queue = RecordingTask(), Queue([1])
+    shared_cache.wake(key, task)
+    later = threading.Timer(0.2, produce, args=(key, task, queue, 2))
+    later.start()
+    started = time.monotonic()
+
+    # limit=2: the second piece ends the drain by a hand-over instead of another wait
+    assert drain(key, task, queue, limit=2, linger=LINGER) == [1, 2]
+    later.join()
+    assert time.monotonic() - started < LINGER / 2  # woken by the nudge, not by the timeout
+    assert task.enqueued == 2  # the first and the hand-over: none for the work that came
+    assert queue.claims == 2  # nothing was waiting after 1: no claim until the nudge
+
+
+def test_work_committed_while_a_lingering_consumer_works_is_claimed_after_it(key):
+    task, queue = RecordingTask(), Queue([1])
+    shared_cache.wake(key, task)
+
+    def more_arrives(claimed):
+        if claimed[0] == 1:
+            produce(key, task, queue, 2)  # the key is held: this leaves a nudge
+
+    assert drain(key, task, queue, limit=2, handle=more_arrives, linger=LINGER) == [1, 2]
+    assert task.enqueued == 2
+
+
+def test_a_lingering_consumer_that_waits_in_vain_stops_and_the_next_work_wakes_another(key):
+    task, queue = RecordingTask(), Queue([1])
+    shared_cache.wake(key, task)
+
+    assert drain(key, task, queue, linger=0.2) == [1]
+    assert task.enqueued == 1
+    produce(key, task, queue, 2)
+    assert task.enqueued == 2
+
+
+def test_a_lingering_consumer_stops_lingering_after_its_budget(key, monkeypatch):
+    monkeypatch.setattr(shared_cache, "LINGER_BUDGET_SECONDS", 0.3)
+    task, queue = RecordingTask(), Queue([1])
+    shared_cache.wake(key, task)
+    started = time.monotonic()
+
+    assert drain(key, task, queue, linger=LINGER) == [1]
+    assert time.monotonic() - started < LINGER / 2
+
+
+def test_a_wake_that_finds_the_key_held_leaves_one_nudge_at_most(key):
+    task, queue = RecordingTask(), Queue([])
+    for piece in range(3):
+        produce(key, task, queue, piece)
+    client = shared_cache.redis_client()
+
+    assert task.enqueued == 1
+    assert client.llen(shared_cache.cache_key(f"{key}:nudge")) == 1
+
+
+class Request:
+    def __init__(self, is_eager: bool) -> None:
+        self.is_eager = is_eager
+
+
+def test_only_a_consumer_woken_in_a_worker_lingers(settings):
+    settings.CONSUMER_LINGER_SECONDS = 0.5
+
+    assert shared_cache.linger_seconds(Request(is_eager=False), helper=False) == 0.5
+    assert shared_cache.linger_seconds(Request(is_eager=False), helper=True) == 0
+    assert shared_cache.linger_seconds(Request(is_eager=True), helper=False) == 0

@@ -538,7 +538,8 @@ class _Claim:
     body: bytes
     event_id: UUID
     event_type: str
-    more_due: bool = False  # a backlog was due behind this one when it was claimed
+    due_behind: int = 0  # how many were due behind this one when it was claimed (at most
+    # SENDER_BACKLOG)
 
 
 @dataclass(frozen=True)
@@ -585,16 +586,15 @@ FROM claimed c
 JOIN webhooks_webhookendpoint e ON e.id = c.endpoint_id
 JOIN webhooks_event ev ON ev.id = c.event_id
 """
-_CLAIM_ONE_SQL = _CLAIM_SQL.format(which="AND d.id = %(delivery_id)s", more="false")
-# the oldest due (the partial index `delivery_due` serves it), and whether a backlog is due
-# behind it: SENDER_BACKLOG more at least (the statement's snapshot still sees the claimed one
-# as pending: it is left out by its id)
+_CLAIM_ONE_SQL = _CLAIM_SQL.format(which="AND d.id = %(delivery_id)s", more="0")
+# the oldest due (the partial index `delivery_due` serves it), and how many are due behind it,
+# up to SENDER_BACKLOG, a backlog (the statement's snapshot still sees the claimed one as
+# pending: it is left out by its id)
 SENDER_BACKLOG = 10
 _CLAIM_NEXT_SQL = _CLAIM_SQL.format(
     which="ORDER BY d.next_attempt_at LIMIT 1",
     more="(SELECT count(*) FROM (SELECT 1 FROM webhooks_delivery o WHERE o.status = 'pending'"  # noqa: S608 (constants)
-    f" AND o.next_attempt_at <= %(now)s AND o.id <> c.id LIMIT {SENDER_BACKLOG}) AS behind)"
-    f" >= {SENDER_BACKLOG}",
+    f" AND o.next_attempt_at <= %(now)s AND o.id <> c.id LIMIT {SENDER_BACKLOG}) AS behind)",
 )
 
 _RECORD_SQL = """
@@ -638,7 +638,7 @@ def _delivery_claim_sql(*, now: datetime, delivery_id: UUID | None = None) -> _C
         body=body.encode("utf-8"),
         event_id=event_id,
         event_type=event_type,
-        more_due=bool(more),
+        due_behind=more,
     )
 
 
@@ -849,26 +849,27 @@ def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> str |
     return _delivery_record(claim=claim, outcome=outcome, now=now)
 
 
-def deliveries_send(*, limit: int = SENDER_BATCH_LIMIT) -> int:
+def deliveries_send(*, limit: int = SENDER_BATCH_LIMIT, linger: float = 0) -> int:
     """One sender (the `send_webhooks` task): claim the oldest due delivery, send, record;
     until nothing is due (the first claim that finds a backlog behind it wakes one more
-    sender).
+    sender), waiting up to `linger` seconds for new deliveries (shared_cache.drain).
     Returns the number of attempts made. Each attempt reads the clock, so its signature
     timestamp is fresh."""
     from webhooks import tasks
 
-    def claim() -> tuple[datetime, _Claim, bool] | None:
+    def claim() -> tuple[datetime, _Claim, int] | None:
+        """The oldest due delivery, claimed, and how many were due behind it."""
         now = timezone.now()
         if connection.vendor == "postgresql":
             claimed = _delivery_claim_sql(now=now)
-            more = claimed is not None and claimed.more_due
+            behind = claimed.due_behind if claimed is not None else 0
         else:
             due = selectors.deliveries_due(now=now, limit=1 + SENDER_BACKLOG)
             claimed = _delivery_claim(delivery_id=due[0], now=now) if due else None
-            more = len(due) > SENDER_BACKLOG
-        return None if claimed is None else (now, claimed, more)
+            behind = len(due) - 1
+        return None if claimed is None else (now, claimed, behind)
 
-    def send(claimed: tuple[datetime, _Claim, bool]) -> None:
+    def send(claimed: tuple[datetime, _Claim, int]) -> None:
         now, claim, _ = claimed
         _delivery_record(claim=claim, outcome=_post(claim=claim, now=now), now=now)
 
@@ -876,9 +877,11 @@ def deliveries_send(*, limit: int = SENDER_BATCH_LIMIT) -> int:
         SENDER_WAKE_KEY,
         tasks.send_webhooks,
         claim=claim,
-        more=lambda claimed: claimed[2],
+        more=lambda claimed: claimed[2] >= SENDER_BACKLOG,
+        rest=lambda claimed: claimed[2] > 0,
         handle=send,
         limit=limit,
+        linger=linger,
     )
 
 

@@ -1,8 +1,9 @@
 from uuid import UUID
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.utils import timezone
 
+from config import shared_cache
 from webhooks import services
 
 
@@ -13,11 +14,11 @@ def deliver_webhook(*, delivery_id: str, **_: object) -> None:
     services.delivery_attempt(delivery_id=UUID(delivery_id))
 
 
-@shared_task(acks_late=True, ignore_result=True)
-def send_webhooks(**_: object) -> None:
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def send_webhooks(self: Task, helper: bool = False, **_: object) -> None:
     """Send due deliveries until none is left (routed to the `webhooks` queue); enqueued when
     deliveries are created, at most one waiting at a time (services._sender_wake)."""
-    services.deliveries_send()
+    services.deliveries_send(linger=shared_cache.linger_seconds(self.request, helper))
 
 
 @shared_task(ignore_result=True)
