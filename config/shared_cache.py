@@ -23,7 +23,7 @@ import redis
 from celery import Task
 from django.conf import settings
 from django.core.cache import cache
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
 
@@ -178,30 +178,44 @@ def drain(
     if linger:
         lingers_until = time.monotonic() + LINGER_BUDGET_SECONDS
         wake_hold(key)  # a chain of hand-overs may have outlived the key
+    waited = False
     while claimed < limit:
-        work = claim() if waiting else None
+        work = _claim(claim, waited) if waiting else None
         if work is None:
             wait = min(linger, lingers_until - time.monotonic())
             if wait > 0:
-                nudged = _nudged(key, wait)
-                # what follows is new work, as a new task's is: on a connection checked first
-                # (CONN_HEALTH_CHECKS), not one that may have died while this one waited
-                close_old_connections()
-                if nudged:
+                waited = True
+                if _nudged(key, wait):
                     waiting = True
                     continue
             wake_clear(key)
-            work = claim()
+            work = _claim(claim, waited)
             if work is None:
                 return claimed
             wake_hold(key)
         if not helped and more(work):
             helped = _enqueue(task, helper=True)
         claimed += 1
+        waited = False
         handle(work)
         waiting = rest(work) or time.monotonic() >= lingers_until
     _enqueue(task)  # the key stays set: the fresh task goes on with this one's work
     return claimed
+
+
+def _claim(claim: Callable[[], Claimed | None], waited: bool) -> Claimed | None:
+    """`claim()`; after a wait, once more on a new connection if the database connection
+    failed: it may have been closed or killed while this consumer waited (a new task's would
+    be checked first, by CONN_HEALTH_CHECKS; checking before every claim would cost a round
+    trip per piece)."""
+    try:
+        return claim()
+    except (OperationalError, InterfaceError):
+        if not waited:
+            raise
+        logger.warning("The database connection failed after a wait; claiming on a new one")
+        close_old_connections()
+        return claim()
 
 
 def linger_seconds(request: object, helper: bool) -> float:
