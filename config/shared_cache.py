@@ -147,25 +147,29 @@ def drain(
     limit: int,
     rest: Callable[[Claimed], bool] = lambda _: True,
     linger: float = 0,
+    helper: bool = False,
 ) -> int:
     """A woken consumer's loop: claim a piece of work and handle it, until `claim` finds
     nothing, or `limit` pieces, when a fresh task takes over. The wake key stays set while it
     works, so new work wakes no other consumer: this one claims it. When a claim finds nothing
     it clears the key and claims once more, for what was committed in between; only when that
     finds nothing too does it stop. The first claim that `more(piece)` says left work waiting
-    (a full batch, another delivery due) enqueues one more consumer (with helper=True), which
-    does the same: a backlog is drained by every process of the queue, while a trickle keeps
-    one consumer busy instead of a task per piece. Returns how many were claimed.
+    (a full batch, another delivery due) enqueues one more consumer, a helper, which does the
+    same but leaves the key alone (the consumer that holds it claims whatever comes next) and
+    stops at its first claim that finds nothing: a backlog is drained by every process of the
+    queue, while a trickle keeps one consumer busy instead of a task per piece. Returns how
+    many were claimed.
 
-    With `linger` (a consumer in a worker, not a helper), before clearing the key it waits up
-    to `linger` seconds for a nudge, and claims again when one comes; after a piece whose claim
-    said, through `rest`, that nothing else was waiting, it goes straight to waiting. It
+    With `linger` (a consumer in a worker; never a helper), before clearing the key it waits
+    up to `linger` seconds for a nudge, and claims again when one comes; after a piece whose
+    claim said, through `rest`, that nothing else was waiting, it goes straight to waiting. It
     lingers only within LINGER_BUDGET_SECONDS of its start (the key, held afresh at the start,
     outlives that), then drains as one that does not linger: the worker processes it shares
     with other queues get their turn.
 
     The ordering argument: a commit whose wake finds the key set happened before the key is
-    next cleared, and every consumer clears it and then claims before it stops; a commit whose
+    next cleared, and the consumer holding it clears it and then claims before it stops (or
+    hands the key to a fresh task at its limit); a commit whose
     wake finds the key clear enqueues a consumer of its own. A nudge is left after its commit,
     so a consumer that takes it claims that work; and a claim that said nothing was waiting saw
     every commit before it, while every later one leaves a nudge. A consumer lost with the key
@@ -175,13 +179,15 @@ def drain(
     helped = False
     waiting = True
     lingers_until = 0.0
-    if linger:
+    if linger and not helper:
         lingers_until = time.monotonic() + LINGER_BUDGET_SECONDS
         wake_hold(key)  # a chain of hand-overs may have outlived the key
     waited = False
     while claimed < limit:
         work = _claim(claim, waited) if waiting else None
         if work is None:
+            if helper:
+                return claimed
             wait = min(linger, lingers_until - time.monotonic())
             if wait > 0:
                 waited = True
@@ -199,7 +205,7 @@ def drain(
         waited = False
         handle(work)
         waiting = rest(work) or time.monotonic() >= lingers_until
-    _enqueue(task)  # the key stays set: the fresh task goes on with this one's work
+    _enqueue(task, helper=helper)  # the key stays set: the fresh task goes on with the work
     return claimed
 
 
@@ -218,9 +224,9 @@ def _claim(claim: Callable[[], Claimed | None], waited: bool) -> Claimed | None:
         return claim()
 
 
-def linger_seconds(request: object, helper: bool) -> float:
+def linger_seconds(request: object) -> float:
     """How long a consumer task lingers for more work: not at all when run eagerly (in the
-    caller's process) or as a helper, else CONSUMER_LINGER_SECONDS."""
-    if helper or getattr(request, "is_eager", False):
+    caller's process), else CONSUMER_LINGER_SECONDS (a helper never lingers: `drain`)."""
+    if getattr(request, "is_eager", False):
         return 0
     return settings.CONSUMER_LINGER_SECONDS

@@ -747,13 +747,15 @@ def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> lis
         return claimed
 
 
-def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT, linger: float = 0) -> int:
+def payments_submit_waiting(
+    *, limit: int = SUBMITTER_BATCH_LIMIT, linger: float = 0, helper: bool = False
+) -> int:
     """One submitter (the `submit_payments` task): claim the oldest payments waiting for their
     provider submission (up to SUBMITTER_CLAIM_SIZE; a full claim wakes one more submitter),
-    submit them one by one; until none is waiting. Returns how many claims it made. A
-    provider outage hands the payment to its own task, which retries with backoff; a payment
-    whose submission failed otherwise is left to the sweep of lost submissions, and the
-    others of its claim go on."""
+    submit them one by one; until none is waiting (shared_cache.drain: `linger`, `helper`).
+    Returns how many claims it made. A provider outage hands the payment to its own task,
+    which retries with backoff; a payment whose submission failed otherwise is left to the
+    sweep of lost submissions, and the others of its claim go on."""
     from payments import tasks
 
     def claim() -> tuple[datetime, list[Payin | Payout]] | None:
@@ -797,6 +799,7 @@ def payments_submit_waiting(*, limit: int = SUBMITTER_BATCH_LIMIT, linger: float
         handle=submit,
         limit=limit,
         linger=linger,
+        helper=helper,
     )
 
 

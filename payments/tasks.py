@@ -69,7 +69,8 @@ def submit_payments(self: Task, helper: bool = False, **_: object) -> None:
     """Submit waiting payins and payouts until none is left; enqueued when they are created,
     at most one waiting at a time (services._submitter_wake). A payment claimed but not
     submitted when this dies is resubmitted by the sweep of lost submissions."""
-    services.payments_submit_waiting(linger=shared_cache.linger_seconds(self.request, helper))
+    linger = shared_cache.linger_seconds(self.request)
+    services.payments_submit_waiting(linger=linger, helper=helper)
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)

@@ -218,9 +218,43 @@ class Request:
         self.is_eager = is_eager
 
 
-def test_only_a_consumer_woken_in_a_worker_lingers(settings):
+def test_only_a_consumer_run_by_a_worker_lingers(settings):
     settings.CONSUMER_LINGER_SECONDS = 0.5
 
-    assert shared_cache.linger_seconds(Request(is_eager=False), helper=False) == 0.5
-    assert shared_cache.linger_seconds(Request(is_eager=False), helper=True) == 0
-    assert shared_cache.linger_seconds(Request(is_eager=True), helper=False) == 0
+    assert shared_cache.linger_seconds(Request(is_eager=False)) == 0.5
+    assert shared_cache.linger_seconds(Request(is_eager=True)) == 0
+
+
+def test_a_helper_stops_at_its_first_empty_claim_and_leaves_the_key_to_the_holder(key):
+    task, queue = RecordingTask(), Queue([1, 2])
+    shared_cache.wake(key, task)  # the key holder is on its way (or lingering)
+    handled: list[int] = []
+
+    shared_cache.drain(
+        key,
+        task,
+        claim=queue.claim,
+        more=lambda claimed: False,
+        handle=lambda claimed: handled.append(claimed[0]),
+        limit=10,
+        linger=LINGER,  # a helper never lingers, whatever it is given
+        helper=True,
+    )
+    assert handled == [1, 2]
+    assert queue.claims == 3  # no second claim after the empty one: the key was not cleared
+    produce(key, task, queue, 3)  # still held: the holder claims it, no one new is woken
+    assert task.enqueued == 1
+
+
+def test_a_helper_at_its_limit_hands_over_to_a_helper(key):
+    task, queue = RecordingTask(), Queue([1, 2, 3])
+    shared_cache.drain(
+        key,
+        task,
+        claim=queue.claim,
+        more=lambda claimed: False,
+        handle=lambda claimed: None,
+        limit=2,
+        helper=True,
+    )
+    assert (task.enqueued, task.helpers) == (1, 1)

@@ -849,7 +849,9 @@ def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> str |
     return _delivery_record(claim=claim, outcome=outcome, now=now)
 
 
-def deliveries_send(*, limit: int = SENDER_BATCH_LIMIT, linger: float = 0) -> int:
+def deliveries_send(
+    *, limit: int = SENDER_BATCH_LIMIT, linger: float = 0, helper: bool = False
+) -> int:
     """One sender (the `send_webhooks` task): claim the oldest due delivery, send, record;
     until nothing is due (the first claim that finds a backlog behind it wakes one more
     sender), waiting up to `linger` seconds for new deliveries (shared_cache.drain).
@@ -882,6 +884,7 @@ def deliveries_send(*, limit: int = SENDER_BATCH_LIMIT, linger: float = 0) -> in
         handle=send,
         limit=limit,
         linger=linger,
+        helper=helper,
     )
 
 
