@@ -169,12 +169,11 @@ def drain(
 
     The ordering argument: a commit whose wake finds the key set happened before the key is
     next cleared, and the consumer holding it clears it and then claims before it stops (or
-    hands the key to a fresh task at its limit); a commit whose
-    wake finds the key clear enqueues a consumer of its own. A nudge is left after its commit,
-    so a consumer that takes it claims that work; and a claim that said nothing was waiting saw
-    every commit before it, while every later one leaves a nudge. A consumer lost with the key
-    set delays new work by at most WAKE_SECONDS (the key expires), and its sweep catches the
-    rest."""
+    hands the key to a fresh task at its limit); a commit whose wake finds the key clear
+    enqueues a consumer of its own. A nudge is left after its commit, so a consumer that takes
+    it claims that work; and a claim that said nothing was waiting saw every commit before it,
+    while every later one leaves a nudge. A consumer lost with the key set delays new work by
+    at most WAKE_SECONDS (the key expires), and its sweep catches the rest."""
     claimed = 0
     helped = False
     waiting = True

@@ -789,13 +789,17 @@ def payments_submit_waiting(
                     payment.id,
                 )
 
+    def full(claimed: tuple[datetime, list[Payin | Payout]]) -> bool:
+        """A full claim may have left payments waiting (for another submitter, or this one's
+        next claim); a short one left none."""
+        return len(claimed[1]) >= SUBMITTER_CLAIM_SIZE
+
     return shared_cache.drain(
         SUBMITTER_WAKE_KEY,
         tasks.submit_payments,
         claim=claim,
-        # a full claim may have left payments waiting for another submitter
-        more=lambda claimed: len(claimed[1]) >= SUBMITTER_CLAIM_SIZE,
-        rest=lambda claimed: len(claimed[1]) >= SUBMITTER_CLAIM_SIZE,
+        more=full,
+        rest=full,
         handle=submit,
         limit=limit,
         linger=linger,

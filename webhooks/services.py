@@ -538,8 +538,7 @@ class _Claim:
     body: bytes
     event_id: UUID
     event_type: str
-    due_behind: int = 0  # how many were due behind this one when it was claimed (at most
-    # SENDER_BACKLOG)
+    due_behind: int = 0  # due behind this one when it was claimed, counted to SENDER_BACKLOG
 
 
 @dataclass(frozen=True)
