@@ -431,3 +431,26 @@ def test_two_workers_never_send_the_same_attempt(merchant, receiver, webhook_set
     assert len(receiver.requests) == 1
     assert sum(result is not None for result in results) == 1
     assert DeliveryAttempt.objects.filter(delivery=delivery).count() == 2
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim statement of PostgreSQL")
+def test_a_sender_claim_says_how_many_deliveries_are_due_behind_it(merchant, endpoint):
+    """What a lingering sender relies on to wait instead of claiming again (shared_cache.drain:
+    `rest`), and what wakes a helper for a backlog (`more`)."""
+    for _ in range(3):
+        record(merchant)
+    now = timezone.now() + timedelta(seconds=1)
+
+    behind = [services._delivery_claim_sql(now=now).due_behind for _ in range(3)]
+    assert behind == [2, 1, 0]
+    assert services._delivery_claim_sql(now=now) is None
+
+
+def test_a_sender_sends_every_due_delivery_then_stops(merchant, endpoint, receiver):
+    events = [record(merchant) for _ in range(3)]
+
+    assert services.deliveries_send() == 3
+    assert sorted(r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests) == sorted(
+        str(event.id) for event in events
+    )
+    assert set(Delivery.objects.values_list("status", flat=True)) == {DeliveryStatus.SUCCEEDED}
