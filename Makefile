@@ -57,7 +57,7 @@ audit: $(STAMP)
 	AUDIT_REQUIRED=1 $(BIN)/python bin/pip_audit_gate.py
 
 # Proof under load (issue 9): not part of `make test`. See bench/README.md.
-.PHONY: bench soak
+.PHONY: bench soak bench-worker
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet aiohttp py-spy pyinstrument
@@ -66,3 +66,7 @@ bench: $(STAMP)
 soak: $(STAMP)
 	$(BIN)/pip install --quiet aiohttp
 	$(BIN)/python bench/soak.py
+
+bench-worker: $(STAMP)
+	$(BIN)/pip install --quiet aiohttp
+	$(BIN)/python bench/worker_cost.py

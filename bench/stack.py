@@ -205,7 +205,9 @@ class Stack:
             ],
         )
 
-    def start_worker(self, *, concurrency: int = 4, name: str = "worker") -> None:
+    def start_worker(
+        self, *, concurrency: int = 4, name: str = "worker", loglevel: str = "WARNING"
+    ) -> None:
         self._spawn(
             name,
             [
@@ -213,7 +215,7 @@ class Stack:
                 "-A",
                 "config",
                 "worker",
-                "--loglevel=WARNING",
+                f"--loglevel={loglevel}",
                 "--concurrency",
                 str(concurrency),
                 "-Q",
