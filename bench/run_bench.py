@@ -29,6 +29,7 @@ from bench.stack import (
     free_port,
     install_signal_handlers,
     log,
+    pg_count,
     seed_merchant,
 )
 
@@ -69,13 +70,6 @@ TARGETS = {
     "web worker peak RSS": "<= 150 MiB",
     "errors": "== 0",
 }
-
-
-def pg_count(sql: str) -> int:
-    import psycopg
-
-    with psycopg.connect(PG_DSN) as conn:
-        return conn.execute(sql).fetchone()[0]
 
 
 def drain(timeout: float = 180) -> float:

@@ -32,6 +32,14 @@ REDIS_CACHE_URL = "redis://127.0.0.1:6379/12"
 REDIS_BROKER_URL = "redis://127.0.0.1:6379/13"
 
 
+def pg_count(sql: str) -> int:
+    """The count a `SELECT count(*)` over the bench database returns."""
+    import psycopg
+
+    with psycopg.connect(PG_DSN) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

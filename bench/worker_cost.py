@@ -27,12 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psycopg
 import redis
 
 from bench.stack import (
     OUT,
-    PG_DSN,
     PY,
     REDIS_BROKER_URL,
     ROOT,
@@ -43,6 +41,7 @@ from bench.stack import (
     free_port,
     install_signal_handlers,
     log,
+    pg_count,
     seed_merchant,
 )
 
@@ -102,14 +101,9 @@ print(json.dumps({{"payins": made, "backend_ms": backend_ms() - backend_before,
 
 
 def _open_work() -> int:
-    with psycopg.connect(PG_DSN) as conn:
-        payins = conn.execute(
-            "SELECT count(*) FROM payments_payin WHERE status NOT IN ('completed', 'failed')"
-        ).fetchone()[0]
-        deliveries = conn.execute(
-            "SELECT count(*) FROM webhooks_delivery WHERE status IN ('pending', 'delivering')"
-        ).fetchone()[0]
-    return payins + deliveries
+    return pg_count(
+        "SELECT count(*) FROM payments_payin WHERE status NOT IN ('completed', 'failed')"
+    ) + pg_count("SELECT count(*) FROM webhooks_delivery WHERE status IN ('pending', 'delivering')")
 
 
 def main() -> int:
