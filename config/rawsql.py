@@ -139,7 +139,27 @@ class RowReader:
         ]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            rows = cursor.fetchall()
+            return self._instances(cursor.fetchall())
+
+    def columns(self, alias: str) -> str:
+        """The model's columns qualified by `alias`, in the order `read` expects them: for the
+        RETURNING or SELECT list of a hand-written statement (not with `related` or
+        `annotations`)."""
+        quote = connection.ops.quote_name
+        return ", ".join(f"{quote(alias)}.{quote(field.column)}" for field in self.fields)
+
+    def read(self, sql: str, params: Sequence[Any]) -> list[Model]:
+        """The instances of the rows a hand-written statement returns, its columns those of
+        `columns()`: converted as this reader's own rows are. `params` as the cursor takes
+        them."""
+        if self.related or self.annotations:
+            raise ValueError("read: a reader without related rows or annotations.")
+        self._prepare()
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return self._instances(cursor.fetchall())
+
+    def _instances(self, rows: Sequence[Sequence[Any]]) -> list[Model]:
         instances = []
         for row in rows:
             row = list(row)

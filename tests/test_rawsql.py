@@ -54,6 +54,26 @@ def test_rows_come_in_the_given_order(enabled_api, django_capture_on_commit_call
     assert [row.status for row in rows] == ["created", "pending", "completed"]
 
 
+def test_read_converts_a_hand_written_statements_rows_as_the_readers_own(
+    enabled_api, django_assert_num_queries
+):
+    customer = create_customer(enabled_api)
+    payin_id = enabled_api.post(
+        "/payins", payin_body(create_quote(enabled_api, "payin"), customer)
+    ).json()["id"]
+    reader = RowReader(Payin, where=("id",))
+    sql = f"SELECT {reader.columns('p')} FROM payments_payin p WHERE p.id = %(id)s"
+
+    with django_assert_num_queries(1):
+        (read,) = reader.read(sql, {"id": uuid.UUID(payin_id)})
+
+    assert _fields(read) == _fields(Payin.objects.get(pk=payin_id))
+    assert isinstance(read.source, dict) and read.created_at.tzinfo is not None
+    assert reader.read(sql, {"id": uuid.uuid4()}) == []
+    with pytest.raises(ValueError):
+        RowReader(Payin, where=("id",), related=("merchant",)).read(sql, {"id": payin_id})
+
+
 def test_or_null_also_matches_the_platform_rows_and_order_by_descends(merchant, other_merchant):
     from quotes.models import FeeSchedule
 

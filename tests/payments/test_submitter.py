@@ -2,12 +2,14 @@
 drains every payment waiting for its provider submission, each exactly once."""
 
 import threading
+import uuid
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.cache import cache
 from django.db import connection
+from django.utils import timezone
 
 from payments import ledger, provider, selectors, services
 from payments.models import Payin, PayinHistory, Payout, PayoutHistory
@@ -79,6 +81,37 @@ def test_racing_submitters_submit_every_waiting_payment_exactly_once(enabled_mer
         Decimal("177400"),
         Decimal("0"),
     )
+
+
+def test_a_claim_moves_payins_to_pending_in_one_statement_and_payouts_in_one_more(
+    enabled_merchant, django_assert_num_queries
+):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    fund(enabled_merchant, "100000")
+    payin_ids, payout_ids = _create_waiting(api, customer, payins=3, payouts=2)
+    now = timezone.now()
+
+    with django_assert_num_queries(1):  # a full claim of payins: no room for payouts
+        first = services._submission_claim(now=now, size=2)
+    with django_assert_num_queries(2):  # no BEGIN/COMMIT: each statement is its own
+        second = services._submission_claim(now=now, size=10)
+
+    assert [payment.pk for payment in first + second] == [
+        *map(uuid.UUID, payin_ids),
+        *map(uuid.UUID, payout_ids),
+    ]
+    assert {p.status for p in first + second[:1]} == {"pending"}
+    for payin in Payin.objects.filter(pk__in=payin_ids):
+        assert (payin.status, payin.submitted_at) == ("pending", now)
+        assert list(payin.history.values_list("status", "reason", "created_at")) == [
+            ("created", "", payin.created_at),
+            ("pending", services.REASON_SUBMITTED, now),
+        ]
+    assert set(Payout.objects.filter(pk__in=payout_ids).values_list("submitted_at", flat=True)) == {
+        now
+    }
+    assert services._submission_claim(now=now) == []  # nothing is claimed twice
 
 
 class FlakyGateway:
