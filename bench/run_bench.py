@@ -282,7 +282,9 @@ def profile(stack: Stack, merchant, customer_id, kind: str, ids=None, seconds: f
     for group in groups:
         cmd = [str(Path(PY).parent / "py-spy"), "record", "--pid", str(stack.procs[group].pid)]
         cmd += ["--subprocesses", "--duration", str(int(seconds)), "--rate", "200"]
-        cmd += ["--nonblocking"]
+        # --gil: CPU samples only; a wall-clock profile is mostly waits (gunicorn closing a
+        # connection gracefully, psycopg waiting on PostgreSQL), not what costs CPU
+        cmd += ["--nonblocking", "--gil"]
         for fmt, ext in (("raw", "txt"), ("flamegraph", "svg")):
             path = OUT / f"profile-{kind}-{group}.{ext}"
             spy = subprocess.Popen(
