@@ -224,18 +224,7 @@ def payin_create(
         )
         payer.update(_party_for_rail(rail_type=quote.rail_type, party=source, field="source"))
 
-    # Every check raises before the first write, so this joins the caller's transaction (the
-    # Idempotency-Key's) rather than costing a savepoint.
-    with joined_atomic():
-        customer = _customer(merchant=merchant, customer_id=customer_id)
-        quote = quote_services.quote_consume(
-            merchant=merchant,
-            quote_id=quote_id,
-            flow_type=FlowType.PAYIN,
-            customer_id=customer_id,
-            now=now,
-            validate=validate,
-        )
+    def payin_rows(quote: Quote) -> list[Payin | PayinHistory]:
         payin = Payin(
             merchant=merchant,
             customer=customer,
@@ -251,8 +240,25 @@ def payin_create(
             created_at=now,
             updated_at=now,
         )
-        created = PayinHistory(payin=payin, status=PayinStatus.CREATED, created_at=now)
-        rawsql.save_together(inserts=[payin, created])
+        rows[:] = [payin, PayinHistory(payin=payin, status=PayinStatus.CREATED, created_at=now)]
+        return rows
+
+    rows: list[Payin | PayinHistory] = []
+    # Every check raises before the first write, so this joins the caller's transaction (the
+    # Idempotency-Key's) rather than costing a savepoint; the payin and its first history row
+    # are written in the quote's own statement.
+    with joined_atomic():
+        customer = _customer(merchant=merchant, customer_id=customer_id)
+        quote_services.quote_consume(
+            merchant=merchant,
+            quote_id=quote_id,
+            flow_type=FlowType.PAYIN,
+            customer_id=customer_id,
+            now=now,
+            validate=validate,
+            written_with=payin_rows,
+        )
+        payin, created = rows
         payin.history_entries = [created]
         # robust: a broker hiccup must not turn a committed payin into a 500; the sweep resubmits.
         transaction.on_commit(_submitter_wake, robust=True)
@@ -522,15 +528,10 @@ def payout_create(
     wallet (400 insufficient_balance, nothing changed, when it is short) and create the payout
     (`pending`); the provider submission is enqueued when the transaction commits."""
 
-    with transaction.atomic():
-        customer = _customer(merchant=merchant, customer_id=customer_id)
-        quote = quote_services.quote_consume(
-            merchant=merchant,
-            quote_id=quote_id,
-            flow_type=FlowType.PAYOUT,
-            customer_id=customer_id,
-            now=now,
-        )
+    party: dict[str, Any] = {}
+    rows: list[Payout | PayoutHistory] = []
+
+    def validate(quote: Quote) -> None:
         quote_selectors.operator_enabled_for(
             merchant=merchant, code=quote.operator_code, field="quote_id"
         )
@@ -539,9 +540,13 @@ def payout_create(
             if recipient.get("recipient_type") == "business"
             else ("first_name", "last_name")
         )
-        party = _party_for_rail(
-            rail_type=quote.rail_type, party=recipient, field="recipient", required=names
+        party.update(
+            _party_for_rail(
+                rail_type=quote.rail_type, party=recipient, field="recipient", required=names
+            )
         )
+
+    def payout_rows(quote: Quote) -> list[Payout | PayoutHistory]:
         debit = quote.send_amount + quote.total_fee
         payout = Payout(
             merchant=merchant,
@@ -562,7 +567,22 @@ def payout_create(
             updated_at=now,
         )
         pending = PayoutHistory(payout=payout, status=PayoutStatus.PENDING, created_at=now)
-        rawsql.save_together(inserts=[payout, pending])
+        rows[:] = [payout, pending]
+        return rows
+
+    with transaction.atomic():
+        customer = _customer(merchant=merchant, customer_id=customer_id)
+        quote = quote_services.quote_consume(
+            merchant=merchant,
+            quote_id=quote_id,
+            flow_type=FlowType.PAYOUT,
+            customer_id=customer_id,
+            now=now,
+            validate=validate,
+            written_with=payout_rows,
+        )
+        payout, pending = rows
+        debit = payout.debit_amount
         payout.history_entries = [pending]
         ledger.post_journal(
             merchant_id=merchant.pk,

@@ -1,6 +1,6 @@
 """Writes of the quotes app: the catalog seed, the three quote flows, consume and expire."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -8,6 +8,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Model
 
 from config import money, rawsql
 from config.exceptions import DomainError
@@ -559,9 +560,12 @@ def quote_consume(
     customer_id: UUID | None,
     now: datetime,
     validate: Callable[[Quote], None] | None = None,
+    written_with: Callable[[Quote], Sequence[Model]] | None = None,
 ) -> Quote:
     """Lock the merchant's quote, check it can pay for this flow and customer, mark it consumed.
     `validate` runs the caller's own checks of the quote (it raises) before anything is written.
+    `written_with` builds the caller's new rows for the consumed quote (the payment and its
+    first history row), inserted in the same statement as the quote's update.
 
     Call it inside the caller's transaction.atomic(), with the payment's own writes, so the
     quote is consumed if and only if the payment is created. Of two racing payments, the
@@ -588,7 +592,10 @@ def quote_consume(
         validate(quote)
     quote.status = QuoteStatus.CONSUMED
     quote.consumed_at = now
-    rawsql.update(quote, ["status", "consumed_at"])
+    rawsql.save_together(
+        updates=[(quote, ["status", "consumed_at"])],
+        inserts=written_with(quote) if written_with is not None else (),
+    )
     return quote
 
 

@@ -6,8 +6,8 @@ INSERT ... ON CONFLICT DO NOTHING and needs no savepoint around it (was 2 more p
 the operator and whether the merchant has it enabled are one hand-written read
 (config.rawsql), and so are the API key and its merchant on every request. POST /payins
 checks the operator and the source before it marks the quote consumed, so it joins the
-Idempotency-Key's transaction without a savepoint (2 fewer), and writes the payin with its
-first history row in one statement (`rawsql.save_together`, 1 fewer)."""
+Idempotency-Key's transaction without a savepoint (2 fewer), and writes the consumed quote, the
+payin and its first history row in one statement (`rawsql.save_together`, 2 fewer)."""
 
 import pytest
 
@@ -70,7 +70,7 @@ def test_get_quote(warm_api, quote, django_assert_num_queries):
 
 
 def test_post_payin(warm_api, customer, quote, django_assert_num_queries):
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(9):
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 
