@@ -338,27 +338,41 @@ _TOGETHER: dict[tuple, str] = {}
 
 
 def save_together(
-    *, updates: Sequence[tuple[Model, Sequence[str]]] = (), inserts: Sequence[Model] = ()
-) -> None:
+    *,
+    updates: Sequence[tuple[Model, Sequence[str]]] = (),
+    inserts: Sequence[Model] = (),
+    unless_present: Model | None = None,
+) -> bool:
     """`update(instance, field_names)` for each of `updates`, then `insert(row)` for each of
     `inserts`, in one statement on PostgreSQL (each a data-modifying CTE: one round trip
     instead of one each; foreign keys between them are checked at the end of the statement),
     one by one elsewhere. Raises DatabaseError when an updated instance's row is gone; the
     caller's transaction then undoes the rest, as it would after `update()`. Rows of different
-    tables, or different rows (the CTEs all see the table as it was before the statement)."""
-    if not updates and not inserts:
-        return
+    tables, or different rows (the CTEs all see the table as it was before the statement).
+
+    `unless_present`: a row inserted first as `insert_if_absent` would (its key set in Python),
+    the updates and inserts made only if it was written, in the same statement. Returns
+    whether it was (always True without it)."""
+    if unless_present is None and not updates and not inserts:
+        return True
     if connection.vendor != "postgresql":
+        if unless_present is not None and not insert_if_absent(unless_present):
+            return False
         for instance, field_names in updates:
             update(instance, field_names)
         for row in inserts:
             insert(row)
-        return
+        return True
+    guard_shape = None if unless_present is None else _insert_shape(type(unless_present))
+    if guard_shape is not None and guard_shape[3] is not None:
+        raise ValueError(f"{type(unless_present)._meta.label}: its key is generated.")
     update_shapes = [
         _update_shape(type(instance), tuple(names), ("pk",)) for instance, names in updates
     ]
     insert_shapes = [_insert_shape(type(row)) for row in inserts]
     params: list[Any] = []
+    if guard_shape is not None:
+        params += _insert_params(unless_present, guard_shape[2])
     for (instance, names), (_, set_fields, where_fields) in zip(
         updates, update_shapes, strict=True
     ):
@@ -367,26 +381,21 @@ def save_together(
     for row, (_, _, fields, _) in zip(inserts, insert_shapes, strict=True):
         params += _insert_params(row, fields)
     shape_key = (
+        None if unless_present is None else type(unless_present),
         tuple((type(instance), tuple(names)) for instance, names in updates),
         tuple(type(row) for row in inserts),
     )
     sql = _TOGETHER.get(shape_key)
     if sql is None:
-        quote = connection.ops.quote_name
-        parts = [
-            f"u{number} AS ({update_sql} RETURNING 1)"
-            for number, (update_sql, _, _) in enumerate(update_shapes)
-        ]
-        for number, (head, placeholders, _, generated) in enumerate(insert_shapes):
-            returned = "1" if generated is None else quote(generated.column)
-            parts.append(f"i{number} AS ({head}{placeholders} RETURNING {returned})")
-        # the CTEs' own names, numbered: no outside value in this text
-        selected = [f"(SELECT count(*) FROM u{number})" for number in range(len(updates))]  # noqa: S608
-        selected += [f"(SELECT * FROM i{number})" for number in range(len(inserts))]  # noqa: S608
-        sql = _TOGETHER[shape_key] = f"WITH {', '.join(parts)} SELECT {', '.join(selected)}"
+        sql = _TOGETHER[shape_key] = _together_sql(guard_shape, update_shapes, insert_shapes)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         returned = cursor.fetchone()
+    if guard_shape is not None:
+        if returned[0] != 1:
+            return False
+        _saved(unless_present)
+        returned = returned[1:]
     for (instance, _), count in zip(updates, returned, strict=False):
         if count != 1:
             raise _not_updated(instance)
@@ -396,3 +405,37 @@ def save_together(
         if generated is not None:
             setattr(row, generated.attname, key)
         _saved(row)
+    return True
+
+
+def _together_sql(
+    guard_shape: tuple | None, update_shapes: list[tuple], insert_shapes: list[tuple]
+) -> str:
+    """save_together's statement. With a guard row, every other part is conditional on its
+    insert: the updates by an EXISTS in their WHERE, the inserts as INSERT ... SELECT with the
+    same condition (their values cast to the column types, which a SELECT does not infer)."""
+    quote = connection.ops.quote_name
+    parts, selected, condition = [], [], ""
+    if guard_shape is not None:
+        head, placeholders, fields, _ = guard_shape
+        ops = connection.ops
+        head = head.replace("INSERT INTO", ops.insert_statement(on_conflict=OnConflict.IGNORE), 1)
+        suffix = ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)
+        parts.append(f"g AS ({head}{placeholders} {suffix} RETURNING 1)")
+        selected.append("(SELECT count(*) FROM g)")
+        condition = " AND EXISTS (SELECT 1 FROM g)"
+    for number, (update_sql, _, _) in enumerate(update_shapes):
+        parts.append(f"u{number} AS ({update_sql}{condition} RETURNING 1)")
+    for number, (head, placeholders, fields, generated) in enumerate(insert_shapes):
+        returned = "1" if generated is None else quote(generated.column)
+        if condition:
+            casts = ", ".join(f"CAST(%s AS {field.db_type(connection)})" for field in fields)
+            values = f"SELECT {casts} WHERE EXISTS (SELECT 1 FROM g)"  # noqa: S608 (model metadata)
+            head = head.removesuffix("VALUES ")
+        else:
+            values = placeholders
+        parts.append(f"i{number} AS ({head}{values} RETURNING {returned})")
+    # the CTEs' own names, numbered: no outside value in this text
+    selected += [f"(SELECT count(*) FROM u{number})" for number in range(len(update_shapes))]  # noqa: S608
+    selected += [f"(SELECT * FROM i{number})" for number in range(len(insert_shapes))]  # noqa: S608
+    return f"WITH {', '.join(parts)} SELECT {', '.join(selected)}"

@@ -179,10 +179,6 @@ def post_journal(
             memo=memo[:255],
             created_at=at,
         )
-        # The unique (resource_type, resource_id, kind) makes the posting idempotent in the
-        # same statement: a row already there is the earlier posting, returned unchanged.
-        if not rawsql.insert_if_absent(journal):
-            return _JOURNAL_OF.first(resource_type, resource_id, kind)
         account_ids = _account_ids(
             merchant_id=merchant_id, currency=currency, codes={code for code, _ in checked}
         )
@@ -192,10 +188,15 @@ def post_journal(
         ]
         for column, value in new_values.items():
             setattr(wallet, column, value)
-        rawsql.save_together(
+        # The unique (resource_type, resource_id, kind) makes the posting idempotent in one
+        # statement with its lines and the wallet: a row already there is the earlier posting,
+        # returned unchanged, and then neither the lines nor the wallet are written.
+        if not rawsql.save_together(
+            unless_present=journal,
             updates=[(wallet, [*new_values, "updated_at"])] if new_values else [],
             inserts=lines,
-        )
+        ):
+            return _JOURNAL_OF.first(resource_type, resource_id, kind)
         return journal
 
 

@@ -321,3 +321,49 @@ def test_save_together_refuses_a_missing_row_and_its_transaction_keeps_nothing(m
             inserts=[FeeSchedule(merchant=merchant, flow_type="payout", percentage="1")],
         )
     assert FeeSchedule.objects.count() == before
+
+
+def test_save_together_unless_present_writes_the_rest_only_with_its_guard_row(
+    merchant, django_assert_num_queries
+):
+    from django.utils import timezone
+
+    from config.rawsql import save_together
+    from payments.models import Journal, JournalLine, LedgerAccount, Wallet
+
+    wallet = Wallet.objects.create(merchant=merchant, currency="XOF")
+    account = LedgerAccount.objects.create(merchant=merchant, currency="XOF", code="test")
+    resource_id = uuid.uuid4()
+
+    def post(memo: str, amount: str) -> tuple[bool, Journal, list[JournalLine]]:
+        journal = Journal(
+            merchant=merchant,
+            currency="XOF",
+            kind="test",
+            resource_type="test",
+            resource_id=resource_id,
+            memo=memo,
+            created_at=timezone.now(),
+        )
+        lines = [JournalLine(journal=journal, account=account, amount=a) for a in (amount, "-1")]
+        wallet.available += Decimal(amount)
+        with django_assert_num_queries(1):
+            written = save_together(
+                unless_present=journal, updates=[(wallet, ["available"])], inserts=lines
+            )
+        return written, journal, lines
+
+    written, first, lines = post("first", "5")
+    assert written is True and not first._state.adding
+    assert all(line.pk is not None for line in lines)  # generated keys read back
+    assert Wallet.objects.get(pk=wallet.pk).available == Decimal("5")
+
+    written, second, lines = post("second", "7")  # the same unique key: nothing else written
+
+    assert written is False and second._state.adding
+    assert all(line.pk is None and line._state.adding for line in lines)
+    assert Wallet.objects.get(pk=wallet.pk).available == Decimal("5")
+    assert list(Journal.objects.filter(resource_id=resource_id).values_list("memo", flat=True)) == [
+        "first"
+    ]
+    assert JournalLine.objects.filter(journal__resource_id=resource_id).count() == 2
