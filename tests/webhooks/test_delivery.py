@@ -356,6 +356,29 @@ def test_events_are_kept_without_an_endpoint_and_nothing_is_sent(
     assert callbacks == []
 
 
+def test_an_event_and_its_deliveries_are_one_statement_with_the_values_of_a_new_delivery(
+    merchant, endpoint, django_assert_num_queries, django_capture_on_commit_callbacks
+):
+    other, _ = services.endpoint_add(
+        merchant=merchant,
+        url=endpoint.url + "/payouts",
+        event_types=["payout.failed"],
+        now=timezone.now(),
+    )
+    at = timezone.now()
+
+    with django_capture_on_commit_callbacks() as callbacks, django_assert_num_queries(1):
+        event = record(merchant, at=at)  # payin.completed: not for the payouts-only endpoint
+
+    (delivery,) = Delivery.objects.filter(event=event)
+    expected = services._delivery_new(event=event, endpoint=endpoint, now=at)
+    fields = [f.attname for f in Delivery._meta.concrete_fields if f.attname != "id"]
+    assert {f: getattr(delivery, f) for f in fields} == {f: getattr(expected, f) for f in fields}
+    assert delivery.id is not None and delivery.id != other.id
+    assert len(callbacks) == 1  # a sender is woken after commit
+    assert Event.objects.get(pk=event.pk).body == event.body and not event._state.adding
+
+
 def test_a_disabled_endpoint_gets_no_delivery(
     merchant, endpoint, receiver, django_capture_on_commit_callbacks
 ):
