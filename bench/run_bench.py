@@ -29,6 +29,7 @@ from bench.stack import (
     free_port,
     install_signal_handlers,
     log,
+    pg_analyze_unless_autovacuum,
     pg_count,
     seed_merchant,
 )
@@ -126,6 +127,7 @@ async def _scenario(
 
         rec.enabled = False
         await loadgen.closed_loop(concurrency=CONCURRENCY, seconds=WARMUP, op=op)
+        pg_analyze_unless_autovacuum()  # statistics of the warmed-up tables, as in production
         rec.enabled = True
         cpu_before = stack.cpu_ticks()
         created.clear()
