@@ -19,6 +19,23 @@ def _fields(instance) -> dict:
     }
 
 
+def _journal(merchant, resource_id: uuid.UUID, memo: str):
+    """An unsaved journal of the test resource: its unique key is (test, resource_id, test)."""
+    from django.utils import timezone
+
+    from payments.models import Journal
+
+    return Journal(
+        merchant=merchant,
+        currency="XOF",
+        kind="test",
+        resource_type="test",
+        resource_id=resource_id,
+        memo=memo,
+        created_at=timezone.now(),
+    )
+
+
 def test_a_row_read_by_equality_equals_the_orm_instance(enabled_api, enabled_merchant):
     customer = create_customer(enabled_api)
     payin_id = enabled_api.post(
@@ -243,25 +260,11 @@ def test_related_reads_the_foreign_row_in_the_same_statement(merchant, django_as
 
 
 def test_insert_if_absent_writes_once_and_leaves_the_existing_row_alone(merchant):
-    from django.utils import timezone
-
     from config.rawsql import insert_if_absent
     from payments.models import Journal
 
     resource_id = uuid.uuid4()
-
-    def journal(memo: str) -> Journal:
-        return Journal(
-            merchant=merchant,
-            currency="XOF",
-            kind="test",
-            resource_type="test",
-            resource_id=resource_id,
-            memo=memo,
-            created_at=timezone.now(),
-        )
-
-    first, second = journal("first"), journal("second")
+    first, second = (_journal(merchant, resource_id, memo) for memo in ("first", "second"))
     assert insert_if_absent(first) is True and not first._state.adding
     assert insert_if_absent(second) is False and second._state.adding  # the unique key
     assert list(Journal.objects.filter(resource_id=resource_id).values_list("memo", flat=True)) == [
@@ -326,8 +329,6 @@ def test_save_together_refuses_a_missing_row_and_its_transaction_keeps_nothing(m
 def test_save_together_unless_present_writes_the_rest_only_with_its_guard_row(
     merchant, django_assert_num_queries
 ):
-    from django.utils import timezone
-
     from config.rawsql import save_together
     from payments.models import Journal, JournalLine, LedgerAccount, Wallet
 
@@ -336,15 +337,7 @@ def test_save_together_unless_present_writes_the_rest_only_with_its_guard_row(
     resource_id = uuid.uuid4()
 
     def post(memo: str, amount: str) -> tuple[bool, Journal, list[JournalLine]]:
-        journal = Journal(
-            merchant=merchant,
-            currency="XOF",
-            kind="test",
-            resource_type="test",
-            resource_id=resource_id,
-            memo=memo,
-            created_at=timezone.now(),
-        )
+        journal = _journal(merchant, resource_id, memo)
         lines = [JournalLine(journal=journal, account=account, amount=a) for a in (amount, "-1")]
         wallet.available += Decimal(amount)
         with django_assert_num_queries(1):
