@@ -10,6 +10,7 @@ converters the ORM uses, so the instances it returns are what `filter(...)` woul
 `insert_many` add rows as `save()` would, `insert_if_absent` unless the row already exists.
 Anything else stays on the ORM."""
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -424,6 +425,13 @@ def save_together(
     return True
 
 
+def _cast_type(field: Field) -> str:
+    """The type a guarded insert casts a value to: the column's, but text for a bounded
+    string, whose explicit cast would truncate silently where the insert itself refuses."""
+    db_type = field.db_type(connection)
+    return "text" if re.fullmatch(r"(varchar|char)\(\d+\)", db_type) else db_type
+
+
 def _together_sql(
     guard_shape: tuple | None, update_shapes: list[tuple], insert_shapes: list[tuple]
 ) -> str:
@@ -445,7 +453,7 @@ def _together_sql(
     for number, (head, placeholders, fields, generated) in enumerate(insert_shapes):
         returned = "1" if generated is None else quote(generated.column)
         if condition:
-            casts = ", ".join(f"CAST(%s AS {field.db_type(connection)})" for field in fields)
+            casts = ", ".join(f"CAST(%s AS {_cast_type(field)})" for field in fields)
             values = f"SELECT {casts} WHERE EXISTS (SELECT 1 FROM g)"  # noqa: S608 (model metadata)
             head = head.removesuffix("VALUES ")
         else:

@@ -360,3 +360,16 @@ def test_save_together_unless_present_writes_the_rest_only_with_its_guard_row(
         "first"
     ]
     assert JournalLine.objects.filter(journal__resource_id=resource_id).count() == 2
+
+
+def test_save_together_unless_present_refuses_a_value_too_long_rather_than_cutting_it(merchant):
+    from django.db import DataError, transaction
+
+    from config.rawsql import save_together
+    from quotes.models import FeeSchedule
+
+    too_long = FeeSchedule(merchant=merchant, flow_type="payout" * 10, percentage="1")
+
+    with pytest.raises(DataError), transaction.atomic():
+        save_together(unless_present=_journal(merchant, uuid.uuid4(), "x"), inserts=[too_long])
+    assert not FeeSchedule.objects.filter(merchant=merchant).exists()
