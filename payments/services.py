@@ -224,7 +224,7 @@ def payin_create(
         )
         payer.update(_party_for_rail(rail_type=quote.rail_type, party=source, field="source"))
 
-    def payin_rows(quote: Quote) -> list[Payin | PayinHistory]:
+    def payin_rows(quote: Quote) -> list[Payin | PayinHistory]:  # quote_consume calls it last
         payin = Payin(
             merchant=merchant,
             customer=customer,
@@ -546,7 +546,7 @@ def payout_create(
             )
         )
 
-    def payout_rows(quote: Quote) -> list[Payout | PayoutHistory]:
+    def payout_rows(quote: Quote) -> list[Payout | PayoutHistory]:  # quote_consume calls it last
         debit = quote.send_amount + quote.total_fee
         payout = Payout(
             merchant=merchant,
