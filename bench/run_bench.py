@@ -24,6 +24,7 @@ from bench.stack import (
     PG_DSN,
     PY,
     ROOT,
+    WORKER_CONCURRENCY,
     Stack,
     cores,
     free_port,
@@ -37,9 +38,6 @@ from bench.stack import (
 SECONDS = float(os.environ.get("BENCH_SECONDS", "30"))
 CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "16"))
 ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
-# One Celery process per core, as the Procfile runs it (WORKER_CONCURRENCY): more only adds
-# processes competing for the same cores with the web.
-WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", str(cores())))
 WARMUP = min(3.0, SECONDS / 3)
 # A subset (e.g. "DAB") is a quick loop while optimizing: no verdicts, no results.json.
 SCENARIOS = os.environ.get("BENCH_SCENARIOS", "ABCDE").upper()

@@ -65,6 +65,11 @@ def cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
+# Celery processes for the bench's worker: one per core, as the Procfile runs it
+# (WORKER_CONCURRENCY); more only adds processes competing for the same cores with the web.
+WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", str(cores())))
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 

@@ -35,10 +35,10 @@ from bench.stack import (
     PY,
     REDIS_BROKER_URL,
     ROOT,
+    WORKER_CONCURRENCY,
     Stack,
     _children,
     _cpu_ticks,
-    cores,
     free_port,
     install_signal_handlers,
     log,
@@ -50,7 +50,6 @@ from bench.stack import (
 RATE = float(os.environ.get("WORKER_RATE", "75"))
 SECONDS = float(os.environ.get("WORKER_SECONDS", "20"))
 WARMUP = 2.0  # seconds of payins before the measured run
-CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", str(cores())))
 
 # Runs in `manage.py shell`: commit payins at RATE for SECONDS, then print what it used.
 PRODUCER = """
@@ -122,7 +121,7 @@ def main() -> int:
     receiver = None
     tick = os.sysconf("SC_CLK_TCK")
     try:
-        log(f"worker cost: {RATE:g} payins/s for {SECONDS:g}s, {CONCURRENCY} Celery processes")
+        log(f"worker cost: {RATE:g} payins/s for {SECONDS:g}s, {WORKER_CONCURRENCY} processes")
         stack.recreate_database()
         stack.manage("migrate", "--no-input")
         port = free_port()
@@ -135,7 +134,9 @@ def main() -> int:
             start_new_session=True,
         )
         stack.extra_pids["receiver"] = receiver.pid
-        stack.start_worker(concurrency=CONCURRENCY, loglevel="INFO")  # INFO: tasks are counted
+        stack.start_worker(
+            concurrency=WORKER_CONCURRENCY, loglevel="INFO"
+        )  # INFO: tasks are counted
         stack.wait_worker_ready()
         redis_server = redis.Redis.from_url(REDIS_BROKER_URL)
 
