@@ -12,7 +12,7 @@ import logging
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -892,28 +892,28 @@ def deliveries_send(
     timestamp is fresh."""
     from webhooks import tasks
 
-    def claim() -> tuple[datetime, _Claim, int] | None:
-        """The oldest due delivery, claimed, and how many were due behind it."""
+    def claim() -> tuple[datetime, _Claim] | None:
+        """The oldest due delivery, claimed, with how many were due behind it."""
         now = timezone.now()
         if connection.vendor == "postgresql":
             claimed = _delivery_claim_sql(now=now)
-            behind = claimed.due_behind if claimed is not None else 0
         else:
             due = selectors.deliveries_due(now=now, limit=1 + SENDER_BACKLOG)
             claimed = _delivery_claim(delivery_id=due[0], now=now) if due else None
-            behind = len(due) - 1
-        return None if claimed is None else (now, claimed, behind)
+            if claimed is not None:
+                claimed = replace(claimed, due_behind=len(due) - 1)
+        return None if claimed is None else (now, claimed)
 
-    def send(claimed: tuple[datetime, _Claim, int]) -> None:
-        now, claim, _ = claimed
+    def send(claimed: tuple[datetime, _Claim]) -> None:
+        now, claim = claimed
         _delivery_record(claim=claim, outcome=_post(claim=claim, now=now), now=now)
 
     return shared_cache.drain(
         SENDER_WAKE_KEY,
         tasks.send_webhooks,
         claim=claim,
-        more=lambda claimed: claimed[2] >= SENDER_BACKLOG,
-        rest=lambda claimed: claimed[2] > 0,
+        more=lambda claimed: claimed[1].due_behind >= SENDER_BACKLOG,
+        rest=lambda claimed: claimed[1].due_behind > 0,
         handle=send,
         limit=limit,
         linger=linger,
