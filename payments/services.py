@@ -750,7 +750,10 @@ _PAYOUTS_WAITING = RowReader(
 # The claims on PostgreSQL, one statement each and a transaction of its own. The payins' is
 # payin_transition's move created -> pending (status, submitted_at, the history row; the move
 # posts nothing and records no event) for every payin it takes, as the ORM path below makes it
-# through _payin_move. Built once: the column lists come from the models.
+# through _payin_move. Built once: the column lists come from the models. The statuses each
+# claim looks for are written into the text, not passed: a prepared statement's generic plan
+# can then use the partial index of those waiting (a parameter could be any status), and
+# PostgreSQL stops planning the statement afresh at every claim.
 _CLAIM_STATEMENTS: dict[str, str] = {}
 
 
@@ -764,7 +767,7 @@ def _claim_statements() -> dict[str, str]:
         _CLAIM_STATEMENTS["payins"] = f"""
 WITH waiting AS (
     SELECT id FROM {payin}
-    WHERE status = %(created)s AND provider_timeout_at > %(now)s
+    WHERE status = '{PayinStatus.CREATED}' AND provider_timeout_at > %(now)s
     ORDER BY created_at LIMIT %(size)s
     FOR UPDATE SKIP LOCKED
 ), moved AS (
@@ -779,7 +782,8 @@ SELECT * FROM moved ORDER BY created_at, id"""  # noqa: S608 (model metadata)
         _CLAIM_STATEMENTS["payouts"] = f"""
 WITH waiting AS (
     SELECT id FROM {payout}
-    WHERE status = %(pending)s AND provider_reference = '' AND provider_timeout_at > %(now)s
+    WHERE status = '{PayoutStatus.PENDING}' AND provider_reference = ''
+        AND provider_timeout_at > %(now)s
         AND submitted_at IS NULL
     ORDER BY created_at LIMIT %(size)s
     FOR UPDATE SKIP LOCKED
@@ -803,7 +807,6 @@ def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> lis
         claimed: list[Payin | Payout] = _PAYINS_WAITING.read(
             statements["payins"],
             {
-                "created": PayinStatus.CREATED,
                 "pending": PayinStatus.PENDING,
                 "reason": REASON_SUBMITTED,
                 "now": now,
@@ -813,7 +816,7 @@ def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> lis
         if len(claimed) < size:
             claimed += _PAYOUTS_WAITING.read(
                 statements["payouts"],
-                {"pending": PayoutStatus.PENDING, "now": now, "size": size - len(claimed)},
+                {"now": now, "size": size - len(claimed)},
             )
         return claimed
     with transaction.atomic():

@@ -1,6 +1,7 @@
 """The coalesced submitter: committed payins and payouts wake one `submit_payments` task that
 drains every payment waiting for its provider submission, each exactly once."""
 
+import re
 import threading
 import uuid
 from datetime import timedelta
@@ -112,6 +113,38 @@ def test_a_claim_moves_payins_to_pending_in_one_statement_and_payouts_in_one_mor
         now
     }
     assert services._submission_claim(now=now) == []  # nothing is claimed twice
+
+
+@pytest.mark.parametrize(
+    ("claim", "index"),
+    [("payins", "payin_awaiting_submission"), ("payouts", "payout_awaiting_submission")],
+)
+def test_a_claims_generic_plan_reads_the_partial_index_of_those_waiting(claim, index):
+    """Prepared once per connection, a claim is planned afresh at every run unless its generic
+    plan (the one for any parameter values) is as good: the statuses it waits for are in its
+    text, so that plan can use the partial index of the payments waiting."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's plans")
+    names: list[str] = []
+
+    def positional(match) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    sql = re.sub(r"%\((\w+)\)s", positional, services._claim_statements()[claim])
+    with connection.cursor() as cursor:
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        cursor.execute("SET enable_seqscan = off")  # an empty table is read whole otherwise
+        cursor.execute(f"PREPARE claim AS {sql}")
+        try:
+            cursor.execute(f"EXPLAIN EXECUTE claim({', '.join(['NULL'] * len(names))})")
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        finally:
+            cursor.execute("DEALLOCATE claim")
+            cursor.execute("RESET plan_cache_mode")
+            cursor.execute("RESET enable_seqscan")
+    assert f"Index Scan using {index}" in plan, plan
 
 
 class FlakyGateway:
