@@ -12,6 +12,7 @@ Anything else stays on the ORM."""
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import DatabaseError, connection
@@ -330,20 +331,6 @@ def _if_absent_sql(head: str, row: str, fields: list[Field]) -> str:
     return f"{head}{row} {ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)}"
 
 
-def insert_statement(instance: Model) -> tuple[str, list[Any]]:
-    """The INSERT of one instance whose key is set in Python, as `insert` would send it, and
-    its parameters: for a hand-written statement to include (as a CTE, say); `mark_saved`
-    the instance once that statement ran."""
-    head, row, fields = _keyed_insert_shape(type(instance))
-    return head + row, _insert_params(instance, fields)
-
-
-def mark_saved(instance: Model) -> None:
-    """Mark an instance that a hand-written statement inserted (see `insert_statement`) as
-    saved, as `insert` does."""
-    _saved(instance)
-
-
 def insert_if_absent(instance: Model) -> bool:
     """INSERT one instance as `insert` does, unless its row would break a unique constraint
     (ON CONFLICT DO NOTHING, in the same statement). Returns whether it was written. For models
@@ -357,7 +344,21 @@ def insert_if_absent(instance: Model) -> bool:
     return written
 
 
-# (models and fields of the updates, models of the inserts) -> the statement
+@dataclass
+class Part:
+    """A hand-written data-modifying CTE of a `save_together` statement: `name` AS (`sql`),
+    which returns a row for each row it writes; `{condition}` in `sql` stands for the guard's
+    condition (" AND EXISTS (...)", or nothing: put it where an AND would go). `rows`: how many
+    rows it wrote, once the statement ran. Its text must not vary with the values written."""
+
+    name: str
+    sql: str
+    params: list[Any]
+    rows: int = 0
+
+
+# (guard, models and fields of the updates and increments, models of the inserts, parts) ->
+# the statement
 _TOGETHER: dict[tuple, str] = {}
 
 
@@ -366,6 +367,9 @@ def save_together(
     updates: Sequence[tuple[Model, Sequence[str]]] = (),
     inserts: Sequence[Model] = (),
     unless_present: Model | None = None,
+    only_if: tuple[Model, Sequence[str], dict[str, Any]] | None = None,
+    increments: Sequence[tuple[Model, dict[str, Any], Sequence[str]]] = (),
+    also: Sequence[Part] = (),
 ) -> bool:
     """`update(instance, field_names)` for each of `updates`, then `insert(row)` for each of
     `inserts`, in one statement on PostgreSQL (each a data-modifying CTE: one round trip
@@ -374,12 +378,23 @@ def save_together(
     caller's transaction then undoes the rest, as it would after `update()`. Rows of different
     tables, or different rows (the CTEs all see the table as it was before the statement).
 
-    `unless_present`: a row inserted first as `insert_if_absent` would (its key set in Python),
-    the updates and inserts made only if it was written, in the same statement. Returns
-    whether it was (always True without it)."""
-    if unless_present is None and not updates and not inserts:
+    A guard makes everything else conditional on it, in the same statement; the return value
+    says whether it held (always True without one):
+    - `unless_present`: a row inserted first as `insert_if_absent` would (its key set in
+      Python): the rest is made only if it was written.
+    - `only_if` (PostgreSQL): (instance, field_names, expected) updates these fields of the
+      instance's row only while its columns still hold `expected` (field name -> value), as a
+      compare-and-set: the rest is made only if it did.
+
+    PostgreSQL only, for a caller that knows the rows exist: `increments`, (instance,
+    {field name: delta}, field_names): adds each delta to its column's value in the database
+    (not the instance's) and writes the named fields as `update` would; `also`: hand-written
+    parts (`Part`)."""
+    if unless_present is None and only_if is None and not updates and not inserts:
         return True
     if connection.vendor != "postgresql":
+        if only_if is not None or increments or also:
+            raise ValueError("save_together: only_if, increments and also need PostgreSQL.")
         if unless_present is not None and not insert_if_absent(unless_present):
             return False
         for instance, field_names in updates:
@@ -387,47 +402,99 @@ def save_together(
         for row in inserts:
             insert(row)
         return True
-    guard_shape = None if unless_present is None else _keyed_insert_shape(type(unless_present))
+    params: list[Any] = []
+    guard: tuple | None = None
+    if unless_present is not None:
+        guard = ("absent", *_keyed_insert_shape(type(unless_present)))
+        params += _insert_params(unless_present, guard[3])
+    elif only_if is not None:
+        instance, names, expected = only_if
+        shape = _update_shape(type(instance), tuple(names), ("pk", *expected))
+        guard = ("unchanged", shape[0])
+        values = list(_saved_values(instance, names).values())
+        params += _update_params(shape[1], values, shape[2], [instance.pk, *expected.values()])
     update_shapes = [
         _update_shape(type(instance), tuple(names), ("pk",)) for instance, names in updates
     ]
-    insert_shapes = [_insert_shape(type(row)) for row in inserts]
-    params: list[Any] = []
-    if guard_shape is not None:
-        params += _insert_params(unless_present, guard_shape[2])
     for (instance, names), (_, set_fields, where_fields) in zip(
         updates, update_shapes, strict=True
     ):
         values = list(_saved_values(instance, names).values())
         params += _update_params(set_fields, values, where_fields, [instance.pk])
+    increment_shapes = [
+        _increment_shape(type(instance), tuple(deltas), tuple(names))
+        for instance, deltas, names in increments
+    ]
+    for (instance, deltas, names), (_, delta_fields, set_fields) in zip(
+        increments, increment_shapes, strict=True
+    ):
+        params += [
+            field.get_db_prep_save(value, connection)
+            for field, value in zip(delta_fields, deltas.values(), strict=True)
+        ]
+        values = list(_saved_values(instance, names).values())
+        params += _update_params(set_fields, values, [type(instance)._meta.pk], [instance.pk])
+    insert_shapes = [_insert_shape(type(row)) for row in inserts]
     for row, (_, _, fields, _) in zip(inserts, insert_shapes, strict=True):
         params += _insert_params(row, fields)
+    for part in also:
+        params += part.params
     shape_key = (
-        None if unless_present is None else type(unless_present),
+        guard and guard[:2],  # the kind and the model or statement: the rest follows from them
         tuple((type(instance), tuple(names)) for instance, names in updates),
+        tuple((type(i), tuple(deltas), tuple(names)) for i, deltas, names in increments),
         tuple(type(row) for row in inserts),
+        tuple((part.name, part.sql) for part in also),
     )
     sql = _TOGETHER.get(shape_key)
     if sql is None:
-        sql = _TOGETHER[shape_key] = _together_sql(guard_shape, update_shapes, insert_shapes)
+        sql = _TOGETHER[shape_key] = _together_sql(
+            guard, update_shapes, increment_shapes, insert_shapes, also
+        )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        returned = cursor.fetchone()
-    if guard_shape is not None:
-        if returned[0] != 1:
+        returned = list(cursor.fetchone())
+    if guard is not None:
+        if returned.pop(0) != 1:
             return False
-        _saved(unless_present)
-        returned = returned[1:]
-    for (instance, _), count in zip(updates, returned, strict=False):
+        if unless_present is not None:
+            _saved(unless_present)
+    changed = [instance for instance, _ in updates] + [instance for instance, _, _ in increments]
+    for instance, count in zip(changed, returned, strict=False):
         if count != 1:
             raise _not_updated(instance)
-    for row, (_, _, _, generated), key in zip(
-        inserts, insert_shapes, returned[len(updates) :], strict=True
-    ):
+    returned = returned[len(changed) :]
+    for row, (_, _, _, generated), key in zip(inserts, insert_shapes, returned, strict=False):
         if generated is not None:
             setattr(row, generated.attname, key)
         _saved(row)
+    for part, count in zip(also, returned[len(inserts) :], strict=True):
+        part.rows = count
     return True
+
+
+# (model, fields added to, fields set) -> (UPDATE statement, fields added to, fields set)
+_INCREMENTS: dict[tuple, tuple[str, list[Field], list[Field]]] = {}
+
+
+def _increment_shape(
+    model: type[Model], delta_names: tuple[str, ...], set_names: tuple[str, ...]
+) -> tuple[str, list[Field], list[Field]]:
+    shape_key = (model, delta_names, set_names)
+    shape = _INCREMENTS.get(shape_key)
+    if shape is None:
+        opts = model._meta
+        quote = connection.ops.quote_name
+        delta_fields = [opts.get_field(name) for name in delta_names]
+        set_fields = [opts.get_field(name) for name in set_names]
+        assignments = [f"{quote(f.column)} = {quote(f.column)} + %s" for f in delta_fields]
+        assignments += [f"{quote(field.column)} = %s" for field in set_fields]
+        sql = (
+            f"UPDATE {quote(opts.db_table)} SET {', '.join(assignments)}"  # noqa: S608 (model metadata)
+            f" WHERE {quote(opts.pk.column)} = %s"
+        )
+        shape = _INCREMENTS[shape_key] = (sql, delta_fields, set_fields)
+    return shape
 
 
 def _cast_type(field: Field) -> str:
@@ -438,18 +505,26 @@ def _cast_type(field: Field) -> str:
 
 
 def _together_sql(
-    guard_shape: tuple | None, update_shapes: list[tuple], insert_shapes: list[tuple]
+    guard: tuple | None,
+    update_shapes: list[tuple],
+    increment_shapes: list[tuple],
+    insert_shapes: list[tuple],
+    also: Sequence[Part],
 ) -> str:
-    """save_together's statement. With a guard row, every other part is conditional on its
-    insert: the updates by an EXISTS in their WHERE, the inserts as INSERT ... SELECT with the
-    same condition (their values cast to the column types, which a SELECT does not infer)."""
+    """save_together's statement. With a guard, every other part is conditional on it: the
+    updates by an EXISTS in their WHERE, the inserts as INSERT ... SELECT with the same
+    condition (their values cast to the column types, which a SELECT does not infer)."""
     quote = connection.ops.quote_name
     parts, selected, condition = [], [], ""
-    if guard_shape is not None:
-        parts.append(f"g AS ({_if_absent_sql(*guard_shape)} RETURNING 1)")
+    if guard is not None:
+        if guard[0] == "absent":
+            parts.append(f"g AS ({_if_absent_sql(*guard[1:])} RETURNING 1)")
+        else:
+            parts.append(f"g AS ({guard[1]} RETURNING 1)")
         selected.append("(SELECT count(*) FROM g)")
         condition = " AND EXISTS (SELECT 1 FROM g)"
-    for number, (update_sql, _, _) in enumerate(update_shapes):
+    updates = [update_sql for update_sql, _, _ in update_shapes + increment_shapes]
+    for number, update_sql in enumerate(updates):
         parts.append(f"u{number} AS ({update_sql}{condition} RETURNING 1)")
     for number, (head, placeholders, fields, generated) in enumerate(insert_shapes):
         returned = "1" if generated is None else quote(generated.column)
@@ -460,7 +535,9 @@ def _together_sql(
         else:
             values = placeholders
         parts.append(f"i{number} AS ({head}{values} RETURNING {returned})")
+    parts += [f"{part.name} AS ({part.sql.format(condition=condition)})" for part in also]
     # the CTEs' own names, numbered: no outside value in this text
-    selected += [f"(SELECT count(*) FROM u{number})" for number in range(len(update_shapes))]  # noqa: S608
+    selected += [f"(SELECT count(*) FROM u{number})" for number in range(len(updates))]  # noqa: S608
     selected += [f"(SELECT * FROM i{number})" for number in range(len(insert_shapes))]  # noqa: S608
+    selected += [f"(SELECT count(*) FROM {part.name})" for part in also]  # noqa: S608
     return f"WITH {', '.join(parts)} SELECT {', '.join(selected)}"

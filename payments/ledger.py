@@ -140,6 +140,73 @@ def _validated(lines: Sequence[tuple[str, Decimal]]) -> list[tuple[str, Decimal]
     return checked
 
 
+def _journal_rows(
+    *,
+    merchant_id: UUID,
+    currency: str,
+    kind: str,
+    resource_type: str,
+    resource_id: UUID,
+    checked: list[tuple[str, Decimal]],
+    at: datetime,
+    memo: str,
+) -> tuple[Journal, list[JournalLine], dict[str, Decimal]]:
+    """The journal and its lines for these validated lines (unsaved), and what they add to
+    each wallet column."""
+    deltas: dict[str, Decimal] = defaultdict(Decimal)
+    for code, amount in checked:
+        if code in WALLET_COLUMNS:
+            deltas[WALLET_COLUMNS[code]] += amount
+    journal = Journal(
+        merchant_id=merchant_id,
+        currency=currency,
+        kind=kind,
+        resource_type=resource_type,
+        resource_id=resource_id,
+        memo=memo[:255],
+        created_at=at,
+    )
+    account_ids = _account_ids(
+        merchant_id=merchant_id, currency=currency, codes={code for code, _ in checked}
+    )
+    lines = [
+        JournalLine(journal=journal, account_id=account_ids[code], amount=amount)
+        for code, amount in checked
+    ]
+    return journal, lines, dict(deltas)
+
+
+def credit_rows(
+    *,
+    merchant_id: UUID,
+    currency: str,
+    kind: str,
+    resource_type: str,
+    resource_id: UUID,
+    lines: Sequence[tuple[str, Decimal]],
+    at: datetime,
+    memo: str = "",
+) -> tuple[Journal, list[JournalLine], dict[str, Decimal]] | None:
+    """What `post_journal` would write for a posting that only adds to the wallet (no wallet
+    column goes down, so no balance can fall short): the journal, its lines and each wallet
+    column's delta, for a caller that writes them in a statement of its own, adding the deltas
+    to the wallet's columns in the database. None when the posting takes money from the
+    wallet: that one needs post_journal and its lock."""
+    journal, journal_lines, deltas = _journal_rows(
+        merchant_id=merchant_id,
+        currency=currency,
+        kind=kind,
+        resource_type=resource_type,
+        resource_id=resource_id,
+        checked=_validated(lines),
+        at=at,
+        memo=memo,
+    )
+    if any(delta < 0 for delta in deltas.values()):
+        return None
+    return journal, journal_lines, deltas
+
+
 def post_journal(
     *,
     merchant_id: UUID,
@@ -160,32 +227,22 @@ def post_journal(
     checked = _validated(lines)
     with joined_atomic():
         wallet = _wallet_locked(merchant_id=merchant_id, currency=currency)
-        deltas: dict[str, Decimal] = defaultdict(Decimal)
-        for code, amount in checked:
-            if code in WALLET_COLUMNS:
-                deltas[WALLET_COLUMNS[code]] += amount
+        journal, lines, deltas = _journal_rows(
+            merchant_id=merchant_id,
+            currency=currency,
+            kind=kind,
+            resource_type=resource_type,
+            resource_id=resource_id,
+            checked=checked,
+            at=at,
+            memo=memo,
+        )
         new_values = {column: getattr(wallet, column) + delta for column, delta in deltas.items()}
         if any(value < 0 for value in new_values.values()):
             existing = _JOURNAL_OF.first(resource_type, resource_id, kind)
             if existing is not None:  # posted before, when the balance allowed it
                 return existing
             raise InsufficientBalance()
-        journal = Journal(
-            merchant_id=merchant_id,
-            currency=currency,
-            kind=kind,
-            resource_type=resource_type,
-            resource_id=resource_id,
-            memo=memo[:255],
-            created_at=at,
-        )
-        account_ids = _account_ids(
-            merchant_id=merchant_id, currency=currency, codes={code for code, _ in checked}
-        )
-        lines = [
-            JournalLine(journal=journal, account_id=account_ids[code], amount=amount)
-            for code, amount in checked
-        ]
         for column, value in new_values.items():
             setattr(wallet, column, value)
         # The unique (resource_type, resource_id, kind) makes the posting idempotent in one

@@ -315,16 +315,33 @@ def _payin_move(
     payin: Payin, *, to: str, reason: str = "", at: datetime, provider_reference: str = ""
 ) -> Payin:
     """payin_transition's move of a payin whose row the caller's transaction has locked."""
+    if payin.status == to:
+        if provider_reference and not payin.provider_reference:
+            payin.provider_reference = provider_reference
+            rawsql.update(payin, ["provider_reference"])
+        return payin
+    if to not in PAYIN_ALLOWED.get(payin.status, ()):
+        raise InvalidTransition(f"A {payin.status} payin cannot become {to}.")
+    fields = _payin_moved(payin, to=to, reason=reason, at=at, provider_reference=provider_reference)
+    rawsql.save_together(
+        updates=[(payin, fields)],
+        inserts=[PayinHistory(payin=payin, status=to, reason=reason, created_at=at)],
+    )
+    if to == PayinStatus.COMPLETED:
+        ledger.post_journal(**_payin_posting(payin, at=at))
+    if to in TERMINAL:
+        webhook_services.event_record(**_payin_event(payin, at=at))
+    return payin
+
+
+def _payin_moved(
+    payin: Payin, *, to: str, reason: str, at: datetime, provider_reference: str
+) -> list[str]:
+    """Set what a move of the payin to `to` changes on the instance; returns those fields."""
     fields = ["status", "updated_at"]
     if provider_reference and not payin.provider_reference:
         payin.provider_reference = provider_reference
         fields.append("provider_reference")
-    if payin.status == to:
-        if len(fields) > 2:
-            rawsql.update(payin, fields[2:])
-        return payin
-    if to not in PAYIN_ALLOWED.get(payin.status, ()):
-        raise InvalidTransition(f"A {payin.status} payin cannot become {to}.")
     payin.status = to
     payin.updated_at = at
     if to == PayinStatus.PENDING:
@@ -337,34 +354,96 @@ def _payin_move(
         payin.failed_at = at
         payin.failure_reason = reason
         fields += ["failed_at", "failure_reason"]
-    rawsql.save_together(
-        updates=[(payin, fields)],
-        inserts=[PayinHistory(payin=payin, status=to, reason=reason, created_at=at)],
-    )
+    return fields
+
+
+def _payin_posting(payin: Payin, *, at: datetime) -> dict[str, Any]:
+    """The journal of a completed payin, as post_journal's arguments."""
+    return {
+        "merchant_id": payin.merchant_id,
+        "currency": payin.receive_currency,
+        "kind": "payin_completed",
+        "resource_type": "payin",
+        "resource_id": payin.id,
+        "lines": [
+            (ledger.provider_clearing(payin.operator_code), -payin.send_amount),
+            (ledger.MERCHANT_AVAILABLE, payin.receive_amount),
+            (ledger.FEE_REVENUE, payin.total_fee),
+        ],
+        "at": at,
+    }
+
+
+def _payin_event(payin: Payin, *, at: datetime) -> dict[str, Any]:
+    """The event of a payin's final status, as event_record's arguments."""
+    return {
+        "merchant_id": payin.merchant_id,
+        "event_type": f"payin.{payin.status}",
+        "data_type": "payin",
+        "data_id": payin.id,
+        "data_object": payin_snapshot(payin),
+        "at": at,
+    }
+
+
+# A payin and the id of its merchant's wallet in the payin's currency (None before its first
+# posting): the answer's compare-and-set reads both at once.
+_PAYIN_AND_WALLET = RowReader(
+    Payin,
+    where=("id",),
+    annotations={
+        "wallet_id": (
+            f"SELECT w.id FROM {Wallet._meta.db_table} w"  # noqa: S608 (model metadata)
+            f" WHERE w.merchant_id = {Payin._meta.db_table}.merchant_id"
+            f" AND w.currency = {Payin._meta.db_table}.receive_currency",
+            [],
+        )
+    },
+)
+
+
+def _payin_finished_at_once(
+    *, payin_id: UUID, to: str, reason: str, at: datetime, provider_reference: str
+) -> bool:
+    """payin_transition's move of a pending payin to its final status (PostgreSQL), without
+    its lock and transaction: the payin is read, then its status, history row, journal, wallet
+    credit, event and deliveries are written in one statement, only while the payin still has
+    the status and provider reference it was read with (a compare-and-set: a concurrent answer,
+    timeout or receipt makes it write nothing). The wallet's columns are added to in the
+    database, so the postings of other payments need not wait for this one's read. False when
+    nothing was written (the payin was not pending, has no wallet yet, or changed in between):
+    payin_transition then decides under its lock."""
+    payin = _PAYIN_AND_WALLET.first(payin_id)
+    if payin is None or payin.status != PayinStatus.PENDING:
+        return False
+    if to not in PAYIN_ALLOWED[payin.status] or (
+        to == PayinStatus.COMPLETED and payin.wallet_id is None
+    ):
+        return False
+    read_as = {"status": payin.status, "provider_reference": payin.provider_reference}
+    fields = _payin_moved(payin, to=to, reason=reason, at=at, provider_reference=provider_reference)
+    inserts: list[models.Model] = [
+        PayinHistory(payin=payin, status=to, reason=reason, created_at=at)
+    ]
+    increments = []
     if to == PayinStatus.COMPLETED:
-        ledger.post_journal(
-            merchant_id=payin.merchant_id,
-            currency=payin.receive_currency,
-            kind="payin_completed",
-            resource_type="payin",
-            resource_id=payin.id,
-            lines=[
-                (ledger.provider_clearing(payin.operator_code), -payin.send_amount),
-                (ledger.MERCHANT_AVAILABLE, payin.receive_amount),
-                (ledger.FEE_REVENUE, payin.total_fee),
-            ],
-            at=at,
-        )
-    if to in TERMINAL:
-        webhook_services.event_record(
-            merchant_id=payin.merchant_id,
-            event_type=f"payin.{to}",
-            data_type="payin",
-            data_id=payin.id,
-            data_object=payin_snapshot(payin),
-            at=at,
-        )
-    return payin
+        posting = ledger.credit_rows(**_payin_posting(payin, at=at))
+        if posting is None:  # a payin never takes from the wallet; post_journal would refuse
+            return False
+        journal, lines, deltas = posting
+        inserts += [journal, *lines]
+        increments.append((Wallet(pk=payin.wallet_id), deltas, ["updated_at"]))
+    event = webhook_services.event_new(**_payin_event(payin, at=at))
+    deliveries = webhook_services.deliveries_part(event)
+    if not rawsql.save_together(
+        only_if=(payin, fields, read_as),
+        inserts=[*inserts, event],
+        increments=increments,
+        also=[deliveries],
+    ):
+        return False
+    webhook_services.deliveries_sent_after_commit(deliveries)
+    return True
 
 
 def _party_identifier(party: dict[str, Any]) -> dict[str, str]:
@@ -495,14 +574,17 @@ def payin_apply_provider_result(
     nothing; an answer for a payin already final otherwise (e.g. failed by the timeout sweep)
     is logged and ignored."""
     to = PayinStatus.COMPLETED if outcome == provider.COMPLETED else PayinStatus.FAILED
+    move = {
+        "payin_id": UUID(reference),
+        "to": to,
+        "reason": reason if to == PayinStatus.FAILED else "",
+        "at": at,
+        "provider_reference": provider_reference,
+    }
+    if connection.vendor == "postgresql" and _payin_finished_at_once(**move):
+        return
     try:
-        payin_transition(
-            payin_id=UUID(reference),
-            to=to,
-            reason=reason if to == PayinStatus.FAILED else "",
-            at=at,
-            provider_reference=provider_reference,
-        )
+        payin_transition(**move)
     except InvalidTransition:
         _late_answer_ignored(
             payment=Payin.objects.get(pk=UUID(reference)),

@@ -373,3 +373,51 @@ def test_save_together_unless_present_refuses_a_value_too_long_rather_than_cutti
     with pytest.raises(DataError), transaction.atomic():
         save_together(unless_present=_journal(merchant, uuid.uuid4(), "x"), inserts=[too_long])
     assert not FeeSchedule.objects.filter(merchant=merchant).exists()
+
+
+def test_save_together_only_if_writes_the_rest_only_while_the_row_holds_what_was_read(
+    merchant, django_assert_num_queries
+):
+    from django.db import connection
+
+    from config.rawsql import Part, save_together
+    from payments.models import Journal, Wallet
+
+    if connection.vendor != "postgresql":
+        pytest.skip("only_if, increments and parts are PostgreSQL's")
+    wallet = Wallet.objects.create(merchant=merchant, currency="XOF", available=Decimal("10"))
+    Wallet.objects.filter(pk=wallet.pk).update(available=Decimal("15"))  # after it was read
+    resource_id = uuid.uuid4()
+    marker = Part(
+        name="marker",
+        sql="SELECT 1 FROM merchants_merchant WHERE id = %s{condition}",
+        params=[merchant.pk],
+    )
+
+    def write(memo: str) -> bool:
+        journal = _journal(merchant, resource_id, memo)
+        merchant.name = f"renamed {memo}"
+        with django_assert_num_queries(1):
+            return save_together(
+                only_if=(merchant, ["name"], {"status": merchant.status}),
+                increments=[(wallet, {"available": Decimal("2")}, ["updated_at"])],
+                inserts=[journal],
+                also=[marker],
+            )
+
+    original = merchant.status
+    merchant.status = "suspended"  # not what the row holds: nothing is written
+    assert write("refused") is False
+    assert marker.rows == 0
+    merchant.status = original
+    assert Wallet.objects.get(pk=wallet.pk).available == Decimal("15")
+    assert not Journal.objects.filter(resource_id=resource_id).exists()
+
+    assert write("written") is True
+    assert marker.rows == 1
+    assert Wallet.objects.get(pk=wallet.pk).available == Decimal("17")  # added to the row's
+    merchant.refresh_from_db()
+    assert merchant.name == "renamed written"
+    assert list(Journal.objects.filter(resource_id=resource_id).values_list("memo", flat=True)) == [
+        "written"
+    ]

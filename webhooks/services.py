@@ -425,27 +425,20 @@ def event_record(
     A delivery is created for each enabled endpoint subscribed to the event type, and sent
     after commit (`fan_out=False`: none)."""
     with joined_atomic():
-        event = Event(
+        event = event_new(
             merchant_id=merchant_id,
             event_type=event_type,
             data_type=data_type,
             data_id=data_id,
-            created_at=at,
+            data_object=data_object,
+            at=at,
         )
-        event.payload = _json_safe(
-            {
-                "id": event.id,
-                "event": event_type,
-                "created_at": at,
-                "data": {"type": data_type, "id": data_id, "object": data_object},
-            }
-        )
-        event.body = _serialize(event.payload)
         if not fan_out:
             rawsql.insert(event)
-        elif connection.vendor == "postgresql":
-            if _event_fan_out(event, event_type=event_type, now=at):
-                transaction.on_commit(_sender_wake)
+        elif connection.vendor == "postgresql":  # no read of the endpoints first
+            deliveries = deliveries_part(event)
+            rawsql.save_together(inserts=[event], also=[deliveries])
+            deliveries_sent_after_commit(deliveries)
         else:
             deliveries = [
                 _delivery_new(event=event, endpoint=endpoint, now=at)
@@ -459,9 +452,38 @@ def event_record(
     return event
 
 
-# The event and one delivery per enabled endpoint subscribed to its type (as
-# WebhookEndpoint.subscribed_to decides: no types, or this one), the values _delivery_new
-# gives, in one statement: no read of the endpoints first.
+def event_new(
+    *,
+    merchant_id: UUID,
+    event_type: str,
+    data_type: str,
+    data_id: UUID,
+    data_object: dict[str, Any],
+    at: datetime,
+) -> Event:
+    """The event (unsaved) that event_record would record: its envelope and body built."""
+    event = Event(
+        merchant_id=merchant_id,
+        event_type=event_type,
+        data_type=data_type,
+        data_id=data_id,
+        created_at=at,
+    )
+    event.payload = _json_safe(
+        {
+            "id": event.id,
+            "event": event_type,
+            "created_at": at,
+            "data": {"type": data_type, "id": data_id, "object": data_object},
+        }
+    )
+    event.body = _serialize(event.payload)
+    return event
+
+
+# One delivery of an event per enabled endpoint subscribed to its type (as
+# WebhookEndpoint.subscribed_to decides: no types, or this one), with the values _delivery_new
+# gives: a part of the statement that inserts the event, so no read of the endpoints first.
 _FAN_OUT_SQL = """
 INSERT INTO webhooks_delivery
     (id, event_id, endpoint_id, status, attempts, next_attempt_at, dispatched_at, last_error,
@@ -469,24 +491,30 @@ INSERT INTO webhooks_delivery
 SELECT gen_random_uuid(), %s, e.id, %s, 0, %s, %s, '', NULL, %s, %s
 FROM webhooks_webhookendpoint e
 WHERE e.merchant_id = %s AND e.enabled
-    AND (e.event_types = '[]'::jsonb OR e.event_types @> jsonb_build_array(%s::text))
+    AND (e.event_types = '[]'::jsonb OR e.event_types @> jsonb_build_array(%s::text)){condition}
 RETURNING 1
 """
 
 
-def _event_fan_out(event: Event, *, event_type: str, now: datetime) -> int:
-    """Insert the event and its deliveries (PostgreSQL); returns how many deliveries."""
-    insert_event, params = rawsql.insert_statement(event)
-    params += [event.id, DeliveryStatus.PENDING, now, now, now, now, event.merchant_id, event_type]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH new_event AS ({insert_event} RETURNING 1), "  # noqa: S608 (model metadata)
-            f"deliveries AS ({_FAN_OUT_SQL}) SELECT count(*) FROM deliveries",
-            params,
-        )
-        (deliveries,) = cursor.fetchone()
-    rawsql.mark_saved(event)
-    return deliveries
+def _fan_out_params(event: Event) -> list[Any]:
+    now, pending = event.created_at, DeliveryStatus.PENDING
+    return [event.id, pending, now, now, now, now, event.merchant_id, event.event_type]
+
+
+def deliveries_part(event: Event) -> rawsql.Part:
+    """The deliveries event_record makes for an event, as a part of a caller's statement that
+    inserts the event too (PostgreSQL): once it ran, `deliveries_sent_after_commit(part)`."""
+    return rawsql.Part(
+        name="deliveries",
+        sql=_FAN_OUT_SQL,
+        params=_fan_out_params(event),
+    )
+
+
+def deliveries_sent_after_commit(part: rawsql.Part) -> None:
+    """Wake the sender once the transaction commits, if the part made deliveries."""
+    if part.rows:
+        transaction.on_commit(_sender_wake)
 
 
 def event_resend(

@@ -1,10 +1,11 @@
 """SIGKILL of the Celery worker in the middle of applying a provider answer and in the middle
 of a webhook delivery: after a restart the outcome is applied exactly once.
 
-The "middle" is made deterministic, never by racing a sleep: the test holds the wallet's row
-lock, so the worker applying the answer stops inside its transaction (status and history
-written, ledger not yet) and the test sees it waiting in pg_stat_activity; the receiver holds
-the webhook request open until the test has killed the worker.
+The "middle" is made deterministic, never by racing a sleep: the test holds a row the worker
+applying the answer needs, so the worker stops inside its transaction (status and history
+written, ledger not yet) or inside its one statement (the compare-and-set of a payin whose
+wallet exists), and the test sees it waiting in pg_stat_activity; the receiver holds the
+webhook request open until the test has killed the worker.
 """
 
 import os
@@ -40,10 +41,10 @@ def _kill(worker) -> None:
 def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_restart(
     enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver
 ):
+    """The locked transition (the merchant's first posting in XOF: the answer creates the
+    wallet), killed inside its transaction: nothing of it is kept."""
     api = MerchantClient(enabled_merchant)
     webhook_endpoint(enabled_merchant)
-    fund(enabled_merchant, "1000")  # the XOF wallet exists, so the test can hold its lock
-    wallet = Wallet.objects.get(merchant=enabled_merchant, currency="XOF")
     customer = create_customer(api)
     quote = create_quote(api, "payin")
 
@@ -52,13 +53,20 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     locker, monitor = admin_connection(), admin_connection()
     try:
         with locker.transaction():
-            locker.execute("SELECT id FROM payments_wallet WHERE id = %s FOR UPDATE", [wallet.pk])
+            # The wallet the answer would create, inserted and not yet committed: the worker's
+            # insert of it waits for this transaction.
+            locker.execute(
+                "INSERT INTO payments_wallet"
+                " (id, merchant_id, currency, available, reserved, created_at, updated_at)"
+                " VALUES (gen_random_uuid(), %s, 'XOF', 0, 0, now(), now())",
+                [enabled_merchant.pk],
+            )
             with celery_worker(extra_env=WORKER_ENV) as worker:
                 response = api.post("/payins", payin_body(quote, customer))
                 assert response.status_code == 201
                 payin_id = response.json()["id"]
                 # The worker has written `completed` and its history inside its transaction and
-                # now waits for the wallet lock, before posting the journal.
+                # now waits for the wallet, before posting the journal.
                 assert wait_until(
                     lambda: backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%"),
                     timeout=60,
@@ -75,7 +83,7 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     assert payin.status == "pending"
     assert not Journal.objects.filter(resource_id=payin.pk).exists()
     assert not Event.objects.filter(data_id=payin.pk).exists()
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal("1000")
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(0)
 
     # The killed submitter had claimed the payin (pending, no provider reference yet): the
     # sweep of lost submissions resubmits it when next due (the body of
@@ -97,7 +105,70 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     assert event.event_type == "payin.completed"
     assert Event.objects.filter(data_id=payin_id).count() == 1
     assert Journal.objects.filter(resource_id=payin_id).count() == 1
-    # 1000 float + 9850 credited (10000 less the 1.5% fee), once.
+    # 9850 credited (10000 less the 1.5% fee), once.
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal("9850")
+    assert ledger.ledger_breaches() == []
+    assert set(hanging_receiver.webhook_ids()) == {str(event.id)}
+
+
+def test_worker_killed_while_its_answer_statement_waits_leaves_it_whole_and_once(
+    enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver
+):
+    """The compare-and-set (the wallet exists), killed while its one statement waits for the
+    wallet's lock: a statement is never kept in part. PostgreSQL notices a client gone only
+    when it answers it, so the statement finishes once the lock is free, all of it."""
+    api = MerchantClient(enabled_merchant)
+    webhook_endpoint(enabled_merchant)
+    fund(enabled_merchant, "1000")
+    wallet = Wallet.objects.get(merchant=enabled_merchant, currency="XOF")
+    customer = create_customer(api)
+    quote = create_quote(api, "payin")
+
+    locker, monitor = admin_connection(), admin_connection()
+    try:
+        with locker.transaction():
+            locker.execute("SELECT id FROM payments_wallet WHERE id = %s FOR UPDATE", [wallet.pk])
+            with celery_worker(extra_env=WORKER_ENV) as worker:
+                response = api.post("/payins", payin_body(quote, customer))
+                assert response.status_code == 201
+                payin_id = response.json()["id"]
+                assert wait_until(
+                    lambda: backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%"),
+                    timeout=60,
+                )
+                (stuck,) = backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%")
+                _kill(worker)
+        assert wait_until(lambda: backend_gone(monitor, stuck), timeout=30)
+    finally:
+        locker.close()
+        monitor.close()
+
+    payin = Payin.objects.get(pk=payin_id)
+    assert payin.status == "completed"
+    assert list(payin.history.values_list("status", flat=True)) == [
+        "created",
+        "pending",
+        "completed",
+    ]
+    (event,) = Event.objects.filter(data_id=payin.pk)
+    assert Journal.objects.filter(resource_id=payin.pk).count() == 1
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(
+        "10850"
+    )
+    assert Delivery.objects.get(event=event).status == DeliveryStatus.PENDING
+
+    with celery_worker(extra_env=WORKER_ENV) as worker:
+        tasks.submit_payin.delay(payin_id=payin_id)  # a resubmission changes nothing now
+        # A delivery counts as handed to a sender when made; the one its dead worker would
+        # have woken goes out with the sweep once that hand-off is a lease old.
+        later = timezone.now() + timedelta(seconds=webhook_services.lease_seconds() + 1)
+        assert webhook_services.deliveries_dispatch_due(now=later) == 1
+        assert wait_until(lambda: str(event.id) in hanging_receiver.webhook_ids(), timeout=60)
+        assert worker.poll() is None
+
+    assert Payin.objects.get(pk=payin_id).status == "completed"
+    assert Event.objects.filter(data_id=payin_id).count() == 1
+    assert Journal.objects.filter(resource_id=payin_id).count() == 1
     assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(
         "10850"
     )

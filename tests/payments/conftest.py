@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from payments import services
+from tests.webhooks.conftest import receiver, webhook_settings  # noqa: F401 - a local receiver
 from tests.worker import celery_worker_process  # noqa: F401 - the real-worker fixture
 
 SN_PHONE = "+221770001234"
