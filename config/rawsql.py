@@ -11,7 +11,9 @@ converters the ORM uses, so the instances it returns are what `filter(...)` woul
 Anything else stays on the ORM."""
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -389,7 +391,11 @@ def save_together(
     PostgreSQL only, for a caller that knows the rows exist: `increments`, (instance,
     {field name: delta}, field_names): adds each delta to its column's value in the database
     (not the instance's) and writes the named fields as `update` would; `also`: hand-written
-    parts (`Part`)."""
+    parts (`Part`).
+
+    While `holding()` (PostgreSQL), a call without a guard or parts writes nothing yet: its
+    values are prepared (the instances carry them, `auto_now` and all) and sent later with the
+    holder's own, in one statement; it returns True."""
     if unless_present is None and only_if is None and not updates and not inserts:
         return True
     if connection.vendor != "postgresql":
@@ -402,75 +408,150 @@ def save_together(
         for row in inserts:
             insert(row)
         return True
-    params: list[Any] = []
-    guard: tuple | None = None
-    if unless_present is not None:
-        guard = ("absent", *_keyed_insert_shape(type(unless_present)))
-        params += _insert_params(unless_present, guard[3])
-    elif only_if is not None:
-        instance, names, expected = only_if
-        shape = _update_shape(type(instance), tuple(names), ("pk", *expected))
-        guard = ("unchanged", shape[0])
-        values = list(_saved_values(instance, names).values())
-        params += _update_params(shape[1], values, shape[2], [instance.pk, *expected.values()])
-    update_shapes = [
-        _update_shape(type(instance), tuple(names), ("pk",)) for instance, names in updates
-    ]
-    for (instance, names), (_, set_fields, where_fields) in zip(
-        updates, update_shapes, strict=True
-    ):
-        values = list(_saved_values(instance, names).values())
-        params += _update_params(set_fields, values, where_fields, [instance.pk])
-    increment_shapes = [
-        _increment_shape(type(instance), tuple(deltas), tuple(names))
-        for instance, deltas, names in increments
-    ]
-    for (instance, deltas, names), (_, delta_fields, set_fields) in zip(
-        increments, increment_shapes, strict=True
-    ):
-        params += [
-            field.get_db_prep_save(value, connection)
-            for field, value in zip(delta_fields, deltas.values(), strict=True)
-        ]
-        values = list(_saved_values(instance, names).values())
-        params += _update_params(set_fields, values, [type(instance)._meta.pk], [instance.pk])
-    insert_shapes = [_insert_shape(type(row)) for row in inserts]
-    for row, (_, _, fields, _) in zip(inserts, insert_shapes, strict=True):
-        params += _insert_params(row, fields)
-    for part in also:
-        params += part.params
-    shape_key = (
-        guard and guard[:2],  # the kind and the model or statement: the rest follows from them
-        tuple((type(instance), tuple(names)) for instance, names in updates),
-        tuple((type(i), tuple(deltas), tuple(names)) for i, deltas, names in increments),
-        tuple(type(row) for row in inserts),
-        tuple((part.name, part.sql) for part in also),
-    )
-    sql = _TOGETHER.get(shape_key)
-    if sql is None:
-        sql = _TOGETHER[shape_key] = _together_sql(
-            guard, update_shapes, increment_shapes, insert_shapes, also
-        )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        returned = list(cursor.fetchone())
-    if guard is not None:
-        if returned.pop(0) != 1:
-            return False
+    writes = _Writes(unless_present=unless_present, only_if=only_if)
+    writes.add(updates=updates, increments=increments, inserts=inserts, also=also)
+    held = _HELD.get()
+    if held is not None and writes.guard is None and not also:
+        held.add_prepared(writes)
+        return True
+    return writes.send()
+
+
+_HELD: ContextVar["Held | None"] = ContextVar("rawsql_held", default=None)
+
+
+class _Writes:
+    """The writes of one statement of save_together, their values prepared (pre_save applied,
+    so the instances carry them) in the statement's order: guard, updates, increments,
+    inserts, parts."""
+
+    def __init__(
+        self,
+        *,
+        unless_present: Model | None = None,
+        only_if: tuple[Model, Sequence[str], dict[str, Any]] | None = None,
+    ) -> None:
+        self.unless_present = unless_present
+        self.guard: tuple | None = None
+        self.guard_params: list[Any] = []
         if unless_present is not None:
-            _saved(unless_present)
-    changed = [instance for instance, _ in updates] + [instance for instance, _, _ in increments]
-    for instance, count in zip(changed, returned, strict=False):
-        if count != 1:
-            raise _not_updated(instance)
-    returned = returned[len(changed) :]
-    for row, (_, _, _, generated), key in zip(inserts, insert_shapes, returned, strict=False):
-        if generated is not None:
-            setattr(row, generated.attname, key)
-        _saved(row)
-    for part, count in zip(also, returned[len(inserts) :], strict=True):
-        part.rows = count
-    return True
+            self.guard = ("absent", *_keyed_insert_shape(type(unless_present)))
+            self.guard_params = _insert_params(unless_present, self.guard[3])
+        elif only_if is not None:
+            instance, names, expected = only_if
+            shape = _update_shape(type(instance), tuple(names), ("pk", *expected))
+            self.guard = ("unchanged", shape[0])
+            values = list(_saved_values(instance, names).values())
+            self.guard_params = _update_params(
+                shape[1], values, shape[2], [instance.pk, *expected.values()]
+            )
+        # (instance, shape, parameters) each
+        self.updates: list[tuple[Model, tuple, list[Any]]] = []
+        self.increments: list[tuple[Model, tuple, list[Any]]] = []
+        self.inserts: list[tuple[Model, tuple, list[Any]]] = []
+        self.also: list[Part] = []
+
+    def add(
+        self,
+        *,
+        updates: Sequence[tuple[Model, Sequence[str]]] = (),
+        increments: Sequence[tuple[Model, dict[str, Any], Sequence[str]]] = (),
+        inserts: Sequence[Model] = (),
+        also: Sequence[Part] = (),
+    ) -> None:
+        for instance, names in updates:
+            shape = _update_shape(type(instance), tuple(names), ("pk",))
+            values = list(_saved_values(instance, names).values())
+            self.updates.append(
+                (instance, shape, _update_params(shape[1], values, shape[2], [instance.pk]))
+            )
+        for instance, deltas, names in increments:
+            shape = _increment_shape(type(instance), tuple(deltas), tuple(names))
+            params = [
+                field.get_db_prep_save(value, connection)
+                for field, value in zip(shape[1], deltas.values(), strict=True)
+            ]
+            values = list(_saved_values(instance, names).values())
+            params += _update_params(shape[2], values, [type(instance)._meta.pk], [instance.pk])
+            self.increments.append((instance, shape, params))
+        for row in inserts:
+            shape = _insert_shape(type(row))
+            self.inserts.append((row, shape, _insert_params(row, shape[2])))
+        self.also += also
+
+    def add_prepared(self, other: "_Writes") -> None:
+        self.updates += other.updates
+        self.increments += other.increments
+        self.inserts += other.inserts
+        self.also += other.also
+
+    def send(self) -> bool:
+        """Run the statement; False when its guard did not hold (nothing written)."""
+        changed = self.updates + self.increments
+        params = [
+            *self.guard_params,
+            *(param for _, _, part_params in changed for param in part_params),
+            *(param for _, _, part_params in self.inserts for param in part_params),
+            *(param for part in self.also for param in part.params),
+        ]
+        shape_key = (
+            self.guard and self.guard[:2],  # the kind and the model or statement
+            tuple(shape[0] for _, shape, _ in self.updates),
+            tuple(shape[0] for _, shape, _ in self.increments),
+            tuple(shape[0] for _, shape, _ in self.inserts),
+            tuple((part.name, part.sql) for part in self.also),
+        )
+        sql = _TOGETHER.get(shape_key)
+        if sql is None:
+            sql = _TOGETHER[shape_key] = _together_sql(
+                self.guard,
+                [shape for _, shape, _ in changed],
+                [shape for _, shape, _ in self.inserts],
+                self.also,
+            )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            returned = list(cursor.fetchone())
+        if self.guard is not None:
+            if returned.pop(0) != 1:
+                return False
+            if self.unless_present is not None:
+                _saved(self.unless_present)
+        for (instance, _, _), count in zip(changed, returned, strict=False):
+            if count != 1:
+                raise _not_updated(instance)
+        returned = returned[len(changed) :]
+        for (row, shape, _), key in zip(self.inserts, returned, strict=False):
+            generated = shape[3]
+            if generated is not None:
+                setattr(row, generated.attname, key)
+            _saved(row)
+        for part, count in zip(self.also, returned[len(self.inserts) :], strict=True):
+            part.rows = count
+        return True
+
+
+class Held(_Writes):
+    """The writes `save_together` held back while `holding()`; `send()` writes them."""
+
+
+@contextmanager
+def holding() -> Iterator[Held | None]:
+    """Hold back the writes of `save_together` calls without a guard or parts (PostgreSQL;
+    None and nothing held elsewhere), for the caller to add its own (`held.add(...)`) and send
+    them all in one statement (`held.send()`), once it has built what depends on them (a
+    response from the instances, whose values are set when the call is made). A write held
+    is not in the database until then: no read in between sees it, and its errors (a missing
+    row, a broken constraint) are raised by `send()`. Writes with a guard are made at once."""
+    if connection.vendor != "postgresql":
+        yield None
+        return
+    held = Held()
+    token = _HELD.set(held)
+    try:
+        yield held
+    finally:
+        _HELD.reset(token)
 
 
 # (model, fields added to, fields set) -> (UPDATE statement, fields added to, fields set)
@@ -507,7 +588,6 @@ def _cast_type(field: Field) -> str:
 def _together_sql(
     guard: tuple | None,
     update_shapes: list[tuple],
-    increment_shapes: list[tuple],
     insert_shapes: list[tuple],
     also: Sequence[Part],
 ) -> str:
@@ -523,7 +603,7 @@ def _together_sql(
             parts.append(f"g AS ({guard[1]} RETURNING 1)")
         selected.append("(SELECT count(*) FROM g)")
         condition = " AND EXISTS (SELECT 1 FROM g)"
-    updates = [update_sql for update_sql, _, _ in update_shapes + increment_shapes]
+    updates = [update_sql for update_sql, _, _ in update_shapes]
     for number, update_sql in enumerate(updates):
         parts.append(f"u{number} AS ({update_sql}{condition} RETURNING 1)")
     for number, (head, placeholders, fields, generated) in enumerate(insert_shapes):

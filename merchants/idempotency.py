@@ -9,6 +9,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from config import rawsql
 from config.exceptions import DomainError
 from config.transactions import savepoint_if_nested
 from merchants.models import IdempotencyRecord, IdempotencyStatus, Merchant
@@ -75,8 +77,7 @@ RETURNING id
 _COMPLETE_SQL = """
 UPDATE merchants_idempotencyrecord
 SET status = %s, response_status = %s, response_body = %s::jsonb
-WHERE merchant_id = %s AND key = %s
-"""
+WHERE merchant_id = %s AND key = %s"""
 
 
 def _insert(
@@ -142,21 +143,32 @@ def _claim(*, merchant: Merchant, key: str, method: str, path: str, fingerprint:
     raise RequestInProgress()
 
 
-def _complete(*, merchant: Merchant, key: str, response: Response, body: object) -> None:
-    """Store the 2xx response, in the handler's transaction."""
+def _complete(
+    *, merchant: Merchant, key: str, response: Response, body: object, held: rawsql.Held | None
+) -> None:
+    """Store the 2xx response, in the handler's transaction; with the handler's `held` writes,
+    in their statement."""
     rendered = JSONRenderer().render(body)
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _COMPLETE_SQL,
-                [
-                    IdempotencyStatus.COMPLETED,
-                    response.status_code,
-                    rendered.decode(),
-                    merchant.pk,
-                    key,
-                ],
-            )
+        params = [
+            IdempotencyStatus.COMPLETED,
+            response.status_code,
+            rendered.decode(),
+            merchant.pk,
+            key,
+        ]
+        if held is None:
+            with connection.cursor() as cursor:
+                cursor.execute(_COMPLETE_SQL, params)
+            return
+        held.add(
+            also=[
+                rawsql.Part(
+                    name="completion", sql=_COMPLETE_SQL + "{condition} RETURNING 1", params=params
+                )
+            ]
+        )
+        held.send()
         return
     IdempotencyRecord.objects.filter(merchant=merchant, key=key).update(
         status=IdempotencyStatus.COMPLETED,
@@ -165,7 +177,17 @@ def _complete(*, merchant: Merchant, key: str, response: Response, body: object)
     )
 
 
-def run_idempotent(request: Request, handler: Callable[[], Response]) -> Response:
+def run_idempotent(
+    request: Request,
+    handler: Callable[[], Response],
+    *,
+    held: bool = False,
+    atomic: bool = True,
+) -> Response:
+    """The handler's response under the request's Idempotency-Key. `held`: the handler's
+    `rawsql.save_together` writes are held back and sent with the response's record in one
+    statement (a round trip fewer; the handler must not read them back). `atomic=False`, for
+    a handler whose only writes are held: no transaction is opened, that statement is one."""
     key = request.headers.get(HEADER)
     if key is None or key.strip() == "":
         raise IdempotencyKeyMissing()
@@ -193,12 +215,15 @@ def run_idempotent(request: Request, handler: Callable[[], Response]) -> Respons
         )
 
     try:
-        with transaction.atomic():
+        with (
+            transaction.atomic() if atomic else nullcontext(),
+            rawsql.holding() if held else nullcontext() as holder,
+        ):
             response = handler()
             if not 200 <= response.status_code < 300:
                 raise _HandlerDeclined(response)
             body_out = _with_meta(response.data, key=key, replayed=False)
-            _complete(merchant=merchant, key=key, response=response, body=body_out)
+            _complete(merchant=merchant, key=key, response=response, body=body_out, held=holder)
     except _HandlerDeclined as declined:
         _release(merchant=merchant, key=key)
         return declined.response
@@ -220,15 +245,26 @@ def _release(*, merchant: Merchant, key: str) -> None:
     ).delete()
 
 
-def idempotent(view_method: Callable) -> Callable:
-    """Decorates a view's post(): the Idempotency-Key contract of DESIGN §8."""
+def idempotent(
+    view_method: Callable | None = None, *, held: bool = False, atomic: bool = True
+) -> Callable:
+    """Decorates a view's post(): the Idempotency-Key contract of DESIGN §8. `held` and
+    `atomic` as for run_idempotent."""
 
-    @functools.wraps(view_method)
-    def wrapper(self, request: Request, *args, **kwargs) -> Response:
-        return run_idempotent(request, lambda: view_method(self, request, *args, **kwargs))
+    def decorate(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def wrapper(self, request: Request, *args, **kwargs) -> Response:
+            return run_idempotent(
+                request,
+                lambda: method(self, request, *args, **kwargs),
+                held=held,
+                atomic=atomic,
+            )
 
-    wrapper.idempotent = True
-    return wrapper
+        wrapper.idempotent = True
+        return wrapper
+
+    return decorate if view_method is None else decorate(view_method)
 
 
 def purge_expired(*, now=None) -> int:

@@ -327,26 +327,27 @@ def quote_create_collection(
         "locked_at": now.isoformat(),
         "expires_at": expires_at.isoformat(),
     }
-    return rawsql.insert(
-        Quote(
-            merchant=merchant,
-            customer=customer,
-            flow_type=flow_type,
-            status=QuoteStatus.ACTIVE,
-            created_at=now,
-            expires_at=expires_at,
-            send_amount=send_amount,
-            send_currency=send_currency,
-            receive_amount=receive_amount,
-            receive_currency=send_currency,
-            country_code=operator.country_code,
-            operator_code=operator.code,
-            rail_type=operator.rail_type,
-            total_fee=fee,
-            wallet_impact=wallet_impact,
-            pricing=locked,
-        )
+    quote = Quote(
+        merchant=merchant,
+        customer=customer,
+        flow_type=flow_type,
+        status=QuoteStatus.ACTIVE,
+        created_at=now,
+        expires_at=expires_at,
+        send_amount=send_amount,
+        send_currency=send_currency,
+        receive_amount=receive_amount,
+        receive_currency=send_currency,
+        country_code=operator.country_code,
+        operator_code=operator.code,
+        rail_type=operator.rail_type,
+        total_fee=fee,
+        wallet_impact=wallet_impact,
+        pricing=locked,
     )
+    # one statement with the Idempotency-Key's record when the view holds writes (rawsql.holding)
+    rawsql.save_together(inserts=[quote])
+    return quote
 
 
 def quote_create_transfer(

@@ -421,3 +421,63 @@ def test_save_together_only_if_writes_the_rest_only_while_the_row_holds_what_was
     assert list(Journal.objects.filter(resource_id=resource_id).values_list("memo", flat=True)) == [
         "written"
     ]
+
+
+def test_holding_sends_the_held_writes_with_the_holders_own_in_one_statement(
+    enabled_api, django_assert_num_queries
+):
+    from django.db import DatabaseError, connection, transaction
+
+    from config.rawsql import Part, holding, save_together
+    from payments.models import Wallet
+    from quotes.models import Quote
+
+    if connection.vendor != "postgresql":
+        pytest.skip("writes are held on PostgreSQL only")
+    quote = Quote.objects.get(pk=create_quote(enabled_api, "payin")["id"])
+    customer = create_customer(enabled_api)
+    payin = Payin(
+        merchant_id=quote.merchant_id,
+        quote=quote,
+        customer_id=customer["id"],
+        send_amount=quote.send_amount,
+        send_currency=quote.send_currency,
+        receive_amount=quote.receive_amount,
+        receive_currency=quote.receive_currency,
+        total_fee=quote.total_fee,
+        country_code=quote.country_code,
+        rail_type=quote.rail_type,
+        operator_code=quote.operator_code,
+        provider_timeout_at=quote.expires_at,
+        created_at=quote.created_at,
+        updated_at=quote.created_at,
+    )
+    history = PayinHistory(payin=payin, status="created", created_at=quote.created_at)
+    wallet = Wallet.objects.create(merchant_id=quote.merchant_id, currency="XOF")
+    wallet.updated_at = None
+    marker = Part(name="marker", sql="SELECT 1 WHERE true{condition}", params=[])
+
+    with holding() as held:
+        with django_assert_num_queries(0):
+            assert save_together(inserts=[payin, history]) is True
+            quote.status, quote.consumed_at = "consumed", quote.created_at
+            wallet.available = Decimal("3")
+            assert save_together(
+                updates=[(quote, ["status", "consumed_at"]), (wallet, ["available", "updated_at"])]
+            )
+        assert wallet.updated_at is not None  # prepared (auto_now applied), not written:
+        assert payin._state.adding and Wallet.objects.get(pk=wallet.pk).available == 0
+        assert not Payin.objects.filter(pk=payin.pk).exists()
+        held.add(also=[marker])
+        with django_assert_num_queries(1):
+            assert held.send() is True
+
+    assert marker.rows == 1 and history.pk is not None and not payin._state.adding
+    assert Payin.objects.get(pk=payin.pk).created_at == payin.created_at
+    assert Quote.objects.get(pk=quote.pk).status == "consumed"
+    assert Wallet.objects.get(pk=wallet.pk).updated_at == wallet.updated_at
+
+    gone = Quote(pk=uuid.uuid4(), status="consumed")  # a missing row: raised by send()
+    with pytest.raises(DatabaseError), transaction.atomic(), holding() as held:
+        save_together(updates=[(gone, ["status"])])
+        held.send()

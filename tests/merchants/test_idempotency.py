@@ -158,3 +158,58 @@ def test_ten_concurrent_identical_requests_create_exactly_one_customer():
             assert response.json()["id"] == customer_id
         else:
             assert response.json()["error"]["reason"] == "request_in_progress"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["/quotes/payin", "/payins"])
+def test_concurrent_identical_posts_whose_writes_go_with_the_key_create_one_resource(
+    enabled_merchant, path
+):
+    """POST /quotes/payin and POST /payins send their rows with the key's record in one
+    statement (a quote's POST without a transaction): one resource, and every 201 is it."""
+    from payments.models import Payin
+    from quotes.models import Quote
+    from tests.payments.conftest import create_customer, create_quote, payin_body
+
+    api = MerchantClient(enabled_merchant)
+    if path == "/payins":
+        body = payin_body(create_quote(api, "payin"), create_customer(api))
+        created = Payin.objects.filter(merchant=enabled_merchant)
+    else:
+        body = {
+            "country_code": "SN",
+            "operator_code": "SN_ORANGE_MOMO",
+            "rail_type": "mobile_money",
+            "send_amount": "10000",
+            "send_currency": "XOF",
+        }
+        created = Quote.objects.filter(merchant=enabled_merchant)
+    before = created.count()
+    key = str(uuid.uuid4())
+    barrier = threading.Barrier(8, timeout=60)
+    responses, lock = [], threading.Lock()
+
+    def send() -> None:
+        client = MerchantClient(enabled_merchant)
+        barrier.wait()
+        try:
+            response = client.post(path, body, idempotency_key=key)
+            with lock:
+                responses.append(response)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert created.count() == before + 1
+    resource_id = str(created.order_by("-created_at").first().id)
+    assert {r.status_code for r in responses} <= {201, 409}
+    assert [r.json()["id"] for r in responses if r.status_code == 201][:1] == [resource_id]
+    assert all(r.json()["id"] == resource_id for r in responses if r.status_code == 201)
+    record = IdempotencyRecord.objects.get(merchant=enabled_merchant, key=key)
+    assert record.status == IdempotencyStatus.COMPLETED
+    assert record.response_body["id"] == resource_id
