@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.db.models import AutoField, Field, Model
 from django.db.models.constants import OnConflict
 
@@ -411,7 +411,7 @@ def save_together(
     writes = _Writes(unless_present=unless_present, only_if=only_if)
     writes.add(updates=updates, increments=increments, inserts=inserts, also=also)
     held = _HELD.get()
-    if held is not None and writes.guard is None and not also:
+    if held is not None and not held.sent and writes.guard is None and not also:
         held.add_prepared(writes)
         return True
     return writes.send()
@@ -438,18 +438,21 @@ class _Writes:
             self.guard = ("absent", *_keyed_insert_shape(type(unless_present)))
             self.guard_params = _insert_params(unless_present, self.guard[3])
         elif only_if is not None:
-            instance, names, expected = only_if
-            shape = _update_shape(type(instance), tuple(names), ("pk", *expected))
-            self.guard = ("unchanged", shape[0])
-            values = list(_saved_values(instance, names).values())
-            self.guard_params = _update_params(
-                shape[1], values, shape[2], [instance.pk, *expected.values()]
-            )
+            self._guard_unchanged(only_if)
         # (instance, shape, parameters) each
         self.updates: list[tuple[Model, tuple, list[Any]]] = []
         self.increments: list[tuple[Model, tuple, list[Any]]] = []
         self.inserts: list[tuple[Model, tuple, list[Any]]] = []
         self.also: list[Part] = []
+
+    def _guard_unchanged(self, only_if: tuple[Model, Sequence[str], dict[str, Any]]) -> None:
+        instance, names, expected = only_if
+        shape = _update_shape(type(instance), tuple(names), ("pk", *expected))
+        self.guard = ("unchanged", shape[0])
+        values = list(_saved_values(instance, names).values())
+        self.guard_params = _update_params(
+            shape[1], values, shape[2], [instance.pk, *expected.values()]
+        )
 
     def add(
         self,
@@ -534,6 +537,47 @@ class _Writes:
 class Held(_Writes):
     """The writes `save_together` held back while `holding()`; `send()` writes them."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: Callable[[], Exception] | None = None
+        self.after: list[tuple[Callable[[], None], bool]] = []
+        self.sent = False  # then nothing more is held: later writes are made at once
+
+    def only_if(
+        self, guard: tuple[Model, Sequence[str], dict[str, Any]], refused: Callable[[], Exception]
+    ) -> None:
+        """Make the held statement a compare-and-set, as `save_together(only_if=guard)`: when
+        the row no longer holds what was read, `send()` writes nothing and raises `refused()`.
+        One per statement."""
+        if self.guard is not None:
+            raise ValueError("A held statement has one guard.")
+        self._guard_unchanged(guard)
+        self.refused = refused
+
+    def send(self) -> bool:
+        self.sent = True
+        if not super().send():
+            raise self.refused()
+        for callback, robust in self.after:  # in autocommit at once: they write at once too
+            transaction.on_commit(callback, robust=robust)
+        return True
+
+
+def held_now() -> Held | None:
+    """The writes being held (see `holding`), if any (none once sent)."""
+    held = _HELD.get()
+    return None if held is None or held.sent else held
+
+
+def after_write(callback: Callable[[], None], *, robust: bool = False) -> None:
+    """`transaction.on_commit(callback)`, for writes that may be held: then it runs once they
+    are sent (and committed)."""
+    held = _HELD.get()
+    if held is None or held.sent:
+        transaction.on_commit(callback, robust=robust)
+    else:
+        held.after.append((callback, robust))
+
 
 @contextmanager
 def holding() -> Iterator[Held | None]:
@@ -542,7 +586,9 @@ def holding() -> Iterator[Held | None]:
     them all in one statement (`held.send()`), once it has built what depends on them (a
     response from the instances, whose values are set when the call is made). A write held
     is not in the database until then: no read in between sees it, and its errors (a missing
-    row, a broken constraint) are raised by `send()`. Writes with a guard are made at once."""
+    row, a broken constraint) are raised by `send()`. A save_together call with a guard is made
+    at once; the held statement itself may get one (`Held.only_if`), and callbacks meant for
+    after its commit are given to `after_write`."""
     if connection.vendor != "postgresql":
         yield None
         return

@@ -214,6 +214,8 @@ def run_idempotent(
             status=existing.response_status,
         )
 
+    # Writes are held on PostgreSQL only; elsewhere a transaction keeps them together.
+    atomic = atomic or connection.vendor != "postgresql"
     try:
         with (
             transaction.atomic() if atomic else nullcontext(),

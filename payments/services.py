@@ -2,6 +2,7 @@
 
 import logging
 import uuid
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -246,8 +247,9 @@ def payin_create(
     rows: list[Payin | PayinHistory] = []
     # Every check raises before the first write, so this joins the caller's transaction (the
     # Idempotency-Key's) rather than costing a savepoint; the payin and its first history row
-    # are written in the quote's own statement.
-    with joined_atomic():
+    # are written in the quote's own statement. A caller holding its writes needs none: that
+    # statement is a compare-and-set on the quote (quote_consume).
+    with nullcontext() if rawsql.held_now() is not None else joined_atomic():
         customer = _customer(merchant=merchant, customer_id=customer_id)
         quote_services.quote_consume(
             merchant=merchant,
@@ -261,7 +263,7 @@ def payin_create(
         payin, created = rows
         payin.history_entries = [created]
         # robust: a broker hiccup must not turn a committed payin into a 500; the sweep resubmits.
-        transaction.on_commit(_submitter_wake, robust=True)
+        rawsql.after_write(_submitter_wake, robust=True)
     return payin
 
 

@@ -50,7 +50,7 @@ class PayinCreateView(APIView):
             "Answers 201 with status `created`; the final status arrives by webhook or GET."
         ),
     )
-    @idempotent(held=True)  # the payin's statement carries the key's record too
+    @idempotent(held=True, atomic=False)  # one statement: quote, payin, key's record
     def post(self, request):
         serializer = PayinCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)

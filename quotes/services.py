@@ -551,6 +551,7 @@ def _fx(*, merchant: Merchant, source: str, target: str) -> dict[str, Any]:
 
 
 _QUOTE_LOCKED = RowReader(Quote, where=("id", "merchant"), for_update=True)
+_QUOTE = RowReader(Quote, where=("id", "merchant"))
 
 
 def quote_consume(
@@ -571,10 +572,46 @@ def quote_consume(
     Call it inside the caller's transaction.atomic(), with the payment's own writes, so the
     quote is consumed if and only if the payment is created. Of two racing payments, the
     second waits for the row lock and then sees `consumed`.
-    """
-    if not transaction.get_connection().in_atomic_block:
+
+    Or, outside any transaction, while the caller holds its writes (`rawsql.holding`): then the
+    quote is read without a lock, and the held statement becomes a compare-and-set on it (its
+    status still active): of two racing payments, the second's statement writes nothing and
+    its send raises what the quote then says (consumed, or expired by the sweep)."""
+    held = rawsql.held_now()
+    in_transaction = transaction.get_connection().in_atomic_block
+    if not in_transaction and held is None:
         raise RuntimeError("quote_consume() must run inside the caller's transaction.atomic().")
-    quote = _QUOTE_LOCKED.first(quote_id, merchant.pk)
+    quote = (_QUOTE_LOCKED if in_transaction else _QUOTE).first(quote_id, merchant.pk)
+    _check_consumable(quote, flow_type=flow_type, customer_id=customer_id, now=now)
+    if validate is not None:
+        validate(quote)
+    quote.status = QuoteStatus.CONSUMED
+    quote.consumed_at = now
+    rows = written_with(quote) if written_with is not None else ()
+    if in_transaction:
+        rawsql.save_together(updates=[(quote, ["status", "consumed_at"])], inserts=rows)
+    else:
+
+        def refused() -> Exception:
+            try:
+                _check_consumable(
+                    _QUOTE.first(quote_id, merchant.pk),
+                    flow_type=flow_type,
+                    customer_id=customer_id,
+                    now=now,
+                )
+            except DomainError as error:
+                return error
+            return QuoteConsumed(field="quote_id")
+
+        held.only_if((quote, ["status", "consumed_at"], {"status": QuoteStatus.ACTIVE}), refused)
+        rawsql.save_together(inserts=rows)
+    return quote
+
+
+def _check_consumable(
+    quote: Quote | None, *, flow_type: str, customer_id: UUID | None, now: datetime
+) -> None:
     if quote is None:
         raise QuoteNotFoundForPayment(field="quote_id")
     if quote.status == QuoteStatus.CONSUMED:
@@ -589,15 +626,6 @@ def quote_consume(
         customer_id is None or quote.customer_id != UUID(str(customer_id))
     ):
         raise QuoteCustomerMismatch(field="customer_id")
-    if validate is not None:
-        validate(quote)
-    quote.status = QuoteStatus.CONSUMED
-    quote.consumed_at = now
-    rawsql.save_together(
-        updates=[(quote, ["status", "consumed_at"])],
-        inserts=written_with(quote) if written_with is not None else (),
-    )
-    return quote
 
 
 def quotes_expire(*, now: datetime) -> int:
