@@ -38,6 +38,33 @@ def _kill(worker) -> None:
     worker.wait(timeout=30)
 
 
+def _payin_answered_by_a_worker_killed_while_waiting(api, body: dict, hold: str, params) -> str:
+    """POST a payin while a transaction of the test's, having run `hold`, keeps a row its
+    provider answer needs; kill the worker once pg_stat_activity shows it waiting for the
+    wallet, then let the row go and wait for the killed worker's backend to end. Returns the
+    payin's id."""
+    # Two connections: pg_stat_activity is a snapshot within a transaction, so the one that
+    # watches must not be the one that holds the lock.
+    locker, monitor = admin_connection(), admin_connection()
+    try:
+        with locker.transaction():
+            locker.execute(hold, params)
+            with celery_worker(extra_env=WORKER_ENV) as worker:
+                response = api.post("/payins", body)
+                assert response.status_code == 201
+                assert wait_until(
+                    lambda: backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%"),
+                    timeout=60,
+                )
+                (stuck,) = backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%")
+                _kill(worker)
+        assert wait_until(lambda: backend_gone(monitor, stuck), timeout=30)
+    finally:
+        locker.close()
+        monitor.close()
+    return response.json()["id"]
+
+
 def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_restart(
     enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver
 ):
@@ -48,36 +75,17 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     customer = create_customer(api)
     quote = create_quote(api, "payin")
 
-    # Two connections: pg_stat_activity is a snapshot within a transaction, so the one that
-    # watches must not be the one that holds the lock.
-    locker, monitor = admin_connection(), admin_connection()
-    try:
-        with locker.transaction():
-            # The wallet the answer would create, inserted and not yet committed: the worker's
-            # insert of it waits for this transaction.
-            locker.execute(
-                "INSERT INTO payments_wallet"
-                " (id, merchant_id, currency, available, reserved, created_at, updated_at)"
-                " VALUES (gen_random_uuid(), %s, 'XOF', 0, 0, now(), now())",
-                [enabled_merchant.pk],
-            )
-            with celery_worker(extra_env=WORKER_ENV) as worker:
-                response = api.post("/payins", payin_body(quote, customer))
-                assert response.status_code == 201
-                payin_id = response.json()["id"]
-                # The worker has written `completed` and its history inside its transaction and
-                # now waits for the wallet, before posting the journal.
-                assert wait_until(
-                    lambda: backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%"),
-                    timeout=60,
-                )
-                (stuck,) = backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%")
-                _kill(worker)
-        # Lock released: the killed worker's transaction can only roll back.
-        assert wait_until(lambda: backend_gone(monitor, stuck), timeout=30)
-    finally:
-        locker.close()
-        monitor.close()
+    # The wallet the answer would create, inserted and not yet committed: the worker's insert
+    # of it waits for this transaction, with `completed` and its history written in its own
+    # and the journal not yet posted. Then the worker's transaction can only roll back.
+    payin_id = _payin_answered_by_a_worker_killed_while_waiting(
+        api,
+        payin_body(quote, customer),
+        "INSERT INTO payments_wallet"
+        " (id, merchant_id, currency, available, reserved, created_at, updated_at)"
+        " VALUES (gen_random_uuid(), %s, 'XOF', 0, 0, now(), now())",
+        [enabled_merchant.pk],
+    )
 
     payin = Payin.objects.get(pk=payin_id)
     assert payin.status == "pending"
@@ -124,24 +132,12 @@ def test_worker_killed_while_its_answer_statement_waits_leaves_it_whole_and_once
     customer = create_customer(api)
     quote = create_quote(api, "payin")
 
-    locker, monitor = admin_connection(), admin_connection()
-    try:
-        with locker.transaction():
-            locker.execute("SELECT id FROM payments_wallet WHERE id = %s FOR UPDATE", [wallet.pk])
-            with celery_worker(extra_env=WORKER_ENV) as worker:
-                response = api.post("/payins", payin_body(quote, customer))
-                assert response.status_code == 201
-                payin_id = response.json()["id"]
-                assert wait_until(
-                    lambda: backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%"),
-                    timeout=60,
-                )
-                (stuck,) = backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%")
-                _kill(worker)
-        assert wait_until(lambda: backend_gone(monitor, stuck), timeout=30)
-    finally:
-        locker.close()
-        monitor.close()
+    payin_id = _payin_answered_by_a_worker_killed_while_waiting(
+        api,
+        payin_body(quote, customer),
+        "SELECT id FROM payments_wallet WHERE id = %s FOR UPDATE",
+        [wallet.pk],
+    )
 
     payin = Payin.objects.get(pk=payin_id)
     assert payin.status == "completed"

@@ -123,30 +123,34 @@ def test_purge_removes_only_expired_records(api):
     assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["fresh"]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_ten_concurrent_identical_requests_create_exactly_one_customer():
-    merchant = MerchantFactory()
-    body = {"first_name": "Awa", "external_ref": "race-1"}
-    key = str(uuid.uuid4())
-    barrier = threading.Barrier(10, timeout=60)
-    responses = []
-    lock = threading.Lock()
+def _post_together(merchant, path: str, body: dict, key: str, *, count: int) -> list:
+    """`count` threads POST the same body with the same Idempotency-Key at once."""
+    barrier = threading.Barrier(count, timeout=60)
+    responses, lock = [], threading.Lock()
 
     def send() -> None:
         client = MerchantClient(merchant)
         barrier.wait()
         try:
-            response = client.post("/customers", body, idempotency_key=key)
+            response = client.post(path, body, idempotency_key=key)
             with lock:
                 responses.append(response)
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=send) for _ in range(10)]
+    threads = [threading.Thread(target=send) for _ in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    return responses
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ten_concurrent_identical_requests_create_exactly_one_customer():
+    merchant = MerchantFactory()
+    body = {"first_name": "Awa", "external_ref": "race-1"}
+    responses = _post_together(merchant, "/customers", body, str(uuid.uuid4()), count=10)
 
     assert Customer.objects.filter(merchant=merchant).count() == 1
     customer_id = str(Customer.objects.get(merchant=merchant).id)
@@ -186,24 +190,7 @@ def test_concurrent_identical_posts_whose_writes_go_with_the_key_create_one_reso
         created = Quote.objects.filter(merchant=enabled_merchant)
     before = created.count()
     key = str(uuid.uuid4())
-    barrier = threading.Barrier(8, timeout=60)
-    responses, lock = [], threading.Lock()
-
-    def send() -> None:
-        client = MerchantClient(enabled_merchant)
-        barrier.wait()
-        try:
-            response = client.post(path, body, idempotency_key=key)
-            with lock:
-                responses.append(response)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=send) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    responses = _post_together(enabled_merchant, path, body, key, count=8)
 
     assert created.count() == before + 1
     resource_id = str(created.order_by("-created_at").first().id)
