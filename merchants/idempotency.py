@@ -2,7 +2,8 @@
 
 The key is claimed in its own short transaction (so a concurrent request with the same key sees
 it at once and gets a 409), then the handler runs in a transaction that also stores the 2xx
-response, so a resource and its idempotency record are committed together or not at all.
+response, so a resource and its idempotency record are committed together or not at all; or,
+for a handler that holds its writes (`held`), in the one statement that writes them.
 """
 
 import functools
