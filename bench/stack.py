@@ -131,7 +131,7 @@ class Stack:
             old_log.unlink()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.web_workers = 2 * cores() + 1
+        self.web_workers = int(os.environ.get("BENCH_WEB_WORKERS", 2 * cores() + 1))
         self.procs: dict[str, subprocess.Popen] = {}
         self.peak_kib: dict[str, int] = {}
         self.extra_pids: dict[str, int] = {}  # label -> pid, e.g. the webhook receiver
