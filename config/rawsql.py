@@ -7,8 +7,10 @@ metadata, its parameters are prepared by the model's fields and its rows convert
 converters the ORM uses, so the instances it returns are what `filter(...)` would have given
 (on PostgreSQL and on the embedded SQLite alike). `update` writes named fields as
 `save(update_fields=...)` would, `update_where` as `filter(...).update(...)` would; `insert` and
-`insert_many` add rows as `save()` would, `insert_if_absent` unless the row already exists.
-Anything else stays on the ORM."""
+`insert_many` add rows as `save()` would, `insert_if_absent` unless the row already exists;
+`save_together` writes rows that change together in one statement (a guard, increments,
+hand-written parts), and `holding` keeps such writes back to send them with more. Anything else
+stays on the ORM."""
 
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -410,8 +412,8 @@ def save_together(
         return True
     writes = _Writes(unless_present=unless_present, only_if=only_if)
     writes.add(updates=updates, increments=increments, inserts=inserts, also=also)
-    held = _HELD.get()
-    if held is not None and not held.sent and writes.guard is None and not also:
+    held = held_now()
+    if held is not None and writes.guard is None and not also:
         held.add_prepared(writes)
         return True
     return writes.send()
@@ -572,8 +574,8 @@ def held_now() -> Held | None:
 def after_write(callback: Callable[[], None], *, robust: bool = False) -> None:
     """`transaction.on_commit(callback)`, for writes that may be held: then it runs once they
     are sent (and committed)."""
-    held = _HELD.get()
-    if held is None or held.sent:
+    held = held_now()
+    if held is None:
         transaction.on_commit(callback, robust=robust)
     else:
         held.after.append((callback, robust))
