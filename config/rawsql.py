@@ -149,17 +149,17 @@ class RowReader:
 
     def columns(self, alias: str) -> str:
         """The model's columns qualified by `alias`, in the order `read` expects them: for the
-        RETURNING or SELECT list of a hand-written statement (not with `related` or
-        `annotations`)."""
+        RETURNING or SELECT list of a hand-written statement (not with `related`; the
+        annotations' columns, if any, are the statement's to add after these)."""
         quote = connection.ops.quote_name
         return ", ".join(f"{quote(alias)}.{quote(field.column)}" for field in self.fields)
 
     def read(self, sql: str, params: Sequence[Any]) -> list[Model]:
         """The instances of the rows a hand-written statement returns, its columns those of
-        `columns()`: converted as this reader's own rows are. `params` as the cursor takes
-        them."""
-        if self.related or self.annotations:
-            raise ValueError("read: a reader without related rows or annotations.")
+        `columns()` then one per annotation, in their order: converted as this reader's own
+        rows are. `params` as the cursor takes them."""
+        if self.related:
+            raise ValueError("read: a reader without related rows.")
         self._prepare()
         with connection.cursor() as cursor:
             cursor.execute(sql, params)

@@ -390,17 +390,16 @@ def _payin_event(payin: Payin, *, at: datetime) -> dict[str, Any]:
 
 # A payin and the id of its merchant's wallet in the payin's currency (None before its first
 # posting): the answer's compare-and-set reads both at once.
+def _wallet_of(payin: str) -> str:
+    """The id of the wallet the payin row `payin` (a table or alias) credits, as SQL."""
+    return (
+        f"SELECT w.id FROM {Wallet._meta.db_table} w"  # noqa: S608 (model metadata)
+        f" WHERE w.merchant_id = {payin}.merchant_id AND w.currency = {payin}.receive_currency"
+    )
+
+
 _PAYIN_AND_WALLET = RowReader(
-    Payin,
-    where=("id",),
-    annotations={
-        "wallet_id": (
-            f"SELECT w.id FROM {Wallet._meta.db_table} w"  # noqa: S608 (model metadata)
-            f" WHERE w.merchant_id = {Payin._meta.db_table}.merchant_id"
-            f" AND w.currency = {Payin._meta.db_table}.receive_currency",
-            [],
-        )
-    },
+    Payin, where=("id",), annotations={"wallet_id": (_wallet_of(Payin._meta.db_table), [])}
 )
 
 
@@ -416,7 +415,16 @@ def _payin_finished_at_once(
     nothing was written (the payin was not pending, has no wallet yet, or changed in between):
     payin_transition then decides under its lock."""
     payin = _PAYIN_AND_WALLET.first(payin_id)
-    if payin is None or payin.status != PayinStatus.PENDING:
+    return payin is not None and _payin_finished_as_read(
+        payin, to=to, reason=reason, at=at, provider_reference=provider_reference
+    )
+
+
+def _payin_finished_as_read(
+    payin: Payin, *, to: str, reason: str, at: datetime, provider_reference: str
+) -> bool:
+    """_payin_finished_at_once's statement for a payin as read (`wallet_id` annotated)."""
+    if payin.status != PayinStatus.PENDING:
         return False
     if to not in PAYIN_ALLOWED[payin.status] or (
         to == PayinStatus.COMPLETED and payin.wallet_id is None
@@ -500,7 +508,26 @@ def _payin_send(payin: Payin, *, now: datetime) -> None:
     except provider.ProviderRejected as rejected:
         payin_transition(payin_id=payin.id, to=PayinStatus.FAILED, reason=rejected.reason, at=now)
         return
+    if receipt.outcome is not None and _payin_answered_as_claimed(payin, receipt):
+        return
+    provider.receipt_answer_deliver(receipt, callback=PAYIN_CALLBACK, reference=str(payin.id))
     provider_reference_store(payin, "provider_reference", receipt.provider_reference, refresh=False)
+
+
+def _payin_answered_as_claimed(payin: Payin, receipt: provider.ProviderReceipt) -> bool:
+    """The answer a receipt carries, for a payin as its submitter's claim read it (pending, no
+    provider reference, its wallet's id): written in one compare-and-set statement, as
+    payin_apply_provider_result would, without reading the payin again. False when nothing was
+    written (PostgreSQL only; not read by a claim; no wallet yet; changed since the claim): the
+    answer then takes the callback's way. The instance is not to be used after a refusal."""
+    if connection.vendor != "postgresql" or not hasattr(payin, "wallet_id"):
+        return False
+    return _payin_finished_as_read(
+        payin,
+        **_payin_answer_move(receipt.outcome, receipt.reason),
+        at=timezone.now(),
+        provider_reference=receipt.provider_reference,
+    )
 
 
 def provider_discrepancy_record(
@@ -569,17 +596,21 @@ def _late_answer_ignored(
     )
 
 
+def _payin_answer_move(outcome: str, reason: str) -> dict[str, str]:
+    """The move a provider's answer makes: `to` and its `reason`."""
+    to = PayinStatus.COMPLETED if outcome == provider.COMPLETED else PayinStatus.FAILED
+    return {"to": to, "reason": reason if to == PayinStatus.FAILED else ""}
+
+
 def payin_apply_provider_result(
     *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
 ) -> None:
     """The provider's answer for a collection (gateway callback). Repeated answers change
     nothing; an answer for a payin already final otherwise (e.g. failed by the timeout sweep)
     is logged and ignored."""
-    to = PayinStatus.COMPLETED if outcome == provider.COMPLETED else PayinStatus.FAILED
     move = {
         "payin_id": UUID(reference),
-        "to": to,
-        "reason": reason if to == PayinStatus.FAILED else "",
+        **_payin_answer_move(outcome, reason),
         "at": at,
         "provider_reference": provider_reference,
     }
@@ -792,6 +823,7 @@ def _payout_send(payout: Payout, *, now: datetime) -> None:
             payout_id=payout.id, to=PayoutStatus.FAILED, reason=rejected.reason, at=now
         )
         return
+    provider.receipt_answer_deliver(receipt, callback=PAYOUT_CALLBACK, reference=str(payout.id))
     provider_reference_store(
         payout, "provider_reference", receipt.provider_reference, refresh=False
     )
@@ -811,7 +843,8 @@ def _submitter_wake() -> None:
     shared_cache.wake(SUBMITTER_WAKE_KEY, tasks.submit_payments)
 
 
-# The claims of the submitters, oldest first, passing over what another submitter holds.
+# The claims of the submitters, oldest first, passing over what another submitter holds; a
+# payin with its wallet's id, for an answer that comes with the receipt (_payin_send).
 _PAYINS_WAITING = RowReader(
     Payin,
     where=("status",),
@@ -819,6 +852,7 @@ _PAYINS_WAITING = RowReader(
     order_by=("created_at",),
     for_update=True,
     skip_locked=True,
+    annotations={"wallet_id": (_wallet_of(Payin._meta.db_table), [])},
 )
 _PAYOUTS_WAITING = RowReader(
     Payout,
@@ -857,7 +891,7 @@ WITH waiting AS (
 ), moved AS (
     UPDATE {payin} p SET status = %(pending)s, updated_at = %(now)s, submitted_at = %(now)s
     FROM waiting WHERE p.id = waiting.id
-    RETURNING {_PAYINS_WAITING.columns("p")}
+    RETURNING {_PAYINS_WAITING.columns("p")}, ({_wallet_of("p")}) AS wallet_id
 ), history AS (
     INSERT INTO {history} (payin_id, status, reason, created_at)
     SELECT id, %(pending)s, %(reason)s, %(now)s FROM moved

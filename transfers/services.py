@@ -713,6 +713,9 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
         return _apply_quietly(
             transfer_id=transfer.id, move=COLLECTION_FAILED, reason=rejected.reason, at=now
         )
+    provider.receipt_answer_deliver(
+        receipt, callback=COLLECTION_CALLBACK, reference=str(transfer.id)
+    )
     payment_services.provider_reference_store(
         transfer, "collection_reference", receipt.provider_reference
     )
@@ -749,6 +752,11 @@ def transfer_submit_disbursement(*, transfer_id: UUID, attempt: int, now: dateti
             at=now,
             attempt=attempt,
         )
+    provider.receipt_answer_deliver(
+        receipt,
+        callback=DISBURSEMENT_CALLBACK,
+        reference=disbursement_reference(transfer.id, attempt),
+    )
     payment_services.provider_reference_store(
         transfer,
         "disbursement_reference",

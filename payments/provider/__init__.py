@@ -4,8 +4,11 @@ the provider's answer comes back.
 A submission names a `reference` (ours, unique per leg: a retried submission with the same
 reference is the same request to the provider) and a `callback`: the dotted path of a function
 `callback(*, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime)`
-that applies the answer. Answers always arrive asynchronously through `deliver_answer()`, which
-is what a real provider's HTTP callback would call too; `outcome` is "completed" or "failed".
+that applies the answer. Answers arrive through `deliver_answer()`, which is what a real
+provider's HTTP callback would call too; `outcome` is "completed" or "failed". A provider that
+decides at once (the sandbox with no delay) gives its answer in the receipt instead: the
+submitter applies it, as its callback would (`receipt_answer_deliver`, or for a claimed payin
+one statement without a second read).
 
 Submitting is network I/O: never call it while holding a database lock.
 """
@@ -41,9 +44,12 @@ class ProviderRejected(Exception):
 
 @dataclass(frozen=True)
 class ProviderReceipt:
-    """The provider accepted the request; its answer will come later through the callback."""
+    """The provider accepted the request. Its answer comes later through the callback, or,
+    from a provider that decided at once, here: `outcome` (None: later) and `reason`."""
 
     provider_reference: str
+    outcome: str | None = None
+    reason: str = ""
 
 
 class ProviderGateway(Protocol):
@@ -104,3 +110,15 @@ def deliver_answer(
         reason=reason,
         at=at or timezone.now(),
     )
+
+
+def receipt_answer_deliver(receipt: ProviderReceipt, *, callback: str, reference: str) -> None:
+    """Apply the answer a receipt carries (none: nothing to do), as the callback would."""
+    if receipt.outcome is not None:
+        deliver_answer(
+            callback=callback,
+            reference=reference,
+            provider_reference=receipt.provider_reference,
+            outcome=receipt.outcome,
+            reason=receipt.reason,
+        )

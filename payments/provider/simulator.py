@@ -7,7 +7,8 @@ party's phone (or account number on the bank rail):
 
 The answer is sent by a Celery task (`payments.tasks.deliver_provider_answer`, counted down by
 the delay) that calls the same `deliver_answer()` a real provider callback would; with a delay
-of 0 it is delivered at once, before the submission returns. No ORM in here.
+of 0 the provider decides at once and its answer comes back in the receipt, which the submitter
+applies. No ORM in here.
 """
 
 import uuid
@@ -21,7 +22,6 @@ from payments.provider import (
     DISBURSEMENT,
     FAILED,
     ProviderReceipt,
-    deliver_answer,
 )
 
 _NAMESPACE = uuid.UUID("6f1c1f2e-8a43-4c55-9d0e-5c0e7a1b2c3d")
@@ -64,19 +64,22 @@ class SimulatorGateway:
         # Deterministic: resubmitting the same reference is the same provider transaction.
         provider_reference = "SIM-" + uuid.uuid5(_NAMESPACE, f"{kind}:{reference}").hex[:20]
         outcome = simulated_outcome(phone or account_number)
-        if outcome is not None:
-            answer = {
+        if outcome is None:
+            return ProviderReceipt(provider_reference=provider_reference)
+        if settings.PROVIDER_SIMULATION_DELAY_SECONDS <= 0:
+            # An instant provider: its answer comes with the receipt, no queue hop, no callback
+            # round trip (the submitter applies it as the callback would).
+            return ProviderReceipt(
+                provider_reference=provider_reference, outcome=outcome[0], reason=outcome[1]
+            )
+        tasks.deliver_provider_answer.apply_async(
+            kwargs={
                 "callback": callback,
                 "reference": reference,
                 "provider_reference": provider_reference,
                 "outcome": outcome[0],
                 "reason": outcome[1],
-            }
-            delay = settings.PROVIDER_SIMULATION_DELAY_SECONDS
-            if delay > 0:
-                tasks.deliver_provider_answer.apply_async(kwargs=answer, countdown=delay)
-            else:
-                # An instant provider: its callback lands before the submit call returns, a
-                # race a real callback can win too. No queue hop for an answer due now.
-                deliver_answer(**answer)
+            },
+            countdown=settings.PROVIDER_SIMULATION_DELAY_SECONDS,
+        )
         return ProviderReceipt(provider_reference=provider_reference)

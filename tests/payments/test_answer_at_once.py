@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from payments import ledger, provider, selectors, services
-from payments.models import Journal, Payin, PayinStatus
+from payments.models import Journal, Payin, PayinStatus, ProviderDiscrepancy
 from tests.payments.conftest import SILENT_PHONE, create_customer, create_quote, fund, payin_body
 from tests.payments.test_concurrency import _run_together
 from tests.support import MerchantClient
@@ -178,4 +178,105 @@ def test_racing_answers_for_payins_of_one_wallet_credit_it_with_each(enabled_mer
     assert Payin.objects.filter(pk__in=payin_ids, status="completed").count() == 8
     available, _ = selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")
     assert available == Decimal("1000") + 8 * Decimal("9850")
+    assert ledger.ledger_breaches() == []
+
+
+def _claimed_payin(api, customer) -> Payin:
+    """A payin created while a submitter is "busy", then claimed as a submitter claims it:
+    pending, with its wallet's id, not yet sent to the provider."""
+    cache.set(services.SUBMITTER_WAKE_KEY, 1, timeout=60)
+    payin_id = api.post("/payins", payin_body(create_quote(api, "payin"), customer)).json()["id"]
+    (claimed,) = services._submission_claim(now=timezone.now())
+    assert (str(claimed.pk), claimed.status) == (payin_id, "pending")
+    assert claimed.provider_reference == ""
+    return claimed
+
+
+@pytest.fixture
+def instant_provider(settings):
+    settings.PROVIDER_SIMULATION_DELAY_SECONDS = 0  # the simulator answers in its receipt
+
+
+def test_an_answer_in_the_receipt_is_written_in_one_statement_without_a_second_read(
+    enabled_merchant, receiver, webhook_settings, instant_provider, django_assert_num_queries
+):
+    webhook_services.endpoint_set(merchant=enabled_merchant, url=receiver.url, now=timezone.now())
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    fund(enabled_merchant, "1000")
+    cache.set(webhook_services.SENDER_WAKE_KEY, 1, timeout=60)  # a sender "busy": none is run
+    called_back = _pending_payins(api, customer, 1)[0]
+    _answer(called_back)  # the callback's way, for comparison
+    claimed = _claimed_payin(api, customer)
+
+    with django_assert_num_queries(1):  # no read of the payin, no separate reference update
+        services._payin_send(claimed, now=timezone.now())
+
+    written = _written(str(claimed.pk))
+    assert written == {**_written(called_back), "history": written["history"]}
+    assert written["history"] == [
+        ("created", ""),
+        ("pending", services.REASON_SUBMITTED),
+        ("completed", ""),
+    ]
+    assert written["deliveries"] == [("pending", 0)]
+    payin = Payin.objects.get(pk=claimed.pk)
+    assert (
+        payin.provider_reference
+        == provider.gateway()
+        .submit_collection(
+            reference=str(payin.pk),
+            amount=payin.send_amount,
+            currency=payin.send_currency,
+            operator_code=payin.operator_code,
+            phone=payin.source["phone"],
+            callback=services.PAYIN_CALLBACK,
+        )
+        .provider_reference
+    )
+    available, _ = selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")
+    assert available == Decimal("1000") + 2 * Decimal("9850")
+    assert ledger.ledger_breaches() == []
+
+
+def test_an_answer_in_the_receipt_for_a_payin_changed_since_its_claim_goes_the_callbacks_way(
+    enabled_merchant, instant_provider
+):
+    api = MerchantClient(enabled_merchant)
+    fund(enabled_merchant, "1000")
+    claimed = _claimed_payin(api, create_customer(api))
+    services.payin_transition(  # the timeout sweep got there between claim and answer
+        payin_id=claimed.pk,
+        to=PayinStatus.FAILED,
+        reason=services.REASON_PROVIDER_TIMEOUT,
+        at=timezone.now(),
+    )
+
+    services._payin_send(claimed, now=timezone.now())
+
+    payin = Payin.objects.get(pk=claimed.pk)
+    assert (payin.status, payin.failure_reason) == ("failed", services.REASON_PROVIDER_TIMEOUT)
+    assert not Journal.objects.filter(resource_type="payin", resource_id=payin.pk).exists()
+    assert list(Event.objects.filter(data_id=payin.pk).values_list("event_type", flat=True)) == [
+        "payin.failed"
+    ]
+    # the provider's contradicting answer is kept for reconciliation, as a late callback's is
+    assert ProviderDiscrepancy.objects.filter(
+        resource_id=payin.pk, provider_outcome="completed", our_status="failed"
+    ).exists()
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal("1000")
+    assert ledger.ledger_breaches() == []
+
+
+def test_an_answer_in_the_receipt_before_the_merchants_first_wallet_takes_the_locked_way(
+    enabled_merchant, instant_provider
+):
+    api = MerchantClient(enabled_merchant)
+    claimed = _claimed_payin(api, create_customer(api))
+    assert claimed.wallet_id is None
+
+    services._payin_send(claimed, now=timezone.now())  # post_journal creates the wallet
+
+    assert Payin.objects.get(pk=claimed.pk).status == "completed"
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal("9850")
     assert ledger.ledger_breaches() == []

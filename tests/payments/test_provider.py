@@ -25,26 +25,59 @@ def test_the_outcome_is_decided_by_the_last_three_digits(party, expected):
     assert simulated_outcome(party) == expected
 
 
-def test_the_simulator_answers_through_the_callback_with_a_stable_reference(settings):
-    calls.clear()
-    settings.PROVIDER_SIMULATION_DELAY_SECONDS = 0
-    kwargs = {
+def _leg(phone: str = "+221770001234") -> dict:
+    return {
         "reference": "leg-1",
         "amount": Decimal("1000"),
         "currency": "XOF",
         "operator_code": "SN_ORANGE_MOMO",
-        "phone": "+221770001234",
+        "phone": phone,
         "callback": "tests.payments.test_provider.record",
     }
-    first = SimulatorGateway().submit_disbursement(**kwargs)
-    second = SimulatorGateway().submit_disbursement(**kwargs)
+
+
+def test_a_delayed_simulator_answers_through_the_callback_with_a_stable_reference(settings):
+    calls.clear()
+    settings.PROVIDER_SIMULATION_DELAY_SECONDS = 1  # its task runs eagerly in tests
+    first = SimulatorGateway().submit_disbursement(**_leg())
+    second = SimulatorGateway().submit_disbursement(**_leg())
     assert first == second
     assert first.provider_reference.startswith("SIM-")
-    assert SimulatorGateway().submit_collection(**kwargs) != first
+    assert first.outcome is None  # the answer comes later, through the callback
+    assert SimulatorGateway().submit_collection(**_leg()) != first
     assert [call["outcome"] for call in calls] == ["completed"] * 3
     assert calls[0]["reference"] == "leg-1"
     assert calls[0]["provider_reference"] == first.provider_reference
     assert calls[0]["at"] is not None
+
+
+@pytest.mark.parametrize(
+    ("phone", "outcome", "reason"),
+    [("+221770001234", "completed", ""), ("+221770001000", "failed", "provider_declined")],
+)
+def test_an_instant_simulator_answers_in_the_receipt(settings, phone, outcome, reason):
+    calls.clear()
+    settings.PROVIDER_SIMULATION_DELAY_SECONDS = 0
+    receipt = SimulatorGateway().submit_collection(**_leg(phone))
+
+    assert (receipt.outcome, receipt.reason) == (outcome, reason)
+    assert receipt == SimulatorGateway().submit_collection(**_leg(phone))  # the same transaction
+    assert calls == []  # nothing called back: the submitter applies the receipt's answer
+
+    provider.receipt_answer_deliver(receipt, callback=_leg()["callback"], reference="leg-1")
+    assert [
+        (c["reference"], c["provider_reference"], c["outcome"], c["reason"]) for c in calls
+    ] == [("leg-1", receipt.provider_reference, outcome, reason)]
+
+
+def test_a_receipt_without_an_answer_delivers_nothing():
+    calls.clear()
+    provider.receipt_answer_deliver(
+        provider.ProviderReceipt(provider_reference="SIM-x"),
+        callback=_leg()["callback"],
+        reference="x",
+    )
+    assert calls == []
 
 
 def test_a_silent_party_gets_no_answer(settings):
