@@ -228,7 +228,7 @@ def payin_create(
     def payin_rows(quote: Quote) -> list[Payin | PayinHistory]:  # quote_consume calls it last
         payin = Payin(
             merchant=merchant,
-            customer=customer,
+            customer_id=customer_id,
             quote=quote,
             status=PayinStatus.CREATED,
             **_quote_amounts(quote),
@@ -250,7 +250,6 @@ def payin_create(
     # are written in the quote's own statement. A caller holding its writes needs none: that
     # statement is a compare-and-set on the quote (quote_consume).
     with nullcontext() if rawsql.held_now() is not None else joined_atomic():
-        customer = _customer(merchant=merchant, customer_id=customer_id)
         quote_services.quote_consume(
             merchant=merchant,
             quote_id=quote_id,
@@ -259,6 +258,7 @@ def payin_create(
             now=now,
             validate=validate,
             written_with=payin_rows,
+            customer_check=lambda: _customer(merchant=merchant, customer_id=customer_id),
         )
         payin, created = rows
         payin.history_entries = [created]
@@ -665,7 +665,7 @@ def payout_create(
         debit = quote.send_amount + quote.total_fee
         payout = Payout(
             merchant=merchant,
-            customer=customer,
+            customer_id=customer_id,
             quote=quote,
             status=PayoutStatus.PENDING,
             **_quote_amounts(quote),
@@ -686,7 +686,6 @@ def payout_create(
         return rows
 
     with transaction.atomic():
-        customer = _customer(merchant=merchant, customer_id=customer_id)
         quote = quote_services.quote_consume(
             merchant=merchant,
             quote_id=quote_id,
@@ -695,6 +694,7 @@ def payout_create(
             now=now,
             validate=validate,
             written_with=payout_rows,
+            customer_check=lambda: _customer(merchant=merchant, customer_id=customer_id),
         )
         payout, pending = rows
         debit = payout.debit_amount

@@ -563,8 +563,12 @@ def quote_consume(
     now: datetime,
     validate: Callable[[Quote], None] | None = None,
     written_with: Callable[[Quote], Sequence[Model]] | None = None,
+    customer_check: Callable[[], object] | None = None,
 ) -> Quote:
     """Lock the merchant's quote, check it can pay for this flow and customer, mark it consumed.
+    `customer_check` is the caller's check that `customer_id` is one of the merchant's customers
+    (it raises), run before the quote is checked, unless the quote names that customer itself
+    (it was checked then; customers are never deleted or moved): one read fewer.
     `validate` runs the caller's own checks of the quote (it raises) before anything is written.
     `written_with` builds the caller's new rows for the consumed quote (the payment and its
     first history row), inserted in the same statement as the quote's update.
@@ -582,6 +586,10 @@ def quote_consume(
     if not in_transaction and held is None:
         raise RuntimeError("quote_consume() must run inside the caller's transaction.atomic().")
     quote = (_QUOTE_LOCKED if in_transaction else _QUOTE).first(quote_id, merchant.pk)
+    if customer_check is not None and (
+        quote is None or customer_id is None or quote.customer_id != UUID(str(customer_id))
+    ):
+        customer_check()
     _check_consumable(quote, flow_type=flow_type, customer_id=customer_id, now=now)
     if validate is not None:
         validate(quote)

@@ -95,12 +95,19 @@ def test_quote_for_another_customer_is_400(enabled_api, customer, funded, flow):
 
 
 @pytest.mark.parametrize("flow", ["payin", "payout"])
-def test_unknown_or_foreign_customer_is_400(enabled_api, other_api, funded, flow):
+def test_unknown_or_foreign_customer_is_400(enabled_api, other_api, customer, funded, flow):
     foreign = create_customer(other_api)
-    quote = create_quote(enabled_api, flow)
-    for customer in (foreign, {"id": str(uuid.uuid4())}):
-        body = payin_body(quote, customer) if flow == "payin" else payout_body(quote, customer)
-        _assert_400(enabled_api.post(f"/{flow}s", body), "customer_not_found", "customer_id")
+    # the customer is checked first, whatever the quote: one without a customer, one made for
+    # another customer of the merchant, and one that does not exist
+    quotes = [
+        create_quote(enabled_api, flow),
+        create_quote(enabled_api, flow, customer_id=customer["id"]),
+        {"id": str(uuid.uuid4())},
+    ]
+    for quote in quotes:
+        for unknown in (foreign, {"id": str(uuid.uuid4())}):
+            body = payin_body(quote, unknown) if flow == "payin" else payout_body(quote, unknown)
+            _assert_400(enabled_api.post(f"/{flow}s", body), "customer_not_found", "customer_id")
     _nothing_created()
 
 
