@@ -13,6 +13,7 @@ from django.db.models import Q
 from config import pagination
 from config.exceptions import DomainError, NotFound
 from config.rawsql import RowReader
+from customers.models import Customer
 from merchants.models import Merchant, MerchantCorridor, MerchantOperator
 from quotes.models import (
     Corridor,
@@ -95,6 +96,35 @@ _OPERATOR_BY_CODE_FOR_MERCHANT = RowReader(
         )
     },
 )
+
+
+_ENABLED_FOR_MERCHANT = _OPERATOR_BY_CODE_FOR_MERCHANT.annotations["enabled_for_merchant"]
+_OPERATOR_AND_CUSTOMER = RowReader(
+    Operator,
+    where=("code",),
+    annotations={
+        "enabled_for_merchant": _ENABLED_FOR_MERCHANT,
+        "customer_known": (
+            f"EXISTS (SELECT 1 FROM {Customer._meta.db_table} c"  # noqa: S608 (model metadata)
+            " WHERE c.id = %s AND c.merchant_id = %s)",
+            [Customer._meta.pk, Customer._meta.get_field("merchant")],
+        ),
+    },
+)
+
+
+def operator_and_customer_known(
+    *, code: str, merchant: Merchant, customer_id: UUID
+) -> Operator | None:
+    """operator_get(merchant=...)'s operator (None: unknown), and in the same statement
+    `customer_known`: whether `customer_id` is one of the merchant's customers."""
+    operator = _OPERATOR_AND_CUSTOMER.first(
+        code, annotation_values=[merchant.pk, customer_id, merchant.pk]
+    )
+    if operator is not None:  # SQLite: 0 or 1
+        operator.enabled_for_merchant = bool(operator.enabled_for_merchant)
+        operator.customer_known = bool(operator.customer_known)
+    return operator
 
 
 def operator_get(

@@ -68,6 +68,12 @@ def test_post_quote_payin(warm_api, django_assert_num_queries):
         assert warm_api.post("/quotes/payin", QUOTE).status_code == 201
 
 
+def test_post_quote_payin_for_a_customer(warm_api, customer, django_assert_num_queries):
+    with django_assert_num_queries(5):  # the customer is checked in the operator's read
+        body = {**QUOTE, "customer_id": customer["id"]}
+        assert warm_api.post("/quotes/payin", body).status_code == 201
+
+
 def test_get_quote(warm_api, quote, django_assert_num_queries):
     with django_assert_num_queries(2):
         assert warm_api.get(f"/quotes/{quote['id']}").status_code == 200

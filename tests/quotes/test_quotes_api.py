@@ -398,6 +398,17 @@ def test_unknown_customer_is_rejected(enabled_api):
     assert_rejected(response, "customer_not_found", "customer_id")
 
 
+@pytest.mark.parametrize(
+    "operator_code", ["SN_ORANGE_MOMO", "SN_NO_SUCH_OPERATOR", "CI_ORANGE_MOMO"]
+)
+def test_an_unknown_customer_is_named_before_anything_about_the_operator(
+    enabled_api, operator_code
+):
+    body = {**PAYIN, "operator_code": operator_code, "customer_id": str(uuid.uuid4())}
+    assert_rejected(enabled_api.post("/quotes/payin", body), "customer_not_found", "customer_id")
+    assert not Quote.objects.exists()
+
+
 def test_another_merchants_customer_is_rejected_like_an_unknown_one(enabled_api):
     theirs = CustomerFactory()
     response = enabled_api.post("/quotes/payin", {**PAYIN, "customer_id": str(theirs.id)})
