@@ -220,9 +220,7 @@ def payin_create(
     payer: dict[str, Any] = {}
 
     def validate(quote: Quote) -> None:
-        quote_selectors.operator_enabled_for(
-            merchant=merchant, code=quote.operator_code, field="quote_id"
-        )
+        quote_selectors.quote_operator_check_enabled(quote, field="quote_id")
         payer.update(_party_for_rail(rail_type=quote.rail_type, party=source, field="source"))
 
     def payin_rows(quote: Quote) -> list[Payin | PayinHistory]:  # quote_consume calls it last
@@ -647,9 +645,7 @@ def payout_create(
     rows: list[Payout | PayoutHistory] = []
 
     def validate(quote: Quote) -> None:
-        quote_selectors.operator_enabled_for(
-            merchant=merchant, code=quote.operator_code, field="quote_id"
-        )
+        quote_selectors.quote_operator_check_enabled(quote, field="quote_id")
         names = (
             ("business_name",)
             if recipient.get("recipient_type") == "business"

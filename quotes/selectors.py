@@ -160,13 +160,51 @@ def operator_quotable_for(
 
 def operator_check_enabled(operator: Operator, field: str = "operator_code") -> Operator:
     """Raise unless the operator (from operator_get(merchant=...)) is active and enabled."""
-    if not operator.active:
-        message = f"Operator {operator.code} is not available."
-        raise OperatorInactive(message, fields={field: [message]})
-    if not operator.enabled_for_merchant:
-        message = f"Operator {operator.code} is not enabled for this merchant."
-        raise OperatorNotEnabled(message, fields={field: [message]})
+    _check_enabled(operator.code, operator.active, operator.enabled_for_merchant, field)
     return operator
+
+
+def _check_enabled(code: str, active: bool | None, enabled: bool, field: str) -> None:
+    if active is None:
+        message = f"Unknown operator {code!r}."
+        raise UnknownOperator(message, fields={field: [message]})
+    if not active:
+        message = f"Operator {code} is not available."
+        raise OperatorInactive(message, fields={field: [message]})
+    if not enabled:
+        message = f"Operator {code} is not enabled for this merchant."
+        raise OperatorNotEnabled(message, fields={field: [message]})
+
+
+# A payin or payout quote's operator, read with the quote (quote_consume): whether it is active
+# (NULL: no such operator) and enabled for the quote's merchant, as `operator_active` and
+# `operator_enabled_for_merchant`.
+QUOTE_OPERATOR_ANNOTATIONS = {
+    "operator_active": (
+        f"SELECT o.active FROM {Operator._meta.db_table} o"  # noqa: S608 (model metadata)
+        f" WHERE o.code = {Quote._meta.db_table}.operator_code",
+        [],
+    ),
+    "operator_enabled_for_merchant": (
+        f"EXISTS (SELECT 1 FROM {MerchantOperator._meta.db_table} link"  # noqa: S608 (model metadata)
+        f" JOIN {Operator._meta.db_table} o ON o.id = link.operator_id"
+        f" WHERE o.code = {Quote._meta.db_table}.operator_code"
+        f" AND link.merchant_id = {Quote._meta.db_table}.merchant_id)",
+        [],
+    ),
+}
+
+
+def quote_operator_check_enabled(quote: Quote, field: str = "quote_id") -> None:
+    """operator_enabled_for()'s checks of a payin/payout quote's operator, from what was read
+    with the quote (QUOTE_OPERATOR_ANNOTATIONS): no read of its own."""
+    active = quote.operator_active
+    _check_enabled(
+        quote.operator_code,
+        None if active is None else bool(active),  # SQLite: 0 or 1
+        bool(quote.operator_enabled_for_merchant),
+        field,
+    )
 
 
 def operator_check_quotable(operator: Operator, field: str = "operator_code") -> Operator:

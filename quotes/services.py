@@ -557,8 +557,16 @@ def _fx(*, merchant: Merchant, source: str, target: str) -> dict[str, Any]:
     }
 
 
-_QUOTE_LOCKED = RowReader(Quote, where=("id", "merchant"), for_update=True)
-_QUOTE = RowReader(Quote, where=("id", "merchant"))
+# with what quote_operator_check_enabled() needs to know of its operator
+_QUOTE_LOCKED = RowReader(
+    Quote,
+    where=("id", "merchant"),
+    for_update=True,
+    annotations=selectors.QUOTE_OPERATOR_ANNOTATIONS,
+)
+_QUOTE = RowReader(
+    Quote, where=("id", "merchant"), annotations=selectors.QUOTE_OPERATOR_ANNOTATIONS
+)
 
 
 def quote_consume(

@@ -10,8 +10,10 @@ Idempotency-Key's transaction without a savepoint (2 fewer), and writes the cons
 payin and its first history row in one statement (`rawsql.save_together`, 2 fewer). Both POSTs
 hold that statement back and send it with the Idempotency-Key's record (`@idempotent(held=True)`,
 1 fewer) and open no transaction (2 fewer): a quote's POST has no other write, and POST /payins
-reads its quote without a lock and makes that statement a compare-and-set on it; when the
-quote names the payment's customer, the customer is not read again (1 fewer)."""
+reads its quote without a lock and makes that statement a compare-and-set on it. It reads
+whether the quote's operator is active and enabled with the quote (1 fewer), and when the
+quote names the payment's customer the customer is not read again (1 fewer); a quote for a
+customer checks the customer in the operator's read (1 fewer)."""
 
 import pytest
 
@@ -80,7 +82,7 @@ def test_get_quote(warm_api, quote, django_assert_num_queries):
 
 
 def test_post_payin(warm_api, customer, quote, django_assert_num_queries):
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(5):
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 
@@ -88,7 +90,7 @@ def test_post_payin_with_a_quote_made_for_its_customer(
     warm_api, customer, django_assert_num_queries
 ):
     quote = warm_api.post("/quotes/payin", {**QUOTE, "customer_id": customer["id"]}).json()
-    with django_assert_num_queries(5):  # the quote vouches for the customer
+    with django_assert_num_queries(4):  # the quote vouches for the customer
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 

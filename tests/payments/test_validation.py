@@ -186,14 +186,24 @@ def test_malformed_quote_id_is_400(enabled_api, customer, value):
     _assert_400(enabled_api.post("/payins", body), "invalid_request", "quote_id")
 
 
-def test_operator_disabled_after_quoting_is_400(enabled_api, enabled_merchant, customer):
+@pytest.mark.parametrize("flow", ["payin", "payout"])
+@pytest.mark.parametrize("change", ["disabled_for_merchant", "deactivated_in_catalog"])
+def test_operator_disabled_after_quoting_is_400(
+    enabled_api, enabled_merchant, customer, funded, flow, change
+):
     from merchants.models import MerchantOperator
+    from quotes.models import Operator
 
-    quote = create_quote(enabled_api, "payin")
-    MerchantOperator.objects.filter(
-        merchant=enabled_merchant, operator__code="SN_ORANGE_MOMO"
-    ).delete()
-    _assert_400(
-        enabled_api.post("/payins", payin_body(quote, customer)), "operator_not_enabled", "quote_id"
-    )
+    quote = create_quote(enabled_api, flow)
+    if change == "disabled_for_merchant":
+        MerchantOperator.objects.filter(
+            merchant=enabled_merchant, operator__code="SN_ORANGE_MOMO"
+        ).delete()
+        reason = "operator_not_enabled"
+    else:
+        Operator.objects.filter(code="SN_ORANGE_MOMO").update(active=False)
+        reason = "operator_inactive"
+    body = payin_body(quote, customer) if flow == "payin" else payout_body(quote, customer)
+    _assert_400(enabled_api.post(f"/{flow}s", body), reason, "quote_id")
     _nothing_created()
+    assert enabled_api.get(f"/quotes/{quote['id']}").json()["status"] == "active"
