@@ -386,8 +386,6 @@ def _payin_event(payin: Payin, *, at: datetime) -> dict[str, Any]:
     }
 
 
-# A payin and the id of its merchant's wallet in the payin's currency (None before its first
-# posting): the answer's compare-and-set reads both at once.
 def _wallet_of(payin: str) -> str:
     """The id of the wallet the payin row `payin` (a table or alias) credits, as SQL."""
     return (
@@ -396,6 +394,8 @@ def _wallet_of(payin: str) -> str:
     )
 
 
+# A payin and the id of its merchant's wallet in the payin's currency (None before its first
+# posting): the answer's compare-and-set reads both at once.
 _PAYIN_AND_WALLET = RowReader(
     Payin, where=("id",), annotations={"wallet_id": (_wallet_of(Payin._meta.db_table), [])}
 )
