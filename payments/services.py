@@ -839,6 +839,14 @@ def _submitter_wake() -> None:
     shared_cache.wake(SUBMITTER_WAKE_KEY, tasks.submit_payments)
 
 
+# Whether a payout may be waiting for its submission (a timed-out one not failed yet too): a
+# payins' claim that says no spares the payouts' claim.
+_PAYOUTS_MAY_WAIT = (
+    f"EXISTS (SELECT 1 FROM {Payout._meta.db_table} w"  # noqa: S608 (model metadata)
+    f" WHERE w.status = '{PayoutStatus.PENDING}' AND w.submitted_at IS NULL"
+    " AND w.provider_reference = '')"
+)
+
 # The claims of the submitters, oldest first, passing over what another submitter holds; a
 # payin with its wallet's id, for an answer that comes with the receipt (_payin_send).
 _PAYINS_WAITING = RowReader(
@@ -848,7 +856,10 @@ _PAYINS_WAITING = RowReader(
     order_by=("created_at",),
     for_update=True,
     skip_locked=True,
-    annotations={"wallet_id": (_wallet_of(Payin._meta.db_table), [])},
+    annotations={
+        "wallet_id": (_wallet_of(Payin._meta.db_table), []),
+        "payouts_may_wait": (_PAYOUTS_MAY_WAIT, []),
+    },
 )
 _PAYOUTS_WAITING = RowReader(
     Payout,
@@ -892,7 +903,7 @@ WITH waiting AS (
     INSERT INTO {history} (payin_id, status, reason, created_at)
     SELECT id, %(pending)s, %(reason)s, %(now)s FROM moved
 )
-SELECT * FROM moved ORDER BY created_at, id"""  # noqa: S608 (model metadata)
+SELECT *, {_PAYOUTS_MAY_WAIT} FROM moved ORDER BY created_at, id"""  # noqa: S608 (model metadata)
         _CLAIM_STATEMENTS["payouts"] = f"""
 WITH waiting AS (
     SELECT id FROM {payout}
@@ -914,8 +925,10 @@ def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> lis
     """Up to `size` of the oldest payments waiting for their provider submission, made this
     submitter's: a created payin becomes pending (its history and all), a payout gets its
     submitted_at. SKIP LOCKED, so concurrent submitters never claim the same payment. On
-    PostgreSQL one statement for the payins and, when they leave room, one for the payouts
-    (no BEGIN/COMMIT round trips); elsewhere one transaction through the ORM."""
+    PostgreSQL one statement for the payins and, when they leave room and a payout may be
+    waiting, one for the payouts (no BEGIN/COMMIT round trips); elsewhere one transaction
+    through the ORM. A payout committed while the payins' statement ran is left to the next
+    claim, which its creation's wake brings (as for a payin committed then)."""
     if connection.vendor == "postgresql":
         statements = _claim_statements()
         claimed: list[Payin | Payout] = _PAYINS_WAITING.read(
@@ -927,7 +940,8 @@ def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> lis
                 "size": size,
             },
         )
-        if len(claimed) < size:
+        # room left, and no payin claimed to say whether a payout may be waiting, or one said so
+        if len(claimed) < size and (not claimed or claimed[0].payouts_may_wait):
             claimed += _PAYOUTS_WAITING.read(
                 statements["payouts"],
                 {"now": now, "size": size - len(claimed)},

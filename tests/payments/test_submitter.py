@@ -115,6 +115,25 @@ def test_a_claim_moves_payins_to_pending_in_one_statement_and_payouts_in_one_mor
     assert services._submission_claim(now=now) == []  # nothing is claimed twice
 
 
+def test_a_short_claim_of_payins_spares_the_payouts_claim_when_none_is_waiting(
+    enabled_merchant, django_assert_num_queries
+):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    fund(enabled_merchant, "100000")
+    payin_ids, _ = _create_waiting(api, customer, payins=2, payouts=0)
+    now = timezone.now()
+
+    with django_assert_num_queries(1):  # the payins' statement says no payout is waiting
+        claimed = services._submission_claim(now=now)
+    assert [payin.pk for payin in claimed] == [*map(uuid.UUID, payin_ids)]
+
+    # a payout waiting, and no payin to say so: the payouts' claim finds it
+    payout = api.post("/payouts", payout_body(create_quote(api, "payout"), customer)).json()
+    with django_assert_num_queries(2):
+        assert [p.pk for p in services._submission_claim(now=now)] == [uuid.UUID(payout["id"])]
+
+
 @pytest.mark.parametrize(
     ("claim", "index"),
     [("payins", "payin_awaiting_submission"), ("payouts", "payout_awaiting_submission")],
