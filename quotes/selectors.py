@@ -114,10 +114,11 @@ _OPERATOR_AND_CUSTOMER = RowReader(
 
 
 def operator_and_customer_known(
-    *, code: str, merchant: Merchant, customer_id: UUID
+    *, code: str, merchant: Merchant, customer_id: UUID | None
 ) -> Operator | None:
     """operator_get(merchant=...)'s operator (None: unknown), and in the same statement
-    `customer_known`: whether `customer_id` is one of the merchant's customers."""
+    `customer_known`: whether `customer_id` is one of the merchant's customers (False for
+    None)."""
     operator = _OPERATOR_AND_CUSTOMER.first(
         code, annotation_values=[merchant.pk, customer_id, merchant.pk]
     )

@@ -271,15 +271,13 @@ def quote_create_collection(
     """A payin or payout quote (same request shape, spec 4.2; arithmetic of DESIGN §5)."""
     if flow_type not in (FlowType.PAYIN, FlowType.PAYOUT):
         raise ValueError(f"not a payin/payout flow: {flow_type}")
-    if customer_id is None:
-        operator = selectors.operator_get(code=operator_code, merchant=merchant)
-    else:  # the customer is checked in the operator's statement: one read fewer
-        found = selectors.operator_and_customer_known(
-            code=operator_code, merchant=merchant, customer_id=customer_id
-        )
-        if found is None or not found.customer_known:
-            _customer(merchant=merchant, customer_id=customer_id)  # customer_not_found first
-        operator = found or selectors.operator_get(code=operator_code, merchant=merchant)
+    # the customer is checked in the operator's statement: one read fewer
+    found = selectors.operator_and_customer_known(
+        code=operator_code, merchant=merchant, customer_id=customer_id
+    )
+    if customer_id is not None and (found is None or not found.customer_known):
+        _customer(merchant=merchant, customer_id=customer_id)  # customer_not_found first
+    operator = found or selectors.operator_get(code=operator_code, merchant=merchant)
     if operator.country_code != country_code or not operator_code.startswith(f"{country_code}_"):
         raise OperatorCountryMismatch(
             f"Operator {operator.code} serves {operator.country_code}, not {country_code}.",
