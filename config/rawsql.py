@@ -12,11 +12,13 @@ converters the ORM uses, so the instances it returns are what `filter(...)` woul
 hand-written parts), and `holding` keeps such writes back to send them with more. Anything else
 stays on the ORM."""
 
+import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
@@ -201,6 +203,23 @@ class RowReader:
 
     def all(self, *values: Any, limit: int | None = None) -> list[Model]:
         return self._rows(values, "" if limit is None else f" LIMIT {int(limit)}")
+
+
+def instances_from_jsonb(model: type[Model], text: str | None) -> list[Model]:
+    """The instances of a jsonb array of `model`'s rows (`jsonb_agg(to_jsonb(alias))`, read as
+    text), each column's value through its field's `to_python`, as a read of the rows would
+    give them: numbers are read as Decimal, so amounts stay exact."""
+    if not text:
+        return []
+    db = _db()
+    fields = [(field.attname, field.column, field) for field in model._meta.concrete_fields]
+    attnames = [attname for attname, _, _ in fields]
+    return [
+        model.from_db(
+            db.alias, attnames, [field.to_python(row[column]) for _, column, field in fields]
+        )
+        for row in json.loads(text, parse_float=Decimal)
+    ]
 
 
 def _saved_values(instance: Model, field_names: Sequence[str]) -> dict[str, Any]:

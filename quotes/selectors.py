@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
+from django.db import connection
 from django.db.models import Q
 
-from config import pagination
+from config import pagination, rawsql
 from config.exceptions import DomainError, NotFound
 from config.rawsql import RowReader
 from customers.models import Customer
@@ -113,15 +114,44 @@ _OPERATOR_AND_CUSTOMER = RowReader(
 )
 
 
+# On PostgreSQL, the fee schedules that may apply come in the same statement too: the
+# merchant's own and the platform's active ones of the flow, newest first, as one jsonb array.
+_OPERATOR_CUSTOMER_AND_FEES = RowReader(
+    Operator,
+    where=("code",),
+    annotations={
+        **_OPERATOR_AND_CUSTOMER.annotations,
+        "flow_fee_schedules": (
+            "(SELECT COALESCE(jsonb_agg(to_jsonb(f) ORDER BY f.id DESC), '[]'::jsonb)"  # noqa: S608 (model metadata)
+            f" FROM {FeeSchedule._meta.db_table} f"
+            " WHERE f.flow_type = %s AND f.active"
+            " AND (f.merchant_id = %s OR f.merchant_id IS NULL))",
+            [FeeSchedule._meta.get_field("flow_type"), FeeSchedule._meta.get_field("merchant")],
+        ),
+    },
+)
+
+
 def operator_and_customer_known(
-    *, code: str, merchant: Merchant, customer_id: UUID | None
+    *, code: str, merchant: Merchant, customer_id: UUID | None, flow_type: str
 ) -> Operator | None:
     """operator_get(merchant=...)'s operator (None: unknown), and in the same statement
     `customer_known`: whether `customer_id` is one of the merchant's customers (False for
-    None)."""
-    operator = _OPERATOR_AND_CUSTOMER.first(
-        code, annotation_values=[merchant.pk, customer_id, merchant.pk]
-    )
+    None); on PostgreSQL also `flow_fee_schedules`, the rows fee_schedule_for() would read for
+    `flow_type` (elsewhere None: read them)."""
+    values = [merchant.pk, customer_id, merchant.pk]
+    if connection.vendor == "postgresql":
+        operator = _OPERATOR_CUSTOMER_AND_FEES.first(
+            code, annotation_values=[*values, flow_type, merchant.pk]
+        )
+        if operator is not None:
+            operator.flow_fee_schedules = rawsql.instances_from_jsonb(
+                FeeSchedule, operator.flow_fee_schedules
+            )
+    else:
+        operator = _OPERATOR_AND_CUSTOMER.first(code, annotation_values=values)
+        if operator is not None:
+            operator.flow_fee_schedules = None
     if operator is not None:  # SQLite: 0 or 1
         operator.enabled_for_merchant = bool(operator.enabled_for_merchant)
         operator.customer_known = bool(operator.customer_known)
@@ -255,10 +285,10 @@ def fee_schedule_for(
     """The most specific active schedule: the merchant's own before the platform default, and
     one narrowed to this operator/corridor before a flow-wide one. None: no fee."""
     rows = _ACTIVE_FEE_SCHEDULES.all(flow_type, True, merchant.pk)
-    return _most_specific(rows, operator=operator, corridor=corridor)
+    return fee_schedule_among(rows, operator=operator, corridor=corridor)
 
 
-def _most_specific(
+def fee_schedule_among(
     rows: list[FeeSchedule], *, operator: Operator | None, corridor: Corridor | None
 ) -> FeeSchedule | None:
     """Of the active schedules of one merchant and flow (newest first), the one that applies."""
@@ -356,7 +386,7 @@ def operators_available_for(*, merchant: Merchant) -> list[AvailableOperator]:
         AvailableOperator(
             operator=operator,
             fees={
-                flow: _most_specific(schedules[flow], operator=operator, corridor=None)
+                flow: fee_schedule_among(schedules[flow], operator=operator, corridor=None)
                 for flow in (FlowType.PAYIN, FlowType.PAYOUT)
             },
         )
@@ -374,7 +404,7 @@ def corridors_available_for(*, merchant: Merchant) -> list[AvailableCorridor]:
     return [
         AvailableCorridor(
             corridor=corridor,
-            fees=_most_specific(schedules, operator=None, corridor=corridor),
+            fees=fee_schedule_among(schedules, operator=None, corridor=corridor),
         )
         for corridor in corridors
     ]

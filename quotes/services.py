@@ -226,10 +226,16 @@ def _fee_terms(
     flow_type: str,
     operator: Operator | None = None,
     corridor: Corridor | None = None,
+    schedules: list[FeeSchedule] | None = None,
 ) -> tuple[pricing.FeeTerms, dict[str, Any]]:
-    schedule = selectors.fee_schedule_for(
-        merchant=merchant, flow_type=flow_type, operator=operator, corridor=corridor
-    )
+    """The fee terms of the schedule that applies; `schedules`: the rows fee_schedule_for()
+    would read, when they came with another read (None: read them)."""
+    if schedules is None:
+        schedule = selectors.fee_schedule_for(
+            merchant=merchant, flow_type=flow_type, operator=operator, corridor=corridor
+        )
+    else:
+        schedule = selectors.fee_schedule_among(schedules, operator=operator, corridor=corridor)
     if schedule is None:
         return pricing.FeeTerms(), {"schedule_id": None, "scope": "none"}
     terms = pricing.FeeTerms(
@@ -273,7 +279,7 @@ def quote_create_collection(
         raise ValueError(f"not a payin/payout flow: {flow_type}")
     # the customer is checked in the operator's statement: one read fewer
     found = selectors.operator_and_customer_known(
-        code=operator_code, merchant=merchant, customer_id=customer_id
+        code=operator_code, merchant=merchant, customer_id=customer_id, flow_type=flow_type
     )
     if customer_id is not None and (found is None or not found.customer_known):
         _customer(merchant=merchant, customer_id=customer_id)  # customer_not_found first
@@ -297,7 +303,12 @@ def quote_create_collection(
     send_amount = _whole(send_amount, send_currency, field="send_amount")
     _within_limits(send_amount, operator, field="send_amount")
 
-    terms, schedule = _fee_terms(merchant=merchant, flow_type=flow_type, operator=operator)
+    terms, schedule = _fee_terms(
+        merchant=merchant,
+        flow_type=flow_type,
+        operator=operator,
+        schedules=found.flow_fee_schedules if found is not None else None,
+    )
     fee = pricing.fee_for(terms=terms, amount=send_amount, currency=send_currency)
     if flow_type == FlowType.PAYIN:
         receive_amount = send_amount - fee

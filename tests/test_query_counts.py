@@ -66,12 +66,12 @@ def test_get_customer(warm_api, customer, django_assert_num_queries):
 
 
 def test_post_quote_payin(warm_api, django_assert_num_queries):
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(4):  # the fee schedules come with the operator's read
         assert warm_api.post("/quotes/payin", QUOTE).status_code == 201
 
 
 def test_post_quote_payin_for_a_customer(warm_api, customer, django_assert_num_queries):
-    with django_assert_num_queries(5):  # the customer is checked in the operator's read
+    with django_assert_num_queries(4):  # the customer is checked in the operator's read too
         body = {**QUOTE, "customer_id": customer["id"]}
         assert warm_api.post("/quotes/payin", body).status_code == 201
 

@@ -117,6 +117,43 @@ def test_or_null_also_matches_the_platform_rows_and_order_by_descends(merchant, 
     assert {own.pk, platform.pk} <= {row.pk for row in rows}
 
 
+def test_instances_from_jsonb_equal_the_orm_instances_with_exact_amounts(merchant):
+    from django.db import connection
+
+    from config.rawsql import instances_from_jsonb
+    from quotes.models import FeeSchedule
+
+    FeeSchedule.objects.create(
+        merchant=merchant,
+        flow_type="payin",
+        percentage=Decimal("1.2345"),
+        fixed_amount=Decimal("0.10"),
+        minimum_fee=Decimal("12345678901234567.89"),  # beyond a float's exactness
+        maximum_fee=None,
+    )
+    FeeSchedule.objects.create(
+        merchant=None, flow_type="payout", percentage=Decimal("1.5"), maximum_fee=Decimal("15000")
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT jsonb_agg(to_jsonb(f) ORDER BY f.id) FROM quotes_feeschedule f"
+            " WHERE f.merchant_id = %s OR f.merchant_id IS NULL",
+            [merchant.pk],
+        )
+        (text,) = cursor.fetchone()
+
+    rows = instances_from_jsonb(FeeSchedule, text)
+
+    expected = FeeSchedule.objects.filter(pk__in=[row.pk for row in rows]).order_by("id")
+    assert len(rows) == expected.count() >= 2
+    for row, orm in zip(rows, expected, strict=True):
+        assert model_to_dict(row) == model_to_dict(orm)
+        assert row.created_at == orm.created_at and row.merchant_id == orm.merchant_id
+        assert str(row.percentage) == str(orm.percentage)  # the same scale: "1.2345", "1.5000"
+        assert not row._state.adding
+    assert instances_from_jsonb(FeeSchedule, None) == []
+
+
 def test_update_writes_the_named_fields_like_save_and_refuses_a_missing_row(merchant):
     from django.db import DatabaseError
 

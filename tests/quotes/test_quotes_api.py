@@ -213,6 +213,30 @@ def test_operator_specific_fee_schedule_beats_the_flow_wide_one(enabled_api):
     assert enabled_api.post("/quotes/payin", other).json()["total_fee"] == "100"
 
 
+def test_fee_schedules_of_others_other_flows_or_inactive_ones_are_passed_over(enabled_api):
+    own = FeeSchedule.objects.create(
+        merchant=enabled_api.merchant, flow_type="payin", percentage=Decimal("1.2345")
+    )
+    # newer than the merchant's own: each would win if it were taken for one that applies
+    FeeSchedule.objects.create(
+        merchant=MerchantFactory(), flow_type="payin", fixed_amount=Decimal("900")
+    )
+    FeeSchedule.objects.create(
+        merchant=enabled_api.merchant, flow_type="payout", fixed_amount=Decimal("800")
+    )
+    FeeSchedule.objects.create(
+        merchant=enabled_api.merchant, flow_type="payin", fixed_amount=Decimal("700"), active=False
+    )
+
+    body = enabled_api.post("/quotes/payin", PAYIN).json()
+
+    assert body["total_fee"] == "124"  # 123.45 rounded up to the franc
+    fee = Quote.objects.get(pk=body["id"]).pricing["fee"]
+    assert (fee["schedule_id"], fee["scope"], fee["percentage"]) == (own.pk, "merchant", "1.2345")
+    payout = enabled_api.post("/quotes/payout", PAYIN).json()
+    assert payout["total_fee"] == "800"  # the merchant's payout schedule, for a payout
+
+
 def test_quote_locks_its_pricing_against_later_fee_changes(enabled_api):
     created = enabled_api.post("/quotes/payin", PAYIN).json()
     FeeSchedule.objects.filter(merchant=None, flow_type="payin").update(percentage=Decimal("5"))
