@@ -197,29 +197,42 @@ class RowReader:
             instances.append(instance)
         return instances
 
+    def jsonb_array(self) -> tuple[str, list[Field]]:
+        """The rows `all` would read, in its order, as one jsonb array: an annotation of another
+        reader, `(SQL, the fields that prepare its values)`, its values those `all` takes (on
+        PostgreSQL). `from_jsonb` turns what it reads into the instances `all` would give."""
+        if self.annotations or self.related or self.for_update:
+            raise ValueError("jsonb_array: a plain reader only.")
+        quote = connection.ops.quote_name
+        order = ", ".join(
+            f"r.{quote(column)}" + (" DESC" if descending else "")
+            for column, descending in self.order_by
+        )
+        aggregate = f"jsonb_agg(to_jsonb(r){f' ORDER BY {order}' if order else ''})"
+        sql = f"SELECT COALESCE({aggregate}, '[]'::jsonb) FROM ({self._prepare()}) r"  # noqa: S608 (model metadata)
+        return sql, list(self._param_fields)
+
+    def from_jsonb(self, text: str | None) -> list[Model]:
+        """The instances of what `jsonb_array` read (as text; None: no rows): each column's value
+        through its field's `to_python`, numbers read as Decimal, so amounts stay exact."""
+        if not text:
+            return []
+        db = _db()
+        return [
+            self.model.from_db(
+                db.alias,
+                self._attnames,
+                [field.to_python(row[field.column]) for field in self.fields],
+            )
+            for row in json.loads(text, parse_float=Decimal)
+        ]
+
     def first(self, *values: Any, annotation_values: Sequence[Any] = ()) -> Model | None:
         rows = self._rows(values, " LIMIT 1", annotation_values)
         return rows[0] if rows else None
 
     def all(self, *values: Any, limit: int | None = None) -> list[Model]:
         return self._rows(values, "" if limit is None else f" LIMIT {int(limit)}")
-
-
-def instances_from_jsonb(model: type[Model], text: str | None) -> list[Model]:
-    """The instances of a jsonb array of `model`'s rows (`jsonb_agg(to_jsonb(alias))`, read as
-    text), each column's value through its field's `to_python`, as a read of the rows would
-    give them: numbers are read as Decimal, so amounts stay exact."""
-    if not text:
-        return []
-    db = _db()
-    fields = [(field.attname, field.column, field) for field in model._meta.concrete_fields]
-    attnames = [attname for attname, _, _ in fields]
-    return [
-        model.from_db(
-            db.alias, attnames, [field.to_python(row[column]) for _, column, field in fields]
-        )
-        for row in json.loads(text, parse_float=Decimal)
-    ]
 
 
 def _saved_values(instance: Model, field_names: Sequence[str]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from uuid import UUID
 from django.db import connection
 from django.db.models import Q
 
-from config import pagination, rawsql
+from config import pagination
 from config.exceptions import DomainError, NotFound
 from config.rawsql import RowReader
 from customers.models import Customer
@@ -114,20 +114,19 @@ _OPERATOR_AND_CUSTOMER = RowReader(
 )
 
 
-# On PostgreSQL, the fee schedules that may apply come in the same statement too: the
-# merchant's own and the platform's active ones of the flow, newest first, as one jsonb array.
+# The merchant's own and the platform's (merchant NULL) active schedules, newest first.
+_ACTIVE_FEE_SCHEDULES = RowReader(
+    FeeSchedule, where=("flow_type", "active", "merchant"), or_null=("merchant",), order_by=("-id",)
+)
+
+# On PostgreSQL, the fee schedules that may apply come in the same statement too, as one jsonb
+# array of what _ACTIVE_FEE_SCHEDULES reads.
 _OPERATOR_CUSTOMER_AND_FEES = RowReader(
     Operator,
     where=("code",),
     annotations={
         **_OPERATOR_AND_CUSTOMER.annotations,
-        "flow_fee_schedules": (
-            "(SELECT COALESCE(jsonb_agg(to_jsonb(f) ORDER BY f.id DESC), '[]'::jsonb)"  # noqa: S608 (model metadata)
-            f" FROM {FeeSchedule._meta.db_table} f"
-            " WHERE f.flow_type = %s AND f.active"
-            " AND (f.merchant_id = %s OR f.merchant_id IS NULL))",
-            [FeeSchedule._meta.get_field("flow_type"), FeeSchedule._meta.get_field("merchant")],
-        ),
+        "flow_fee_schedules": _ACTIVE_FEE_SCHEDULES.jsonb_array(),
     },
 )
 
@@ -142,11 +141,11 @@ def operator_and_customer_known(
     values = [merchant.pk, customer_id, merchant.pk]
     if connection.vendor == "postgresql":
         operator = _OPERATOR_CUSTOMER_AND_FEES.first(
-            code, annotation_values=[*values, flow_type, merchant.pk]
+            code, annotation_values=[*values, flow_type, True, merchant.pk]
         )
         if operator is not None:
-            operator.flow_fee_schedules = rawsql.instances_from_jsonb(
-                FeeSchedule, operator.flow_fee_schedules
+            operator.flow_fee_schedules = _ACTIVE_FEE_SCHEDULES.from_jsonb(
+                operator.flow_fee_schedules
             )
     else:
         operator = _OPERATOR_AND_CUSTOMER.first(code, annotation_values=values)
@@ -267,12 +266,6 @@ def corridor_enabled_for(
         message = f"Corridor {code} is not enabled for this merchant."
         raise CorridorNotEnabled(message, fields={field: [message]})
     return corridor
-
-
-# The merchant's own and the platform's (merchant NULL) active schedules, newest first.
-_ACTIVE_FEE_SCHEDULES = RowReader(
-    FeeSchedule, where=("flow_type", "active", "merchant"), or_null=("merchant",), order_by=("-id",)
-)
 
 
 def fee_schedule_for(

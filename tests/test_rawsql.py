@@ -117,10 +117,9 @@ def test_or_null_also_matches_the_platform_rows_and_order_by_descends(merchant, 
     assert {own.pk, platform.pk} <= {row.pk for row in rows}
 
 
-def test_instances_from_jsonb_equal_the_orm_instances_with_exact_amounts(merchant):
+def test_a_readers_jsonb_array_reads_back_as_the_orm_instances_with_exact_amounts(merchant):
     from django.db import connection
 
-    from config.rawsql import instances_from_jsonb
     from quotes.models import FeeSchedule
 
     FeeSchedule.objects.create(
@@ -134,24 +133,24 @@ def test_instances_from_jsonb_equal_the_orm_instances_with_exact_amounts(merchan
     FeeSchedule.objects.create(
         merchant=None, flow_type="payout", percentage=Decimal("1.5"), maximum_fee=Decimal("15000")
     )
+    reader = RowReader(FeeSchedule, where=("merchant",), or_null=("merchant",), order_by=("id",))
+    sql, fields = reader.jsonb_array()
+    assert fields == [FeeSchedule._meta.get_field("merchant")]  # what prepares its one value
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT jsonb_agg(to_jsonb(f) ORDER BY f.id) FROM quotes_feeschedule f"
-            " WHERE f.merchant_id = %s OR f.merchant_id IS NULL",
-            [merchant.pk],
-        )
+        cursor.execute(f"SELECT ({sql})", [merchant.pk])
         (text,) = cursor.fetchone()
 
-    rows = instances_from_jsonb(FeeSchedule, text)
+    rows = reader.from_jsonb(text)
 
     expected = FeeSchedule.objects.filter(pk__in=[row.pk for row in rows]).order_by("id")
     assert len(rows) == expected.count() >= 2
+    assert [row.pk for row in rows] == [row.pk for row in reader.all(merchant.pk)]
     for row, orm in zip(rows, expected, strict=True):
         assert model_to_dict(row) == model_to_dict(orm)
         assert row.created_at == orm.created_at and row.merchant_id == orm.merchant_id
         assert str(row.percentage) == str(orm.percentage)  # the same scale: "1.2345", "1.5000"
         assert not row._state.adding
-    assert instances_from_jsonb(FeeSchedule, None) == []
+    assert reader.from_jsonb(None) == []
 
 
 def test_update_writes_the_named_fields_like_save_and_refuses_a_missing_row(merchant):
