@@ -131,7 +131,7 @@ _OPERATOR_CUSTOMER_AND_FEES = RowReader(
 )
 
 
-def operator_and_customer_known(
+def operator_for_quote(
     *, code: str, merchant: Merchant, customer_id: UUID | None, flow_type: str
 ) -> Operator | None:
     """operator_get(merchant=...)'s operator (None: unknown), and in the same statement

@@ -278,7 +278,7 @@ def quote_create_collection(
     if flow_type not in (FlowType.PAYIN, FlowType.PAYOUT):
         raise ValueError(f"not a payin/payout flow: {flow_type}")
     # the customer is checked in the operator's statement: one read fewer
-    found = selectors.operator_and_customer_known(
+    found = selectors.operator_for_quote(
         code=operator_code, merchant=merchant, customer_id=customer_id, flow_type=flow_type
     )
     if customer_id is not None and (found is None or not found.customer_known):
@@ -610,9 +610,7 @@ def quote_consume(
     if not in_transaction and held is None:
         raise RuntimeError("quote_consume() must run inside the caller's transaction.atomic().")
     quote = (_QUOTE_LOCKED if in_transaction else _QUOTE).first(quote_id, merchant.pk)
-    if customer_check is not None and (
-        quote is None or customer_id is None or quote.customer_id != UUID(str(customer_id))
-    ):
+    if customer_check is not None and (quote is None or not _names(quote, customer_id)):
         customer_check()
     _check_consumable(quote, flow_type=flow_type, customer_id=customer_id, now=now)
     if validate is not None:
@@ -654,10 +652,13 @@ def _check_consumable(
         raise QuoteFlowMismatch(
             f"The quote is a {quote.flow_type} quote, not a {flow_type} quote.", field="quote_id"
         )
-    if quote.customer_id is not None and (
-        customer_id is None or quote.customer_id != UUID(str(customer_id))
-    ):
+    if quote.customer_id is not None and not _names(quote, customer_id):
         raise QuoteCustomerMismatch(field="customer_id")
+
+
+def _names(quote: Quote, customer_id: UUID | str | None) -> bool:
+    """Whether the quote was made for this customer."""
+    return customer_id is not None and quote.customer_id == UUID(str(customer_id))
 
 
 def quotes_expire(*, now: datetime) -> int:
