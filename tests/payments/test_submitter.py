@@ -41,11 +41,17 @@ def _create_waiting(api, customer, *, payins: int, payouts: int) -> tuple[list[s
     return payin_ids, payout_ids
 
 
-def test_racing_submitters_submit_every_waiting_payment_exactly_once(enabled_merchant):
-    api = MerchantClient(enabled_merchant)
+def _funded_waiting(merchant, *, payins: int, payouts: int):
+    """A client, a customer, and _create_waiting's payments for them, the merchant's wallet
+    funded to pay them: (api, customer, payin ids, payout ids)."""
+    api = MerchantClient(merchant)
     customer = create_customer(api)
-    fund(enabled_merchant, "100000")
-    payin_ids, payout_ids = _create_waiting(api, customer, payins=12, payouts=4)
+    fund(merchant, "100000")
+    return (api, customer, *_create_waiting(api, customer, payins=payins, payouts=payouts))
+
+
+def test_racing_submitters_submit_every_waiting_payment_exactly_once(enabled_merchant):
+    api, _customer, payin_ids, payout_ids = _funded_waiting(enabled_merchant, payins=12, payouts=4)
 
     barrier = threading.Barrier(4, timeout=60)
 
@@ -87,10 +93,7 @@ def test_racing_submitters_submit_every_waiting_payment_exactly_once(enabled_mer
 def test_a_claim_moves_payins_to_pending_in_one_statement_and_payouts_in_one_more(
     enabled_merchant, django_assert_num_queries
 ):
-    api = MerchantClient(enabled_merchant)
-    customer = create_customer(api)
-    fund(enabled_merchant, "100000")
-    payin_ids, payout_ids = _create_waiting(api, customer, payins=3, payouts=2)
+    _api, _customer, payin_ids, payout_ids = _funded_waiting(enabled_merchant, payins=3, payouts=2)
     now = timezone.now()
 
     with django_assert_num_queries(1):  # a full claim of payins: no room for payouts
@@ -118,10 +121,7 @@ def test_a_claim_moves_payins_to_pending_in_one_statement_and_payouts_in_one_mor
 def test_a_short_claim_of_payins_spares_the_payouts_claim_when_none_is_waiting(
     enabled_merchant, django_assert_num_queries
 ):
-    api = MerchantClient(enabled_merchant)
-    customer = create_customer(api)
-    fund(enabled_merchant, "100000")
-    payin_ids, _ = _create_waiting(api, customer, payins=2, payouts=0)
+    api, customer, payin_ids, _ = _funded_waiting(enabled_merchant, payins=2, payouts=0)
     now = timezone.now()
 
     with django_assert_num_queries(1):  # the payins' statement says no payout is waiting
