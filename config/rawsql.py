@@ -5,9 +5,11 @@ PostgreSQL).
 A `RowReader` is built once per shape at import: its SQL is generated from the model's own
 metadata, its parameters are prepared by the model's fields and its rows converted by the same
 converters the ORM uses, so the instances it returns are what `filter(...)` would have given
-(on PostgreSQL and on the embedded SQLite alike). `update` writes named fields as
-`save(update_fields=...)` would, `update_where` as `filter(...).update(...)` would; `insert` and
-`insert_many` add rows as `save()` would, `insert_if_absent` unless the row already exists;
+(on PostgreSQL and on the embedded SQLite alike); on PostgreSQL its rows can also come as one
+jsonb annotation of another reader's statement (`jsonb_array`, read back by `from_jsonb`).
+`update` writes named fields as `save(update_fields=...)` would, `update_where` as
+`filter(...).update(...)` would; `insert` and `insert_many` add rows as `save()` would,
+`insert_if_absent` unless the row already exists;
 `save_together` writes rows that change together in one statement (a guard, increments,
 hand-written parts), and `holding` keeps such writes back to send them with more. Anything else
 stays on the ORM."""
