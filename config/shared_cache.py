@@ -147,6 +147,7 @@ def drain(
     limit: int,
     rest: Callable[[Claimed], bool] = lambda _: True,
     linger: float = 0,
+    gather: float = 0,
     helper: bool = False,
 ) -> int:
     """A woken consumer's loop: claim a piece of work and handle it, until `claim` finds
@@ -165,7 +166,10 @@ def drain(
     claim said, through `rest`, that nothing else was waiting, it goes straight to waiting. It
     lingers only within LINGER_BUDGET_SECONDS of its start (the key, held afresh at the start,
     outlives that), then drains as one that does not linger: the worker processes it shares
-    with other queues get their turn.
+    with other queues get their turn. With `gather`, a consumer a nudge woke waits that long
+    before it claims, so what a stream commits meanwhile is claimed at once (one wake and one
+    claim for several pieces instead of one each); the nudges left meanwhile are dropped, as
+    that claim sees every commit before it.
 
     The ordering argument: a commit whose wake finds the key set happened before the key is
     next cleared, and the consumer holding it clears it and then claims before it stops (or
@@ -191,6 +195,7 @@ def drain(
             if wait > 0:
                 waited = True
                 if _nudged(key, wait):
+                    _gather(key, gather)
                     waiting = True
                     continue
             wake_clear(key)
@@ -206,6 +211,19 @@ def drain(
         waiting = rest(work) or time.monotonic() >= lingers_until
     _enqueue(task, helper=helper)  # the key stays set: the fresh task goes on with the work
     return claimed
+
+
+def _gather(key: str, seconds: float) -> None:
+    """Let a stream's next pieces arrive for `seconds`, then drop the nudge they left: a nudge
+    is left after its commit, so the claim that follows sees that work."""
+    if seconds <= 0:
+        return
+    time.sleep(seconds)
+    client = redis_client()
+    if client is None:
+        return
+    with contextlib.suppress(RedisError):  # a nudge kept only costs one empty claim
+        client.delete(_nudge_key(key))
 
 
 def _claim(claim: Callable[[], Claimed | None], waited: bool) -> Claimed | None:
@@ -229,3 +247,11 @@ def linger_seconds(request: object) -> float:
     if getattr(request, "is_eager", False):
         return 0
     return settings.CONSUMER_LINGER_SECONDS
+
+
+def gather_seconds(request: object) -> float:
+    """How long a lingering consumer a nudge woke waits before it claims (`drain`): not at all
+    when run eagerly, else CONSUMER_GATHER_SECONDS."""
+    if getattr(request, "is_eager", False):
+        return 0
+    return settings.CONSUMER_GATHER_SECONDS

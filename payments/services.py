@@ -963,11 +963,16 @@ def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> lis
 
 
 def payments_submit_waiting(
-    *, limit: int = SUBMITTER_BATCH_LIMIT, linger: float = 0, helper: bool = False
+    *,
+    limit: int = SUBMITTER_BATCH_LIMIT,
+    linger: float = 0,
+    gather: float = 0,
+    helper: bool = False,
 ) -> int:
     """One submitter (the `submit_payments` task): claim the oldest payments waiting for their
     provider submission (up to SUBMITTER_CLAIM_SIZE; a full claim wakes one more submitter),
-    submit them one by one; until none is waiting (shared_cache.drain: `linger`, `helper`).
+    submit them one by one; until none is waiting (shared_cache.drain: `linger`, `gather`,
+    `helper`).
     Returns how many claims it made. A provider outage hands the payment to its own task,
     which retries with backoff; a payment whose submission failed otherwise is left to the
     sweep of lost submissions, and the others of its claim go on."""
@@ -1018,6 +1023,7 @@ def payments_submit_waiting(
         handle=submit,
         limit=limit,
         linger=linger,
+        gather=gather,
         helper=helper,
     )
 

@@ -69,8 +69,11 @@ def submit_payments(self: Task, helper: bool = False, **_: object) -> None:
     """Submit waiting payins and payouts until none is left; enqueued when they are created,
     at most one waiting at a time (services._submitter_wake). A payment claimed but not
     submitted when this dies is resubmitted by the sweep of lost submissions."""
-    linger = shared_cache.linger_seconds(self.request)
-    services.payments_submit_waiting(linger=linger, helper=helper)
+    services.payments_submit_waiting(
+        linger=shared_cache.linger_seconds(self.request),
+        gather=shared_cache.gather_seconds(self.request),
+        helper=helper,
+    )
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)

@@ -171,6 +171,46 @@ def test_a_lingering_consumer_claims_work_committed_while_it_waits_and_wakes_no_
     assert queue.claims == 2  # nothing was waiting after 1: no claim until the nudge
 
 
+class BatchQueue(Queue):
+    """Work claimed as a batch: a claim takes every piece waiting."""
+
+    def claim(self) -> tuple[list[int], bool] | None:
+        self.claims += 1
+        if not self.pieces:
+            return None
+        batch, self.pieces = self.pieces, []
+        return batch, False
+
+
+def test_a_lingering_consumer_woken_by_a_nudge_gathers_a_stream_into_one_claim(key):
+    task, queue = RecordingTask(), BatchQueue([1])
+    shared_cache.wake(key, task)
+    stream = [
+        threading.Timer(at, produce, args=(key, task, queue, piece))
+        for at, piece in ((0.1, 2), (0.2, 3), (1.5, 4))
+    ]
+    for producer in stream:
+        producer.start()
+    handled: list[list[int]] = []
+
+    shared_cache.drain(
+        key,
+        task,
+        claim=queue.claim,
+        more=lambda claimed: False,
+        rest=lambda claimed: claimed[1],
+        handle=lambda claimed: handled.append(claimed[0]),
+        limit=3,
+        linger=LINGER,
+        gather=0.6,
+    )
+    for producer in stream:
+        producer.join()
+    assert handled == [[1], [2, 3], [4]]  # 3 came during the gather after 2's nudge
+    assert queue.claims == 3  # 3's nudge was dropped: no empty claim after [2, 3]
+    assert task.enqueued == 2  # the first and the hand-over
+
+
 def test_work_committed_while_a_lingering_consumer_works_is_claimed_after_it(key):
     task, queue = RecordingTask(), Queue([1])
     shared_cache.wake(key, task)
@@ -223,6 +263,13 @@ def test_only_a_consumer_run_by_a_worker_lingers(settings):
 
     assert shared_cache.linger_seconds(Request(is_eager=False)) == 0.5
     assert shared_cache.linger_seconds(Request(is_eager=True)) == 0
+
+
+def test_a_consumer_run_by_a_worker_gathers_and_an_eager_one_does_not(settings):
+    settings.CONSUMER_GATHER_SECONDS = 0.04
+
+    assert shared_cache.gather_seconds(Request(is_eager=False)) == 0.04
+    assert shared_cache.gather_seconds(Request(is_eager=True)) == 0
 
 
 def test_a_helper_stops_at_its_first_empty_claim_and_leaves_the_key_to_the_holder(key):

@@ -911,11 +911,16 @@ def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> str |
 
 
 def deliveries_send(
-    *, limit: int = SENDER_BATCH_LIMIT, linger: float = 0, helper: bool = False
+    *,
+    limit: int = SENDER_BATCH_LIMIT,
+    linger: float = 0,
+    gather: float = 0,
+    helper: bool = False,
 ) -> int:
     """One sender (the `send_webhooks` task): claim the oldest due delivery, send, record;
     until nothing is due (the first claim that finds a backlog behind it wakes one more
-    sender), waiting up to `linger` seconds for new deliveries (shared_cache.drain).
+    sender), waiting up to `linger` seconds for new deliveries and, once one comes, `gather`
+    seconds for the ones after it (shared_cache.drain).
     Returns the number of attempts made. Each attempt reads the clock, so its signature
     timestamp is fresh."""
     from webhooks import tasks
@@ -945,6 +950,7 @@ def deliveries_send(
         handle=send,
         limit=limit,
         linger=linger,
+        gather=gather,
         helper=helper,
     )
 

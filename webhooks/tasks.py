@@ -18,7 +18,11 @@ def deliver_webhook(*, delivery_id: str, **_: object) -> None:
 def send_webhooks(self: Task, helper: bool = False, **_: object) -> None:
     """Send due deliveries until none is left (routed to the `webhooks` queue); enqueued when
     deliveries are created, at most one waiting at a time (services._sender_wake)."""
-    services.deliveries_send(linger=shared_cache.linger_seconds(self.request), helper=helper)
+    services.deliveries_send(
+        linger=shared_cache.linger_seconds(self.request),
+        gather=shared_cache.gather_seconds(self.request),
+        helper=helper,
+    )
 
 
 @shared_task(ignore_result=True)
