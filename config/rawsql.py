@@ -11,8 +11,8 @@ jsonb annotation of another reader's statement (`jsonb_array`, read back by `fro
 `filter(...).update(...)` would; `insert` and `insert_many` add rows as `save()` would,
 `insert_if_absent` unless the row already exists;
 `save_together` writes rows that change together in one statement (a guard, increments,
-hand-written parts), and `holding` keeps such writes back to send them with more. Anything else
-stays on the ORM."""
+hand-written parts), and `holding` keeps such writes back to send them with more; `riding` sends
+a statement in front of the next read instead. Anything else stays on the ORM."""
 
 import json
 import re
@@ -156,9 +156,31 @@ class RowReader:
             field.get_db_prep_value(value, db, prepared=False)
             for field, value in zip(self._param_fields, [*annotation_values, *values], strict=True)
         ]
+        ride = _RIDE.get()
+        if ride is not None and not ride.sent and db.vendor == "postgresql":
+            return self._rows_with(ride, sql, params, db)
         with db.cursor() as cursor:
             cursor.execute(sql, params)
             return self._instances(cursor.fetchall(), db)
+
+    def _rows_with(
+        self, ride: "Ride", sql: str, params: list[Any], db: BaseDatabaseWrapper
+    ) -> list[Model]:
+        """The read, with `ride`'s statement in front of it: one row of the ride's value and
+        each row read (none read: one row, the read's columns NULL; a row read has its primary
+        key)."""
+        statement = (
+            f"WITH ride AS ({ride.sql}) SELECT ride_value.value, r.*"  # noqa: S608 (our statements)
+            " FROM (SELECT (SELECT * FROM ride) AS value) ride_value"
+            f" LEFT JOIN LATERAL ({sql}) r ON true"
+        )
+        with db.cursor() as cursor:
+            cursor.execute(statement, [*ride.params, *params])
+            rows = cursor.fetchall()
+        ride.sent, ride.value = True, rows[0][0]
+        ride.after(ride.value)
+        pk = 1 + self.fields.index(self.model._meta.pk)
+        return self._instances([row[1:] for row in rows if row[pk] is not None], db)
 
     def columns(self, alias: str) -> str:
         """The model's columns qualified by `alias`, in the order `read` expects them: for the
@@ -647,6 +669,36 @@ def holding() -> Iterator[Held | None]:
         yield held
     finally:
         _HELD.reset(token)
+
+
+@dataclass
+class Ride:
+    """A data-modifying statement sent in front of the next `RowReader` read made while
+    `riding()` (PostgreSQL), for one round trip less: `sql` returns at most one row of one
+    column, `value` (None when it returned no row; its text must not vary with the values).
+    Once sent, `after(value)` runs, and may raise: the read's rows are then not returned. The
+    ride commits with the read (in autocommit at once), whatever the caller does next."""
+
+    sql: str
+    params: list[Any]
+    after: Callable[[Any], None] = lambda value: None
+    sent: bool = False
+    value: Any = None
+
+
+_RIDE: ContextVar[Ride | None] = ContextVar("rawsql_ride", default=None)
+
+
+@contextmanager
+def riding(ride: Ride) -> Iterator[Ride]:
+    """Send `ride` with the next RowReader read in this context, if there is one (PostgreSQL
+    only; elsewhere it is never sent): the caller checks `ride.sent` and sends it on its own
+    when no read took it."""
+    token = _RIDE.set(ride)
+    try:
+        yield ride
+    finally:
+        _RIDE.reset(token)
 
 
 # (model, fields added to, fields set) -> (UPDATE statement, fields added to, fields set)

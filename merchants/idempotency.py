@@ -3,7 +3,10 @@
 The key is claimed in its own short transaction (so a concurrent request with the same key sees
 it at once and gets a 409), then the handler runs in a transaction that also stores the 2xx
 response, so a resource and its idempotency record are committed together or not at all; or,
-for a handler that holds its writes (`held`), in the one statement that writes them.
+for a handler that holds its writes (`held`), in the one statement that writes them. A handler
+that holds its writes and opens no transaction has the key claimed in its first read's
+statement instead (still committed before it goes on), and any answer it gives is the one a
+claim made first would have given.
 """
 
 import functools
@@ -16,6 +19,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
+from rest_framework.exceptions import APIException
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -81,27 +85,24 @@ SET status = %s, response_status = %s, response_body = %s::jsonb
 WHERE merchant_id = %s AND key = %s"""
 
 
+def _claim_params(
+    *, merchant: Merchant, key: str, method: str, path: str, fingerprint: str, now: datetime
+) -> list:
+    expires_at = now + timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL_SECONDS)
+    status = IdempotencyStatus.IN_PROGRESS
+    return [merchant.pk, key, method, path, fingerprint, status, now, now, expires_at]
+
+
 def _insert(
     *, merchant: Merchant, key: str, method: str, path: str, fingerprint: str, now: datetime
 ) -> bool:
     """Insert the in-progress record; False when the key is already held."""
-    expires_at = now + timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL_SECONDS)
     if connection.vendor == "postgresql":
+        params = _claim_params(
+            merchant=merchant, key=key, method=method, path=path, fingerprint=fingerprint, now=now
+        )
         with connection.cursor() as cursor:
-            cursor.execute(
-                _CLAIM_SQL,
-                [
-                    merchant.pk,
-                    key,
-                    method,
-                    path,
-                    fingerprint,
-                    IdempotencyStatus.IN_PROGRESS,
-                    now,
-                    now,
-                    expires_at,
-                ],
-            )
+            cursor.execute(_CLAIM_SQL, params)
             return cursor.fetchone() is not None
     try:
         with savepoint_if_nested():
@@ -113,11 +114,37 @@ def _insert(
                 fingerprint=fingerprint,
                 status=IdempotencyStatus.IN_PROGRESS,
                 locked_at=now,
-                expires_at=expires_at,
+                expires_at=now + timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL_SECONDS),
             )
         return True
     except IntegrityError:
         return False
+
+
+class _KeyHeld(Exception):
+    """The claim that rode on the handler's first read found the key held."""
+
+
+def _claim_ride(
+    *, merchant: Merchant, key: str, method: str, path: str, fingerprint: str
+) -> rawsql.Ride:
+    """The key's claim, sent with the handler's first read (one round trip less): it commits
+    with that read, before the handler goes on, so a concurrent request with the key sees it
+    as a separate claim would be seen. Found held, the read raises _KeyHeld."""
+
+    def after(claimed_id: int | None) -> None:
+        if claimed_id is None:
+            raise _KeyHeld()
+
+    params = _claim_params(
+        merchant=merchant,
+        key=key,
+        method=method,
+        path=path,
+        fingerprint=fingerprint,
+        now=timezone.now(),
+    )
+    return rawsql.Ride(sql=_CLAIM_SQL, params=params, after=after)
 
 
 def _claim(*, merchant: Merchant, key: str, method: str, path: str, fingerprint: str):
@@ -188,7 +215,9 @@ def run_idempotent(
     """The handler's response under the request's Idempotency-Key. `held`: the handler's
     `rawsql.save_together` writes are held back and sent with the response's record in one
     statement (a round trip fewer; the handler must not read them back). `atomic=False`, for
-    a handler whose only writes are held: no transaction is opened, that statement is one."""
+    a handler whose only writes are held: no transaction is opened, that statement is one, and
+    on PostgreSQL the key is claimed with the handler's first read (`rawsql.riding`), another
+    round trip fewer; a handler that made no read has it claimed before its answer is given."""
     key = request.headers.get(HEADER)
     if key is None or key.strip() == "":
         raise IdempotencyKeyMissing()
@@ -197,44 +226,119 @@ def run_idempotent(
     merchant: Merchant = request.merchant
     body = request.data  # parse first: malformed JSON is a 400 that claims nothing
     fingerprint = request_fingerprint(method=request.method, path=request.path, body=body)
-
-    existing = _claim(
+    claim = functools.partial(
+        _claim,
         merchant=merchant,
         key=key,
         method=request.method,
         path=request.path,
         fingerprint=fingerprint,
     )
-    if existing is not None:
-        if existing.fingerprint != fingerprint:
-            raise IdempotencyKeyReused()
-        if existing.status == IdempotencyStatus.IN_PROGRESS:
-            raise RequestInProgress()
-        return Response(
-            _with_meta(existing.response_body, key=key, replayed=True),
-            status=existing.response_status,
-        )
-
     # Writes are held on PostgreSQL only; elsewhere a transaction keeps them together.
     atomic = atomic or connection.vendor != "postgresql"
+    run = functools.partial(
+        _run_claimed,
+        handler,
+        merchant=merchant,
+        key=key,
+        fingerprint=fingerprint,
+        held=held,
+        atomic=atomic,
+    )
+    if held and not atomic:
+        ride = _claim_ride(
+            merchant=merchant,
+            key=key,
+            method=request.method,
+            path=request.path,
+            fingerprint=fingerprint,
+        )
+        try:
+            return run(ride=ride, claim=claim)
+        except _KeyHeld:  # the handler stopped at its first read
+            pass
+    existing = claim()
+    if existing is not None:
+        return _answer_held(existing, key=key, fingerprint=fingerprint)
+    return run()
+
+
+def _answer_held(existing: IdempotencyRecord, *, key: str, fingerprint: str) -> Response:
+    """The answer to a request whose key another request holds: its stored response, or 409."""
+    if existing.fingerprint != fingerprint:
+        raise IdempotencyKeyReused()
+    if existing.status == IdempotencyStatus.IN_PROGRESS:
+        raise RequestInProgress()
+    return Response(
+        _with_meta(existing.response_body, key=key, replayed=True),
+        status=existing.response_status,
+    )
+
+
+def _run_claimed(
+    handler: Callable[[], Response],
+    *,
+    merchant: Merchant,
+    key: str,
+    fingerprint: str,
+    held: bool,
+    atomic: bool,
+    ride: rawsql.Ride | None = None,
+    claim: Callable[[], IdempotencyRecord | None] | None = None,
+) -> Response:
+    """The handler under the key, which this request has claimed, or, with `ride`, claims with
+    the handler's first read; when no read took the ride, `claim` claims the key before the
+    handler's answer is given (an error included), as a claim made first would have."""
+    owned = ride is None
+
+    def own() -> IdempotencyRecord | None:
+        """None once this request holds the key; else the record that holds it."""
+        nonlocal owned
+        if not owned and not ride.sent:
+            existing = claim()
+            if existing is not None:
+                return existing
+        owned = True  # claimed here or by the ride (which raised _KeyHeld if it could not)
+        return None
+
     try:
         with (
             transaction.atomic() if atomic else nullcontext(),
             rawsql.holding() if held else nullcontext() as holder,
+            rawsql.riding(ride) if ride is not None else nullcontext(),
         ):
-            response = handler()
+            try:
+                response = handler()
+            except (DomainError, APIException) as error:
+                if (existing := own()) is not None:
+                    raise _Answered(existing) from error
+                raise
+            if (existing := own()) is not None:
+                raise _Answered(existing)
             if not 200 <= response.status_code < 300:
                 raise _HandlerDeclined(response)
             body_out = _with_meta(response.data, key=key, replayed=False)
             _complete(merchant=merchant, key=key, response=response, body=body_out, held=holder)
+    except _Answered as answered:  # nothing was written: the held writes were never sent
+        return _answer_held(answered.existing, key=key, fingerprint=fingerprint)
     except _HandlerDeclined as declined:
         _release(merchant=merchant, key=key)
         return declined.response
+    except _KeyHeld:
+        raise
     except BaseException:
-        _release(merchant=merchant, key=key)
+        if owned or (ride is not None and ride.sent):
+            _release(merchant=merchant, key=key)
         raise
     response.data = body_out  # rendered as the stored copy was: the replay is byte for byte
     return response
+
+
+class _Answered(Exception):
+    """The key turned out to be held by another request: answer as it says."""
+
+    def __init__(self, existing: IdempotencyRecord) -> None:
+        self.existing = existing
 
 
 class _HandlerDeclined(Exception):

@@ -517,3 +517,88 @@ def test_holding_sends_the_held_writes_with_the_holders_own_in_one_statement(
     with pytest.raises(DatabaseError), transaction.atomic(), holding() as held:
         save_together(updates=[(gone, ["status"])])
         held.send()
+
+
+def _tag_ride(merchant, tag: str, after=lambda value: None):
+    """A ride that claims the Idempotency-Key `tag` (a data-modifying statement, returning the
+    record's id or, when the key is held already, nothing)."""
+    from django.utils import timezone
+
+    from config.rawsql import Ride
+    from merchants import idempotency
+
+    claim = idempotency._claim_params(
+        merchant=merchant, key=tag, method="POST", path="/t", fingerprint="f", now=timezone.now()
+    )
+    return Ride(sql=idempotency._CLAIM_SQL, params=claim, after=after)
+
+
+def _claimed(merchant, tag: str):
+    from merchants.models import IdempotencyRecord
+
+    return IdempotencyRecord.objects.filter(merchant=merchant, key=tag).first()
+
+
+def test_a_ride_goes_with_the_first_read_only_and_the_rows_are_unchanged(
+    merchant, django_assert_num_queries
+):
+    from config.rawsql import riding
+    from merchants.models import ApiKey
+    from merchants.services import api_key_create
+
+    key = api_key_create(merchant=merchant, label="ridden").api_key.key
+    reader = RowReader(ApiKey, where=("key",), related=("merchant",))
+    alone = reader.first(key)
+
+    with riding(_tag_ride(merchant, "rode")) as ride, django_assert_num_queries(2):
+        read = reader.first(key)
+        again = reader.first(key)  # the ride was sent: a plain read
+    assert (ride.sent, ride.value) == (True, _claimed(merchant, "rode").id)
+    assert _fields(read) == _fields(alone) == _fields(again)
+    assert _fields(read.merchant) == _fields(alone.merchant)
+
+
+def test_a_ride_on_a_read_that_finds_nothing_still_writes_and_answers(merchant):
+    from config.rawsql import riding
+    from merchants.models import IdempotencyRecord
+
+    reader = RowReader(IdempotencyRecord, where=("merchant", "key"))
+    with riding(_tag_ride(merchant, "empty")) as ride:
+        assert reader.all(merchant.pk, "nobody") == []
+    assert ride.value == _claimed(merchant, "empty").id
+    with riding(_tag_ride(merchant, "empty")) as ride:  # held now: the ride writes nothing
+        (found,) = reader.all(merchant.pk, "empty")
+    assert ride.sent and ride.value is None
+    assert _fields(found) == _fields(_claimed(merchant, "empty"))
+
+
+def test_a_ride_whose_check_raises_stops_the_read_but_its_write_stays(merchant):
+    from config.rawsql import riding
+    from customers.models import Customer
+
+    class Refused(Exception):
+        pass
+
+    def refuse(value):
+        raise Refused(value)
+
+    reader = RowReader(Customer, where=("merchant",))
+    with riding(_tag_ride(merchant, "kept", after=refuse)), pytest.raises(Refused):
+        reader.all(merchant.pk)
+    assert _claimed(merchant, "kept") is not None
+
+
+def test_a_ride_is_never_sent_outside_postgresql_or_without_a_read(merchant):
+    from django.db import connection
+
+    from config.rawsql import riding
+
+    with riding(_tag_ride(merchant, "unsent")) as ride:
+        pass
+    assert ride.sent is False
+    if connection.vendor != "postgresql":
+        from customers.models import Customer
+
+        with riding(_tag_ride(merchant, "unsent")) as ride:
+            RowReader(Customer, where=("merchant",)).all(merchant.pk)
+        assert ride.sent is False
