@@ -15,8 +15,10 @@ apart."""
 
 import contextlib
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import redis
@@ -70,10 +72,36 @@ def _nudge_key(key: str) -> str:
     return cache_key(f"{key}:nudge")
 
 
+_deferred = threading.local()
+
+
+@contextmanager
+def wakes_deferred() -> Iterator[None]:
+    """Within it, `wake` only notes what it would wake; each consumer noted is woken once when
+    it ends. For a consumer that makes work for another piece after piece (the submitter's
+    answered payins, each with its webhook deliveries): one wake for its batch instead of one
+    Redis round trip per piece. A wake noted is lost with the process, as one due right after a
+    commit is: the other consumer's sweep is the fallback."""
+    if getattr(_deferred, "wakes", None) is not None:  # nested: the outer one wakes them
+        yield
+        return
+    _deferred.wakes = wakes = {}
+    try:
+        yield
+    finally:
+        _deferred.wakes = None
+        for key, task in wakes.items():
+            wake(key, task)
+
+
 def wake(key: str, task: Task) -> bool:
     """Enqueue `task` unless a consumer is already waiting to start or at work (then nudge it).
     False when neither Redis nor the broker could be reached: the caller's sweep is then the
-    fallback."""
+    fallback. Within `wakes_deferred`, noted for its end (True)."""
+    wakes = getattr(_deferred, "wakes", None)
+    if wakes is not None:
+        wakes[key] = task
+        return True
     client = redis_client()
     try:
         if client is not None:

@@ -999,15 +999,16 @@ def payments_submit_waiting(
 
     def submit(claimed: tuple[datetime, list[Payin | Payout]]) -> None:
         now, payments = claimed
-        for payment in payments:
-            try:
-                submit_one(payment, now)
-            except Exception:
-                logger.exception(
-                    "Submission of %s %s failed; left to the sweep of lost submissions",
-                    type(payment).__name__.lower(),
-                    payment.id,
-                )
+        with shared_cache.wakes_deferred():  # the webhook sender, once for the claim
+            for payment in payments:
+                try:
+                    submit_one(payment, now)
+                except Exception:
+                    logger.exception(
+                        "Submission of %s %s failed; left to the sweep of lost submissions",
+                        type(payment).__name__.lower(),
+                        payment.id,
+                    )
 
     def full(claimed: tuple[datetime, list[Payin | Payout]]) -> bool:
         """A full claim may have left payments waiting (for another submitter, or this one's

@@ -305,3 +305,20 @@ def test_a_helper_at_its_limit_hands_over_to_a_helper(key):
         helper=True,
     )
     assert (task.enqueued, task.helpers) == (1, 1)
+
+
+def test_wakes_deferred_wake_each_consumer_once_when_they_end(key):
+    task, other = RecordingTask(), RecordingTask()
+    other_key = f"{key}-other"
+    with shared_cache.wakes_deferred():
+        for _ in range(3):
+            assert shared_cache.wake(key, task)
+        shared_cache.wake(other_key, other)
+        with shared_cache.wakes_deferred():  # nested: still the outer one's
+            shared_cache.wake(key, task)
+        assert (task.enqueued, other.enqueued) == (0, 0)
+    assert (task.enqueued, other.enqueued) == (1, 1)
+    shared_cache.wake(key, task)  # the key is held now: a nudge, as any wake after it
+    assert task.enqueued == 1
+    client = shared_cache.redis_client()
+    assert client.llen(shared_cache.cache_key(f"{key}:nudge")) == 1
