@@ -226,8 +226,9 @@ WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10)
 # A submitter or webhook sender in a worker waits this long for more work before it stops
 # (config.shared_cache.drain); 0 turns lingering off.
 CONSUMER_LINGER_SECONDS = env.float("CONSUMER_LINGER_SECONDS", default=0.5)
-# A lingering consumer a nudge woke waits this long before it claims, so a stream of payments
-# is claimed (and its webhooks sent) a few at a time (config.shared_cache.drain); 0: at once.
+# A lingering consumer a nudge woke within this long (a stream) waits this long before it
+# claims, so a stream of payments is claimed (and its webhooks sent) a few at a time
+# (config.shared_cache.drain); 0: at once.
 CONSUMER_GATHER_SECONDS = env.float("CONSUMER_GATHER_SECONDS", default=0.04)
 WEBHOOK_ALLOW_HTTP = env.bool("WEBHOOK_ALLOW_HTTP", default=False)
 ALLOW_PRIVATE_NETWORK_URLS = env.bool("ALLOW_PRIVATE_NETWORK_URLS", default=False)

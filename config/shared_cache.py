@@ -194,10 +194,11 @@ def drain(
     claim said, through `rest`, that nothing else was waiting, it goes straight to waiting. It
     lingers only within LINGER_BUDGET_SECONDS of its start (the key, held afresh at the start,
     outlives that), then drains as one that does not linger: the worker processes it shares
-    with other queues get their turn. With `gather`, a consumer a nudge woke waits that long
-    before it claims, so what a stream commits meanwhile is claimed at once (one wake and one
-    claim for several pieces instead of one each); the nudges left meanwhile are dropped, as
-    that claim sees every commit before it.
+    with other queues get their turn. With `gather`, a consumer a nudge woke within `gather`
+    seconds of its wait (a stream) waits that long before it claims, so what the stream commits
+    meanwhile is claimed at once (one wake and one claim for several pieces instead of one
+    each); the nudges left meanwhile are dropped, as that claim sees every commit before it. A
+    nudge after a longer quiet (a lone piece) is claimed at once.
 
     The ordering argument: a commit whose wake finds the key set happened before the key is
     next cleared, and the consumer holding it clears it and then claims before it stops (or
@@ -222,8 +223,10 @@ def drain(
             wait = min(linger, lingers_until - time.monotonic())
             if wait > 0:
                 waited = True
+                quiet_since = time.monotonic()
                 if _nudged(key, wait):
-                    _gather(key, gather)
+                    if time.monotonic() - quiet_since < gather:  # a stream, not a lone piece
+                        _gather(key, gather)
                     waiting = True
                     continue
             wake_clear(key)

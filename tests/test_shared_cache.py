@@ -211,6 +211,33 @@ def test_a_lingering_consumer_woken_by_a_nudge_gathers_a_stream_into_one_claim(k
     assert task.enqueued == 2  # the first and the hand-over
 
 
+def test_a_lone_piece_after_a_quiet_is_claimed_without_gathering(key):
+    task, queue = RecordingTask(), BatchQueue([1])
+    shared_cache.wake(key, task)
+    after_a_quiet = [
+        threading.Timer(at, produce, args=(key, task, queue, piece))
+        for at, piece in ((1.0, 2), (1.25, 3))
+    ]
+    for producer in after_a_quiet:
+        producer.start()
+    handled: list[list[int]] = []
+
+    shared_cache.drain(
+        key,
+        task,
+        claim=queue.claim,
+        more=lambda claimed: False,
+        rest=lambda claimed: claimed[1],
+        handle=lambda claimed: handled.append(claimed[0]),
+        limit=3,
+        linger=LINGER,
+        gather=0.3,
+    )
+    for producer in after_a_quiet:
+        producer.join()
+    assert handled == [[1], [2], [3]]  # 2 came after a quiet longer than the gather: at once
+
+
 def test_work_committed_while_a_lingering_consumer_works_is_claimed_after_it(key):
     task, queue = RecordingTask(), Queue([1])
     shared_cache.wake(key, task)
