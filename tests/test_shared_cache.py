@@ -182,17 +182,19 @@ class BatchQueue(Queue):
         return batch, False
 
 
-def test_a_lingering_consumer_woken_by_a_nudge_gathers_a_stream_into_one_claim(key):
-    task, queue = RecordingTask(), BatchQueue([1])
+def drain_batches(
+    key: str, task: RecordingTask, arrivals: list[tuple[float, int]], gather: float
+) -> tuple[list[list[int]], BatchQueue]:
+    """A lingering consumer that claims batches (the first holds piece 1, woken at once),
+    drained while each of `arrivals` (seconds from now, piece) is committed; three claims."""
+    queue = BatchQueue([1])
     shared_cache.wake(key, task)
-    stream = [
-        threading.Timer(at, produce, args=(key, task, queue, piece))
-        for at, piece in ((0.1, 2), (0.2, 3), (1.5, 4))
+    producers = [
+        threading.Timer(at, produce, args=(key, task, queue, piece)) for at, piece in arrivals
     ]
-    for producer in stream:
+    for producer in producers:
         producer.start()
     handled: list[list[int]] = []
-
     shared_cache.drain(
         key,
         task,
@@ -202,39 +204,25 @@ def test_a_lingering_consumer_woken_by_a_nudge_gathers_a_stream_into_one_claim(k
         handle=lambda claimed: handled.append(claimed[0]),
         limit=3,
         linger=LINGER,
-        gather=0.6,
+        gather=gather,
     )
-    for producer in stream:
+    for producer in producers:
         producer.join()
+    return handled, queue
+
+
+def test_a_lingering_consumer_woken_by_a_nudge_gathers_a_stream_into_one_claim(key):
+    task = RecordingTask()
+    handled, queue = drain_batches(key, task, [(0.1, 2), (0.2, 3), (1.5, 4)], gather=0.6)
+
     assert handled == [[1], [2, 3], [4]]  # 3 came during the gather after 2's nudge
     assert queue.claims == 3  # 3's nudge was dropped: no empty claim after [2, 3]
     assert task.enqueued == 2  # the first and the hand-over
 
 
 def test_a_lone_piece_after_a_quiet_is_claimed_without_gathering(key):
-    task, queue = RecordingTask(), BatchQueue([1])
-    shared_cache.wake(key, task)
-    after_a_quiet = [
-        threading.Timer(at, produce, args=(key, task, queue, piece))
-        for at, piece in ((1.0, 2), (1.25, 3))
-    ]
-    for producer in after_a_quiet:
-        producer.start()
-    handled: list[list[int]] = []
+    handled, _ = drain_batches(key, RecordingTask(), [(1.0, 2), (1.25, 3)], gather=0.3)
 
-    shared_cache.drain(
-        key,
-        task,
-        claim=queue.claim,
-        more=lambda claimed: False,
-        rest=lambda claimed: claimed[1],
-        handle=lambda claimed: handled.append(claimed[0]),
-        limit=3,
-        linger=LINGER,
-        gather=0.3,
-    )
-    for producer in after_a_quiet:
-        producer.join()
     assert handled == [[1], [2], [3]]  # 2 came after a quiet longer than the gather: at once
 
 

@@ -13,16 +13,9 @@ from payments.models import Payin
 from quotes.models import Quote
 from tests.payments.conftest import create_customer, create_quote, payin_body
 from tests.support import MerchantClient
+from tests.test_query_counts import QUOTE
 
 pytestmark = pytest.mark.django_db
-
-QUOTE = {
-    "country_code": "SN",
-    "operator_code": "SN_ORANGE_MOMO",
-    "rail_type": "mobile_money",
-    "send_amount": "10000",
-    "send_currency": "XOF",
-}
 
 
 @pytest.fixture
