@@ -34,6 +34,7 @@ from bench.stack import (
     pg_count,
     seed_merchant,
 )
+from bench.verdicts import verdicts
 
 SECONDS = float(os.environ.get("BENCH_SECONDS", "30"))
 CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "16"))
@@ -55,19 +56,6 @@ PROJECT_PACKAGES = {
     "transfers",
     "webhooks",
     "bench",
-}
-
-TARGETS = {
-    "A/D throughput": ">= 0.40",
-    "A p99": "<= 100 ms",
-    "B/D throughput": ">= 0.70",
-    "C p50": "<= 300 ms",
-    "webhook deliveries/s": ">= 200",
-    "A at scale / A empty": ">= 0.85",
-    "B at scale / B empty": ">= 0.85",
-    "expire_quotes": "<= 2 s",
-    "web worker peak RSS": "<= 150 MiB",
-    "errors": "== 0",
 }
 
 
@@ -327,49 +315,6 @@ def query_counts(stack: Stack, merchant: dict, customer_id: str) -> dict:
 
 def strip(result: dict) -> dict:
     return {k: v for k, v in result.items() if not k.startswith("_")}
-
-
-def verdicts(r: dict) -> dict:
-    def ok(cond) -> str:
-        return "PASS" if cond else "FAIL"
-
-    a, b, d = r["A"], r["B"], r["D"]
-    ae, be = r["E"]["A"], r["E"]["B"]
-    worker_rss = max(
-        (v for k, v in r["peak_rss_kib"].items() if k.startswith("web child")), default=0
-    )
-    errors = sum(r[k]["errors"] for k in "ABCD") + ae["errors"] + be["errors"]
-    ratios = {  # checked unrounded: 0.399 is short of 0.40, whatever it prints as
-        "A/D throughput": a["throughput_rps"] / d["throughput_rps"],
-        "B/D throughput": b["throughput_rps"] / d["throughput_rps"],
-        "A at scale / A empty": ae["throughput_rps"] / a["throughput_rps"],
-        "B at scale / B empty": be["throughput_rps"] / b["throughput_rps"],
-    }
-    figures = {
-        **{name: (round(ratio, 3),) for name, ratio in ratios.items()},
-        "A p99": (a["p99_ms"],),
-        "C p50": (r["C"]["e2e"]["p50_ms"],),
-        "webhook deliveries/s": (r["C"]["burst"]["per_s"],),
-        "expire_quotes": (r["E"]["expire_quotes"]["seconds"],),
-        "web worker peak RSS": (round(worker_rss / 1024, 1),),
-        "errors": (errors + r["C"]["e2e"]["missing"],),
-    }
-    checks = {
-        "A/D throughput": ratios["A/D throughput"] >= 0.40,
-        "A p99": (a["p99_ms"] or 1e9) <= 100,
-        "B/D throughput": ratios["B/D throughput"] >= 0.70,
-        "C p50": (r["C"]["e2e"]["p50_ms"] or 1e9) <= 300,
-        "webhook deliveries/s": r["C"]["burst"]["per_s"] >= 200,
-        "A at scale / A empty": ratios["A at scale / A empty"] >= 0.85,
-        "B at scale / B empty": ratios["B at scale / B empty"] >= 0.85,
-        "expire_quotes": r["E"]["expire_quotes"]["seconds"] <= 2,
-        "web worker peak RSS": worker_rss / 1024 <= 150,
-        "errors": figures["errors"][0] == 0,
-    }
-    return {
-        name: {"target": TARGETS[name], "value": figures[name][0], "verdict": ok(checks[name])}
-        for name in TARGETS
-    }
 
 
 def rss_line(peaks: dict[str, int]) -> str:

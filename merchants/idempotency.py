@@ -322,13 +322,13 @@ def _run_claimed(
     except _Answered as answered:  # nothing was written: the held writes were never sent
         return _answer_held(answered.existing, key=key, fingerprint=fingerprint)
     except _HandlerDeclined as declined:
-        _release(merchant=merchant, key=key)
+        _release(merchant=merchant, key=key, record_id=ride.value if ride else None)
         return declined.response
     except _KeyHeld:
         raise
     except BaseException:
         if owned or (ride is not None and ride.sent):
-            _release(merchant=merchant, key=key)
+            _release(merchant=merchant, key=key, record_id=ride.value if ride else None)
         raise
     response.data = body_out  # rendered as the stored copy was: the replay is byte for byte
     return response
@@ -346,10 +346,16 @@ class _HandlerDeclined(Exception):
         self.response = response
 
 
-def _release(*, merchant: Merchant, key: str) -> None:
-    IdempotencyRecord.objects.filter(
+def _release(*, merchant: Merchant, key: str, record_id: int | None = None) -> None:
+    """Free the key this request claimed; with the claimed record's id, that record only (a
+    claim that rode on a read inside a transaction that rolled back left none, and the key may
+    be another request's by now)."""
+    records = IdempotencyRecord.objects.filter(
         merchant=merchant, key=key, status=IdempotencyStatus.IN_PROGRESS
-    ).delete()
+    )
+    if record_id is not None:
+        records = records.filter(pk=record_id)
+    records.delete()
 
 
 def idempotent(

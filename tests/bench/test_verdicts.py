@@ -1,6 +1,6 @@
 """`make bench`'s verdicts check the figures as measured, not as printed."""
 
-from bench.run_bench import verdicts
+from bench.verdicts import verdicts
 
 
 def _results(*, a_rps: float, d_rps: float) -> dict:

@@ -136,3 +136,15 @@ def test_a_refusal_after_the_read_releases_the_key(api):
     assert not IdempotencyRecord.objects.filter(key="k").exists()
     fresh = payin_body(create_quote(api), customer)
     assert api.post("/payins", fresh, idempotency_key="k").status_code == 201
+
+
+def test_a_release_by_record_id_leaves_another_requests_claim_alone(api):
+    """A claim that rode on a read inside a transaction that rolled back left no record; the
+    key may be another request's by then: the release names the record it claimed."""
+    _hold(api, "/payins", {}, "k")
+    theirs = IdempotencyRecord.objects.get(key="k")
+
+    idempotency._release(merchant=api.merchant, key="k", record_id=theirs.pk + 1)
+    assert IdempotencyRecord.objects.filter(pk=theirs.pk).exists()
+    idempotency._release(merchant=api.merchant, key="k", record_id=theirs.pk)
+    assert not IdempotencyRecord.objects.filter(pk=theirs.pk).exists()
