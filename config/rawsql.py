@@ -81,6 +81,7 @@ class RowReader:
             raise ValueError("related: non-null foreign keys only, and not with for_update.")
         # what each row and each call need, worked out once
         self._attnames = [field.attname for field in self.fields]
+        self._pk_index = self.fields.index(opts.pk)
         self._related_attnames = [
             [field.attname for field in fk.related_model._meta.concrete_fields]
             for fk in self.related
@@ -179,7 +180,7 @@ class RowReader:
             rows = cursor.fetchall()
         ride.sent, ride.value = True, rows[0][0]
         ride.after(ride.value)
-        pk = 1 + self.fields.index(self.model._meta.pk)
+        pk = 1 + self._pk_index
         return self._instances([row[1:] for row in rows if row[pk] is not None], db)
 
     def columns(self, alias: str) -> str:

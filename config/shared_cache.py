@@ -247,8 +247,6 @@ def drain(
 def _gather(key: str, seconds: float) -> None:
     """Let a stream's next pieces arrive for `seconds`, then drop the nudge they left: a nudge
     is left after its commit, so the claim that follows sees that work."""
-    if seconds <= 0:
-        return
     time.sleep(seconds)
     client = redis_client()
     if client is None:

@@ -85,12 +85,15 @@ SET status = %s, response_status = %s, response_body = %s::jsonb
 WHERE merchant_id = %s AND key = %s"""
 
 
+def _expires_at(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL_SECONDS)
+
+
 def _claim_params(
     *, merchant: Merchant, key: str, method: str, path: str, fingerprint: str, now: datetime
 ) -> list:
-    expires_at = now + timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL_SECONDS)
     status = IdempotencyStatus.IN_PROGRESS
-    return [merchant.pk, key, method, path, fingerprint, status, now, now, expires_at]
+    return [merchant.pk, key, method, path, fingerprint, status, now, now, _expires_at(now)]
 
 
 def _insert(
@@ -114,7 +117,7 @@ def _insert(
                 fingerprint=fingerprint,
                 status=IdempotencyStatus.IN_PROGRESS,
                 locked_at=now,
-                expires_at=now + timedelta(seconds=settings.IDEMPOTENCY_KEY_TTL_SECONDS),
+                expires_at=_expires_at(now),
             )
         return True
     except IntegrityError:
