@@ -9,71 +9,12 @@ import json
 import random
 import time
 import uuid
-from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 
-
-def percentile(values: list[float], p: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
-    return ordered[k]
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.latencies: dict[str, list[float]] = defaultdict(list)
-        self.errors: Counter[str] = Counter()
-        self.error_samples: list[str] = []
-        self.statuses: Counter[int] = Counter()
-        self.enabled = True
-
-    def ok(self, label: str, seconds: float, status: int) -> None:
-        if self.enabled:
-            self.latencies[label].append(seconds)
-            self.statuses[status] += 1
-
-    def error(self, label: str, detail: str, status: int = 0) -> None:
-        if self.enabled:
-            self.errors[label] += 1
-            self.statuses[status] += 1
-            if len(self.error_samples) < 20:
-                self.error_samples.append(f"{label}: {detail}"[:400])
-
-    @property
-    def requests(self) -> int:
-        return sum(len(v) for v in self.latencies.values()) + sum(self.errors.values())
-
-    def all_latencies(self) -> list[float]:
-        return [x for v in self.latencies.values() for x in v]
-
-    def summary(self, elapsed: float) -> dict[str, Any]:
-        lat = self.all_latencies()
-        ms = lambda v: None if v is None else round(v * 1000, 1)  # noqa: E731
-        return {
-            "seconds": round(elapsed, 2),
-            "requests": self.requests,
-            "throughput_rps": round(self.requests / elapsed, 1) if elapsed else 0,
-            "p50_ms": ms(percentile(lat, 50)),
-            "p95_ms": ms(percentile(lat, 95)),
-            "p99_ms": ms(percentile(lat, 99)),
-            "max_ms": ms(max(lat) if lat else None),
-            "errors": sum(self.errors.values()),
-            "error_samples": self.error_samples,
-            "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
-            "by_request": {
-                label: {
-                    "count": len(v),
-                    "p50_ms": ms(percentile(v, 50)),
-                    "p99_ms": ms(percentile(v, 99)),
-                }
-                for label, v in sorted(self.latencies.items())
-            },
-        }
+from bench.recorder import Recorder
 
 
 class Api:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import bulkload, loadgen
+from bench import bulkload, loadgen, recorder
 from bench.stack import (
     OUT,
     PG_DSN,
@@ -39,7 +39,8 @@ from bench.verdicts import verdicts
 SECONDS = float(os.environ.get("BENCH_SECONDS", "30"))
 CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "16"))
 ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
-WARMUP = min(3.0, SECONDS / 3)
+# D and A are measured in turns (in_turns): BENCH_TURNS runs of SECONDS/BENCH_TURNS each.
+TURNS = max(1, int(os.environ.get("BENCH_TURNS", "3")))
 # A subset (e.g. "DAB") is a quick loop while optimizing: no verdicts, no results.json.
 SCENARIOS = os.environ.get("BENCH_SCENARIOS", "ABCDE").upper()
 # BENCH_WORKER=0 (with a subset): the API alone, no Celery worker competing for the CPU.
@@ -83,9 +84,17 @@ def receiver_arrivals(url: str, since: int = 0) -> dict:
 
 
 async def _scenario(
-    stack: Stack, merchant: dict, customer_id: str, kind: str, ids=None, receiver_url: str = ""
+    stack: Stack,
+    merchant: dict,
+    customer_id: str,
+    kind: str,
+    ids=None,
+    receiver_url: str = "",
+    *,
+    seconds: float,
 ) -> dict:
-    rec = loadgen.Recorder()
+    """One measured run of `kind` after its warm-up: what it recorded, not yet summarized."""
+    rec = recorder.Recorder()
     created: list[str] = []
     posted_at: dict[str, float] = {}
     async with loadgen.new_session(CONCURRENCY) as session:
@@ -112,44 +121,90 @@ async def _scenario(
                 await loadgen.floor(api, rec)
 
         rec.enabled = False
-        await loadgen.closed_loop(concurrency=CONCURRENCY, seconds=WARMUP, op=op)
+        await loadgen.closed_loop(concurrency=CONCURRENCY, seconds=warmup(seconds), op=op)
         pg_analyze_unless_autovacuum()  # statistics of the warmed-up tables, as in production
         rec.enabled = True
         cpu_before = stack.cpu_ticks()
         created.clear()
         posted_at.clear()
         window_start = time.time()
-        elapsed = await loadgen.closed_loop(concurrency=CONCURRENCY, seconds=SECONDS, op=op)
+        elapsed = await loadgen.closed_loop(concurrency=CONCURRENCY, seconds=seconds, op=op)
         window_end = time.time()
-    result = rec.summary(elapsed)
-    if kind in ("A", "C"):
-        result["flows"] = len(created)
-        result["flows_per_s"] = round(len(created) / elapsed, 1)
-    result["_cpu_before"] = cpu_before
-    result["_created"] = created
-    result["_posted_at"] = posted_at
-    result["_window"] = (window_start, window_end)
+    return {
+        "rec": rec,
+        "elapsed": elapsed,
+        "cpu_before": cpu_before,
+        "created": created,
+        "posted_at": posted_at,
+        "window": (window_start, window_end),
+    }
+
+
+def warmup(seconds: float) -> float:
+    return min(3.0, seconds / 3)
+
+
+def scenario(
+    stack, merchant, customer_id, kind, ids=None, receiver_url: str = "", seconds=None
+) -> dict:
+    """`kind` for `seconds` (BENCH_SECONDS) at CONCURRENCY clients, summarized."""
+    seconds = SECONDS if seconds is None else seconds
+    log(f"scenario {kind}: {CONCURRENCY} clients, {seconds:g}s (+{warmup(seconds):.1f}s warm-up)")
+    result = recorder.summarize(
+        kind, [_measured(stack, merchant, customer_id, kind, ids, receiver_url, seconds)]
+    )
+    _log_figures(result)
     return result
 
 
-def scenario(stack, merchant, customer_id, kind, ids=None, receiver_url: str = "") -> dict:
-    log(f"scenario {kind}: {CONCURRENCY} clients, {SECONDS:g}s (+{WARMUP:g}s warm-up)")
+def _measured(stack, merchant, customer_id, kind, ids, receiver_url, seconds) -> dict:
+    """One run of `_scenario`, with the CPU each part of the stack used while it was measured."""
     load_before = os.getloadavg()[0]
-    result = asyncio.run(_scenario(stack, merchant, customer_id, kind, ids, receiver_url))
-    after, before = stack.cpu_ticks(), result["_cpu_before"]
+    part = asyncio.run(
+        _scenario(stack, merchant, customer_id, kind, ids, receiver_url, seconds=seconds)
+    )
+    after, before = stack.cpu_ticks(), part["cpu_before"]
     tick = os.sysconf("SC_CLK_TCK")
-    # CPU seconds per part of the stack during the scenario (warm-up included), and per request
-    result["cpu_seconds"] = {k: round((after[k] - before.get(k, 0)) / tick, 2) for k in after}
-    requests = max(1, result["requests"])
-    result["cpu_ms_per_request"] = {
-        k: round(v * 1000 / requests, 2) for k, v in result["cpu_seconds"].items()
-    }
-    result["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    part["cpu_seconds"] = {k: (after[k] - before.get(k, 0)) / tick for k in after}
+    part["loadavg"] = (load_before, os.getloadavg()[0])
+    return part
+
+
+def _log_figures(result: dict) -> None:
     log(
         f"  {result['throughput_rps']} req/s, p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms,"
         f" errors {result['errors']}"
     )
-    return result
+
+
+def in_turns(stack, merchant, customer_id, kinds: str = "DA", turns: int = TURNS) -> dict:
+    """`kinds` measured in turns (D, A, D, A, ...), SECONDS/turns each, every kind's turns
+    summarized as one run: a drift of this box's speed over the minutes of a run (seen to move
+    D by a third) falls on each kind alike instead of on whichever ran at the slow moment, so
+    their ratio is the stack's, not the moment's. After each turn of A the worker drains what
+    A left, so the next turn of D does not pay for A's webhooks."""
+    seconds = SECONDS / turns
+    parts: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    drains: list[float] = []
+    for turn in range(1, turns + 1):
+        for kind in kinds:
+            log(
+                f"scenario {kind}, turn {turn}/{turns}: {CONCURRENCY} clients, {seconds:g}s"
+                f" (+{warmup(seconds):.1f}s warm-up)"
+            )
+            part = _measured(stack, merchant, customer_id, kind, None, "", seconds)
+            parts[kind].append(part)
+            _log_figures(recorder.summarize(kind, [part]))
+            if kind == "A" and WITH_WORKER:
+                drains.append(drain())
+    results = {}
+    for kind in kinds:
+        results[kind] = recorder.summarize(kind, parts[kind])
+        log(f"scenario {kind}, {turns} turns together:")
+        _log_figures(results[kind])
+    if "A" in results:
+        results["A"]["drain_seconds"] = max(drains) if drains else None
+    return results
 
 
 def scenario_c(stack, merchant, customer_id, receiver_url) -> dict:
@@ -176,9 +231,9 @@ def scenario_c(stack, merchant, customer_id, receiver_url) -> dict:
         "payins": len(posted_at),
         "webhooks_received": len(values),
         "missing": len(posted_at) - len(values),
-        "p50_ms": ms(loadgen.percentile(values, 50)),
-        "p95_ms": ms(loadgen.percentile(values, 95)),
-        "p99_ms": ms(loadgen.percentile(values, 99)),
+        "p50_ms": ms(recorder.percentile(values, 50)),
+        "p95_ms": ms(recorder.percentile(values, 95)),
+        "p99_ms": ms(recorder.percentile(values, 99)),
         "deliveries_per_s_during_load": round(len(in_window) / (end - start), 1),
     }
     log(f"  end to end: {result['e2e']}")
@@ -281,12 +336,7 @@ def profile(stack: Stack, merchant, customer_id, kind: str, ids=None, seconds: f
                 stderr=subprocess.PIPE,
             )
             spies.append((group, fmt, path, spy))
-    saved = SECONDS
-    globals()["SECONDS"] = seconds
-    try:
-        scenario(stack, merchant, customer_id, kind, ids)
-    finally:
-        globals()["SECONDS"] = saved
+    scenario(stack, merchant, customer_id, kind, ids, seconds=seconds)
     out: dict = {}
     for group, fmt, path, spy in spies:
         try:
@@ -333,7 +383,9 @@ def table(r: dict) -> str:
     lines = [
         f"Cowry bench — {r['meta']['cores']} cores, {r['meta']['web_workers']} gunicorn workers,"
         f" {r['meta']['worker_concurrency']} Celery processes, {r['meta']['concurrency']} clients,"
-        f" {r['meta']['seconds']:g}s per scenario, E at {r['meta']['rows']:,} rows",
+        f" {r['meta']['seconds']:g}s per scenario (D and A in"
+        f" {r['meta'].get('turns_of_d_and_a', 1)} alternating turns),"
+        f" E at {r['meta']['rows']:,} rows",
         "",
         f"{'scenario':<34}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'errors':>8}"
         "   CPU ms/request: web / worker / postgres / loadgen",
@@ -424,6 +476,7 @@ def main() -> int:
             "worker_concurrency": WORKER_CONCURRENCY,
             "concurrency": CONCURRENCY,
             "seconds": SECONDS,
+            "turns_of_d_and_a": TURNS,
             "rows": ROWS,
             "loadavg_at_start": os.getloadavg(),
             "note": "load generator, receiver, PostgreSQL and Redis share the same machine",
@@ -462,9 +515,7 @@ def main() -> int:
         )
         customer_id = customer["id"]
 
-        results["D"] = scenario(stack, merchant, customer_id, "D")
-        results["A"] = scenario(stack, merchant, customer_id, "A")
-        results["A"]["drain_seconds"] = drain() if WITH_WORKER else None
+        results.update(in_turns(stack, merchant, customer_id, "DA"))
         a_ids = results["A"]["_created"]
         results["B"] = scenario(stack, merchant, customer_id, "B", ids=a_ids)
         if set(SCENARIOS) != set("ABCDE"):

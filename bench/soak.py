@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import loadgen
+from bench import loadgen, recorder
 from bench.stack import (
     OUT,
     PG_DSN,
@@ -62,7 +62,7 @@ def table_exists(name: str) -> bool:
 class Traffic:
     def __init__(self, api: loadgen.Api, paths: set[str], receiver_url: str) -> None:
         self.api = api
-        self.rec = loadgen.Recorder()
+        self.rec = recorder.Recorder()
         self.paths = paths
         self.receiver_url = receiver_url
         self.flows: Counter[str] = Counter()
@@ -428,8 +428,8 @@ def main() -> int:
             "statuses": {str(k): v for k, v in sorted(statuses.items())},
             "unexpected_answers": dict(traffic.rec.errors),
             "unexpected_samples": traffic.rec.error_samples,
-            "p50_ms": loadgen.percentile(traffic.rec.all_latencies(), 50),
-            "p99_ms": loadgen.percentile(traffic.rec.all_latencies(), 99),
+            "p50_ms": recorder.percentile(traffic.rec.all_latencies(), 50),
+            "p99_ms": recorder.percentile(traffic.rec.all_latencies(), 99),
             "created": {k: len(v) for k, v in traffic.created.items()},
             "drain_seconds": drain_seconds,
             "still_open": still_open,
