@@ -111,8 +111,9 @@ def max_attempts() -> int:
 
 
 def lease_seconds() -> int:
-    """How long a claimed attempt belongs to its worker: well beyond one request's timeout."""
-    return int(settings.WEBHOOK_TIMEOUT_SECONDS * 3) + 60
+    """How long a claimed attempt belongs to its worker: well beyond the requests a sender's
+    claim may make before it (SENDER_CLAIM_SIZE, each up to a connect and a read timeout)."""
+    return int(settings.WEBHOOK_TIMEOUT_SECONDS * (3 + 2 * (SENDER_CLAIM_SIZE - 1))) + 60
 
 
 def _serialize(payload: dict[str, Any]) -> str:
@@ -367,7 +368,8 @@ def _enqueue_delivery(delivery_id: UUID) -> None:
 # New deliveries wake a sender (config.shared_cache.wake) instead of each getting a task of
 # their own; a sender whose claim finds a backlog due behind it wakes one more.
 SENDER_WAKE_KEY = "webhooks:sender-wake"
-SENDER_BATCH_LIMIT = 200  # then the task hands over to a fresh one
+SENDER_CLAIM_SIZE = 4  # due deliveries a sender claims at once, sends in turn, records at once
+SENDER_BATCH_LIMIT = 50  # claims; then the task hands over to a fresh one
 
 
 def _sender_wake() -> None:
@@ -617,12 +619,13 @@ class _Outcome:
 
 # The hot path of a delivery in one statement each on PostgreSQL (claim: lock, take the attempt
 # number and the lease, log the attempt, read what to send; record: close the attempt, move the
-# delivery on if we still own it), instead of a transaction of four ORM round trips each. The
-# ORM versions below stay the reference: SQLite (embedded mode) and the rare claim of a
-# delivery whose previous worker was lost run them.
+# delivery on if we still own it), instead of a transaction of four ORM round trips each. A
+# sender claims up to SENDER_CLAIM_SIZE due deliveries in one statement and records their
+# outcomes in one. The ORM versions below stay the reference: SQLite (embedded mode) and the
+# rare claim of a delivery whose previous worker was lost run them.
 _CLAIM_SQL = """
 WITH target AS (
-    SELECT d.id, d.attempts + 1 AS number
+    SELECT d.id, d.attempts + 1 AS number, d.next_attempt_at AS due_at
     FROM webhooks_delivery d
     JOIN webhooks_webhookendpoint e ON e.id = d.endpoint_id
     WHERE d.status = 'pending' AND d.next_attempt_at <= %(now)s AND e.enabled {which}
@@ -633,60 +636,69 @@ WITH target AS (
         updated_at = %(now)s
     FROM target t
     WHERE d.id = t.id
-    RETURNING d.id, d.attempts, d.event_id, d.endpoint_id
+    RETURNING d.id, d.attempts, d.event_id, d.endpoint_id, t.due_at
 ), attempt AS (
     INSERT INTO webhooks_deliveryattempt
         (delivery_id, number, url, started_at, error, response_body)
     SELECT c.id, c.attempts, e.url, %(now)s, '', ''
     FROM claimed c JOIN webhooks_webhookendpoint e ON e.id = c.endpoint_id
-    RETURNING id
+    RETURNING id, delivery_id
 )
-SELECT c.id, (SELECT id FROM attempt), c.attempts, e.url, e.signing_secret, ev.body,
+SELECT c.id, a.id, c.attempts, e.url, e.signing_secret, ev.body,
        CASE WHEN ev.body = '' THEN ev.payload END, ev.id, ev.event_type, {more}
 FROM claimed c
+JOIN attempt a ON a.delivery_id = c.id
 JOIN webhooks_webhookendpoint e ON e.id = c.endpoint_id
 JOIN webhooks_event ev ON ev.id = c.event_id
+ORDER BY c.due_at, c.id
 """
 _CLAIM_ONE_SQL = _CLAIM_SQL.format(which="AND d.id = %(delivery_id)s", more="0")
-# the oldest due (the partial index `delivery_due` serves it), and how many are due behind it,
-# up to SENDER_BACKLOG, a backlog (the statement's snapshot still sees the claimed one as
-# pending: it is left out by its id)
+# the oldest due (the partial index `delivery_due` serves it), and how many are due behind
+# them, up to SENDER_BACKLOG, a backlog (the statement's snapshot still sees the claimed ones as
+# pending: they are left out by their ids)
 SENDER_BACKLOG = 10
 _CLAIM_NEXT_SQL = _CLAIM_SQL.format(
-    which="ORDER BY d.next_attempt_at LIMIT 1",
+    which="ORDER BY d.next_attempt_at LIMIT %(size)s",
     more="(SELECT count(*) FROM (SELECT 1 FROM webhooks_delivery o WHERE o.status = 'pending'"  # noqa: S608 (constants)
-    f" AND o.next_attempt_at <= %(now)s AND o.id <> c.id LIMIT {SENDER_BACKLOG}) AS behind)",
+    " AND o.next_attempt_at <= %(now)s AND o.id NOT IN (SELECT id FROM claimed)"
+    f" LIMIT {SENDER_BACKLOG}) AS behind)",
 )
 
-_RECORD_SQL = """
-WITH attempt AS (
-    UPDATE webhooks_deliveryattempt
-    SET finished_at = %(finished_at)s, response_status = %(response_status)s,
-        duration_ms = %(duration_ms)s, error = %(error)s, response_body = %(response_body)s
-    WHERE id = %(attempt_id)s
-), moved AS (
-    UPDATE webhooks_delivery
-    SET status = %(status)s, next_attempt_at = %(next_attempt_at)s,
-        delivered_at = COALESCE(%(delivered_at)s, delivered_at), last_error = %(last_error)s,
-        updated_at = %(finished_at)s
-    WHERE id = %(delivery_id)s AND status = 'delivering' AND attempts = %(number)s
-    RETURNING status
+# One row of outcome per attempt: (attempt, delivery, number, started_at, finished_at,
+# response_status, duration_ms, error, response_body, status, next_attempt_at, delivered_at,
+# last_error), typed in each row so a NULL keeps its column's type.
+_OUTCOME_ROW = (
+    "(%s::bigint, %s::uuid, %s::integer, %s::timestamptz, %s::timestamptz, %s::integer,"
+    " %s::integer, %s::text, %s::text, %s::text, %s::timestamptz, %s::timestamptz, %s::text)"
 )
-SELECT COALESCE((SELECT status FROM moved), (SELECT status FROM webhooks_delivery
-                                              WHERE id = %(delivery_id)s))
+_RECORD_SQL = """
+WITH outcome (attempt_id, delivery_id, number, started_at, finished_at, response_status,
+              duration_ms, error, response_body, status, next_attempt_at, delivered_at,
+              last_error) AS (VALUES {rows}),
+attempt AS (
+    UPDATE webhooks_deliveryattempt a
+    SET started_at = o.started_at, finished_at = o.finished_at,
+        response_status = o.response_status, duration_ms = o.duration_ms, error = o.error,
+        response_body = o.response_body
+    FROM outcome o
+    WHERE a.id = o.attempt_id
+), moved AS (
+    UPDATE webhooks_delivery d
+    SET status = o.status, next_attempt_at = o.next_attempt_at,
+        delivered_at = COALESCE(o.delivered_at, d.delivered_at), last_error = o.last_error,
+        updated_at = o.finished_at
+    FROM outcome o
+    WHERE d.id = o.delivery_id AND d.status = 'delivering' AND d.attempts = o.number
+    RETURNING d.id, d.status
+)
+SELECT d.id, COALESCE(m.status, d.status)
+FROM outcome o
+JOIN webhooks_delivery d ON d.id = o.delivery_id
+LEFT JOIN moved m ON m.id = o.delivery_id
 """
 
 
-def _delivery_claim_sql(*, now: datetime, delivery_id: UUID | None = None) -> _Claim | None:
-    """The due pending delivery `delivery_id`, or without it the oldest due one, claimed."""
-    params = {"now": now, "lease_end": now + timedelta(seconds=lease_seconds())}
-    if delivery_id is not None:
-        params["delivery_id"] = delivery_id
-    with connection.cursor() as cursor:
-        cursor.execute(_CLAIM_NEXT_SQL if delivery_id is None else _CLAIM_ONE_SQL, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
+def _claim_from_row(row: tuple) -> _Claim:
     claimed_id, attempt_id, number, url, secret, body, payload, event_id, event_type, more = row
     if not body:  # an event stored before bodies were kept: its payload, serialized
         body = _serialize(payload if isinstance(payload, dict) else json.loads(payload))
@@ -701,6 +713,28 @@ def _delivery_claim_sql(*, now: datetime, delivery_id: UUID | None = None) -> _C
         event_type=event_type,
         due_behind=more,
     )
+
+
+def _lease_end(now: datetime) -> datetime:
+    return now + timedelta(seconds=lease_seconds())
+
+
+def _delivery_claim_sql(*, now: datetime, delivery_id: UUID) -> _Claim | None:
+    """The due pending delivery `delivery_id`, claimed."""
+    params = {"now": now, "lease_end": _lease_end(now), "delivery_id": delivery_id}
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_ONE_SQL, params)
+        row = cursor.fetchone()
+    return None if row is None else _claim_from_row(row)
+
+
+def _deliveries_claim_sql(*, now: datetime, size: int = SENDER_CLAIM_SIZE) -> list[_Claim]:
+    """Up to `size` of the oldest due pending deliveries, claimed, oldest first; each says how
+    many were due behind them (`due_behind`)."""
+    params = {"now": now, "lease_end": _lease_end(now), "size": size}
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_NEXT_SQL, params)
+        return [_claim_from_row(row) for row in cursor.fetchall()]
 
 
 def _delivery_claim(*, delivery_id: UUID, now: datetime) -> _Claim | None:
@@ -837,53 +871,76 @@ def _post(*, claim: _Claim, now: datetime) -> _Outcome:
     )
 
 
-def _delivery_record(*, claim: _Claim, outcome: _Outcome, now: datetime) -> str:
-    """Record the attempt and move the delivery on; returns the delivery's status. One
-    conditional UPDATE: if our lease ran out and a later attempt owns the delivery now, the
-    delivery is left alone."""
-    finished_at = now + timedelta(milliseconds=outcome.duration_ms)
+def _outcome_changes(claim: _Claim, outcome: _Outcome, finished_at: datetime) -> dict:
+    """What an attempt's outcome makes of its delivery: delivered, failed for good, or due
+    again after the retry schedule's next delay."""
     if outcome.acknowledged:
-        changes = {
+        return {
             "status": DeliveryStatus.SUCCEEDED,
             "delivered_at": finished_at,
             "next_attempt_at": None,
             "last_error": "",
         }
-    elif claim.number >= max_attempts():
-        changes = {
+    if claim.number >= max_attempts():
+        return {
             "status": DeliveryStatus.FAILED,
             "next_attempt_at": None,
             "last_error": outcome.error,
         }
-    else:
-        delay = settings.WEBHOOK_RETRY_SCHEDULE[claim.number - 1]
-        changes = {
-            "status": DeliveryStatus.PENDING,
-            "next_attempt_at": finished_at + timedelta(seconds=delay),
-            "last_error": outcome.error,
+    delay = settings.WEBHOOK_RETRY_SCHEDULE[claim.number - 1]
+    return {
+        "status": DeliveryStatus.PENDING,
+        "next_attempt_at": finished_at + timedelta(seconds=delay),
+        "last_error": outcome.error,
+    }
+
+
+def _deliveries_record(attempts: list[tuple[_Claim, _Outcome, datetime]]) -> dict[UUID, str]:
+    """Record each attempt (claim, outcome, when it was sent) and move its delivery on, in one
+    statement on PostgreSQL; returns each delivery's status. A delivery whose lease ran out and
+    that a later attempt owns now is left alone."""
+    if connection.vendor != "postgresql":
+        return {
+            claim.delivery_id: _delivery_record_orm(claim=claim, outcome=outcome, now=sent_at)
+            for claim, outcome, sent_at in attempts
         }
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _RECORD_SQL,
-                {
-                    "attempt_id": claim.attempt_id,
-                    "delivery_id": claim.delivery_id,
-                    "number": claim.number,
-                    "finished_at": finished_at,
-                    "response_status": outcome.response_status,
-                    "duration_ms": outcome.duration_ms,
-                    "error": outcome.error,
-                    "response_body": outcome.response_body,
-                    "status": changes["status"],
-                    "next_attempt_at": changes["next_attempt_at"],
-                    "delivered_at": changes.get("delivered_at"),
-                    "last_error": changes["last_error"],
-                },
-            )
-            return cursor.fetchone()[0]
+    params: list = []
+    for claim, outcome, sent_at in attempts:
+        finished_at = sent_at + timedelta(milliseconds=outcome.duration_ms)
+        changes = _outcome_changes(claim, outcome, finished_at)
+        params += [
+            claim.attempt_id,
+            claim.delivery_id,
+            claim.number,
+            sent_at,
+            finished_at,
+            outcome.response_status,
+            outcome.duration_ms,
+            outcome.error,
+            outcome.response_body,
+            changes["status"],
+            changes["next_attempt_at"],
+            changes.get("delivered_at"),
+            changes["last_error"],
+        ]
+    sql = _RECORD_SQL.format(rows=", ".join([_OUTCOME_ROW] * len(attempts)))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return dict(cursor.fetchall())
+
+
+def _delivery_record(*, claim: _Claim, outcome: _Outcome, now: datetime) -> str:
+    """Record the attempt sent at `now` and move the delivery on; returns its status."""
+    return _deliveries_record([(claim, outcome, now)])[claim.delivery_id]
+
+
+def _delivery_record_orm(*, claim: _Claim, outcome: _Outcome, now: datetime) -> str:
+    """_deliveries_record's reference, through the ORM, for one attempt."""
+    finished_at = now + timedelta(milliseconds=outcome.duration_ms)
+    changes = _outcome_changes(claim, outcome, finished_at)
     with transaction.atomic():
         DeliveryAttempt.objects.filter(pk=claim.attempt_id).update(
+            started_at=now,
             finished_at=finished_at,
             response_status=outcome.response_status,
             duration_ms=outcome.duration_ms,
@@ -917,42 +974,49 @@ def deliveries_send(
     gather: float = 0,
     helper: bool = False,
 ) -> int:
-    """One sender (the `send_webhooks` task): claim the oldest due delivery, send, record;
-    until nothing is due (the first claim that finds a backlog behind it wakes one more
-    sender), waiting up to `linger` seconds for new deliveries and, once one comes, `gather`
-    seconds for the ones after it (shared_cache.drain).
-    Returns the number of attempts made. Each attempt reads the clock, so its signature
-    timestamp is fresh."""
+    """One sender (the `send_webhooks` task): claim the oldest due deliveries (up to
+    SENDER_CLAIM_SIZE), send each in turn, record them; until nothing is due (the first claim
+    that finds a backlog behind it wakes one more sender), waiting up to `linger` seconds for
+    new deliveries and, once one comes, `gather` seconds for the ones after it
+    (shared_cache.drain). Returns the number of attempts made. Each attempt reads the clock
+    when it is sent, so its signature timestamp is fresh."""
     from webhooks import tasks
 
-    def claim() -> tuple[datetime, _Claim] | None:
-        """The oldest due delivery, claimed, with how many were due behind it."""
+    made = 0
+
+    def claim() -> list[_Claim] | None:
+        """The oldest due deliveries, claimed, each with how many were due behind them."""
         now = timezone.now()
         if connection.vendor == "postgresql":
-            claimed = _delivery_claim_sql(now=now)
+            claimed = _deliveries_claim_sql(now=now)
         else:
             due = selectors.deliveries_due(now=now, limit=1 + SENDER_BACKLOG)
-            claimed = _delivery_claim(delivery_id=due[0], now=now) if due else None
-            if claimed is not None:
-                claimed = replace(claimed, due_behind=len(due) - 1)
-        return None if claimed is None else (now, claimed)
+            one = _delivery_claim(delivery_id=due[0], now=now) if due else None
+            claimed = [] if one is None else [replace(one, due_behind=len(due) - 1)]
+        return claimed or None
 
-    def send(claimed: tuple[datetime, _Claim]) -> None:
-        now, claim = claimed
-        _delivery_record(claim=claim, outcome=_post(claim=claim, now=now), now=now)
+    def send(claims: list[_Claim]) -> None:
+        nonlocal made
+        attempts = []
+        for claim in claims:
+            sent_at = timezone.now()
+            attempts.append((claim, _post(claim=claim, now=sent_at), sent_at))
+        _deliveries_record(attempts)
+        made += len(attempts)
 
-    return shared_cache.drain(
+    shared_cache.drain(
         SENDER_WAKE_KEY,
         tasks.send_webhooks,
         claim=claim,
-        more=lambda claimed: claimed[1].due_behind >= SENDER_BACKLOG,
-        rest=lambda claimed: claimed[1].due_behind > 0,
+        more=lambda claims: claims[-1].due_behind >= SENDER_BACKLOG,
+        rest=lambda claims: claims[-1].due_behind > 0,
         handle=send,
         limit=limit,
         linger=linger,
         gather=gather,
         helper=helper,
     )
+    return made
 
 
 def deliveries_send_due(*, now: datetime | None = None, limit: int = 100) -> int:

@@ -464,9 +464,86 @@ def test_a_sender_claim_says_how_many_deliveries_are_due_behind_it(merchant, end
         record(merchant)
     now = timezone.now() + timedelta(seconds=1)
 
-    behind = [services._delivery_claim_sql(now=now).due_behind for _ in range(3)]
+    behind = [services._deliveries_claim_sql(now=now, size=1)[0].due_behind for _ in range(3)]
     assert behind == [2, 1, 0]
-    assert services._delivery_claim_sql(now=now) is None
+    assert services._deliveries_claim_sql(now=now) == []
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim statement of PostgreSQL")
+def test_a_sender_claims_the_oldest_due_deliveries_at_once(merchant, endpoint):
+    base = timezone.now() - timedelta(minutes=10)
+    events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(6)]
+    now = timezone.now()
+
+    first = services._deliveries_claim_sql(now=now, size=4)
+    rest = services._deliveries_claim_sql(now=now, size=4)
+
+    assert [claim.event_id for claim in first] == [event.id for event in events[:4]]
+    assert [claim.due_behind for claim in first] == [2] * 4  # the two left, not the claimed
+    assert [claim.event_id for claim in rest] == [event.id for event in events[4:]]
+    assert [claim.due_behind for claim in rest] == [0, 0]
+    attempts = DeliveryAttempt.objects.filter(delivery__event__in=events)
+    assert {(a.delivery_id, a.id) for a in attempts} == {
+        (claim.delivery_id, claim.attempt_id) for claim in first + rest
+    }
+    assert set(Delivery.objects.values_list("status", "attempts")) == {
+        (DeliveryStatus.DELIVERING, 1)
+    }
+
+
+def test_a_sender_sends_a_claim_in_turn_and_records_each_outcome(
+    merchant, endpoint, receiver, settings
+):
+    settings.WEBHOOK_TIMEOUT_SECONDS = 0.3
+    receiver.plan = [("short", 200), ("short", 500), ("sleep", 1.0), ("short", 204)]
+    base = timezone.now() - timedelta(minutes=10)
+    events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(4)]
+
+    assert services.deliveries_send() == 4
+
+    assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [
+        str(event.id) for event in events
+    ]
+    deliveries = [Delivery.objects.get(event=event) for event in events]
+    assert [d.status for d in deliveries] == [
+        DeliveryStatus.SUCCEEDED,
+        DeliveryStatus.PENDING,
+        DeliveryStatus.PENDING,
+        DeliveryStatus.SUCCEEDED,
+    ]
+    attempts = [d.attempt_log.get() for d in deliveries]
+    assert [a.response_status for a in attempts] == [200, 500, None, 204]
+    assert attempts[2].error.startswith("Timed out")
+    assert [d.last_error for d in deliveries] == ["", attempts[1].error, attempts[2].error, ""]
+    for delivery, attempt in zip(deliveries, attempts, strict=True):
+        assert attempt.finished_at >= attempt.started_at
+        if delivery.status == DeliveryStatus.PENDING:
+            assert delivery.next_attempt_at == attempt.finished_at + timedelta(seconds=60)
+        else:
+            assert delivery.delivered_at == attempt.finished_at
+    # each sent when its turn came, not when the claim was made: the last waited for the timeout
+    assert attempts[3].started_at >= attempts[2].started_at + timedelta(seconds=0.3)
+    signed_at = [int(r.headers["X-Cowry-Timestamp"]) for r in receiver.requests]
+    assert signed_at == sorted(signed_at)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the record statement of PostgreSQL")
+def test_an_outcome_recorded_after_the_lease_leaves_a_later_attempt_alone(merchant, endpoint):
+    event = record(merchant)
+    now = timezone.now()
+    (stale,) = services._deliveries_claim_sql(now=now)
+    later = now + timedelta(seconds=services.lease_seconds() + 1)
+    taken_over = services._delivery_claim(delivery_id=stale.delivery_id, now=later)
+    assert taken_over.number == 2
+
+    late = services._Outcome(response_status=200, duration_ms=5, error="", response_body="ok")
+    statuses = services._deliveries_record([(stale, late, now)])
+
+    assert statuses == {stale.delivery_id: DeliveryStatus.DELIVERING}
+    delivery = event.deliveries.get()
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.DELIVERING, 2)
+    first = delivery.attempt_log.get(number=1)
+    assert first.response_status == 200  # what it got is kept on its own attempt
 
 
 def test_a_sender_sends_every_due_delivery_then_stops(merchant, endpoint, receiver):
