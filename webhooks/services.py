@@ -867,8 +867,17 @@ def _post(*, claim: _Claim, now: datetime) -> _Outcome:
             error = f"{type(exc).__name__}: {exc}"[:1000]
     duration_ms = int((time.monotonic() - started) * 1000)
     return _Outcome(
-        response_status=status, duration_ms=duration_ms, error=error, response_body=answer
+        response_status=status,
+        duration_ms=duration_ms,
+        error=_storable(error),
+        response_body=_storable(answer),
     )
+
+
+def _storable(text: str) -> str:
+    """The receiver's text as PostgreSQL can store it: a NUL character cannot be (the whole
+    record would fail, and with it the outcomes of the deliveries claimed with this one)."""
+    return text.replace("\x00", "\ufffd")
 
 
 def _outcome_changes(claim: _Claim, outcome: _Outcome, finished_at: datetime) -> dict:

@@ -25,7 +25,8 @@ class Receiver:
     url: str = ""
     requests: list[Received] = field(default_factory=list)
     # Each item answers one request: an int status (with a body longer than the 1 KiB a delivery
-    # keeps), ("short", status) (a body of a few bytes), ("sleep", seconds) or
+    # keeps), ("short", status) (a body of a few bytes), ("body", status, raw bytes),
+    # ("sleep", seconds) or
     # ("redirect", path).
     plan: list = field(default_factory=list)
     default: object = 200
@@ -57,6 +58,8 @@ def receiver():
                     self._reply(200, b"late")
                 elif isinstance(answer, tuple) and answer[0] == "short":
                     self._reply(answer[1], b"short %d" % answer[1])
+                elif isinstance(answer, tuple) and answer[0] == "body":
+                    self._reply(answer[1], answer[2])
                 elif isinstance(answer, tuple) and answer[0] == "redirect":
                     self.send_response(302)
                     self.send_header("Location", answer[1])

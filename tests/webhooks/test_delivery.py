@@ -527,6 +527,21 @@ def test_a_sender_sends_a_claim_in_turn_and_records_each_outcome(
     assert signed_at == sorted(signed_at)
 
 
+def test_an_answer_with_nul_bytes_is_recorded_with_the_rest_of_its_claim(
+    merchant, endpoint, receiver
+):
+    receiver.plan = [("body", 200, b"ok\x00\xff done"), ("short", 200)]
+    base = timezone.now() - timedelta(minutes=10)
+    events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(2)]
+
+    assert services.deliveries_send() == 2
+
+    deliveries = [Delivery.objects.get(event=event) for event in events]
+    assert [d.status for d in deliveries] == [DeliveryStatus.SUCCEEDED] * 2
+    attempts = [d.attempt_log.get() for d in deliveries]
+    assert [a.response_body for a in attempts] == ["ok\ufffd\ufffd done", "short 200"]
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the record statement of PostgreSQL")
 def test_an_outcome_recorded_after_the_lease_leaves_a_later_attempt_alone(merchant, endpoint):
     event = record(merchant)
