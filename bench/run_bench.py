@@ -149,7 +149,7 @@ def scenario(
 ) -> dict:
     """`kind` for `seconds` (BENCH_SECONDS) at CONCURRENCY clients, summarized."""
     seconds = SECONDS if seconds is None else seconds
-    log(f"scenario {kind}: {CONCURRENCY} clients, {seconds:g}s (+{warmup(seconds):.1f}s warm-up)")
+    _announce(kind, seconds)
     result = recorder.summarize(
         kind, [_measured(stack, merchant, customer_id, kind, ids, receiver_url, seconds)]
     )
@@ -170,6 +170,10 @@ def _measured(stack, merchant, customer_id, kind, ids, receiver_url, seconds) ->
     return part
 
 
+def _announce(what: str, seconds: float) -> None:
+    log(f"scenario {what}: {CONCURRENCY} clients, {seconds:g}s (+{warmup(seconds):.1f}s warm-up)")
+
+
 def _log_figures(result: dict) -> None:
     log(
         f"  {result['throughput_rps']} req/s, p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms,"
@@ -188,10 +192,7 @@ def in_turns(stack, merchant, customer_id, kinds: str = "DA", turns: int = TURNS
     drains: list[float] = []
     for turn in range(1, turns + 1):
         for kind in kinds:
-            log(
-                f"scenario {kind}, turn {turn}/{turns}: {CONCURRENCY} clients, {seconds:g}s"
-                f" (+{warmup(seconds):.1f}s warm-up)"
-            )
+            _announce(f"{kind}, turn {turn}/{turns}", seconds)
             part = _measured(stack, merchant, customer_id, kind, None, "", seconds)
             parts[kind].append(part)
             _log_figures(recorder.summarize(kind, [part]))
