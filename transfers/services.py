@@ -181,10 +181,10 @@ MOVES: dict[str, Move] = {
         (S.COMPLETED, L.COMPLETED, L.COMPLETED),
         events=("transfer.payout.completed", "transfer.completed"),
     ),
+    # Only the leg event (spec 3.5): a transfer whose payout failed may still be relaunched and
+    # complete, so it is not final and gets no aggregate event.
     DISBURSEMENT_FAILED: Move(
-        frozenset({_DISBURSING}),
-        _PAYOUT_FAILED,
-        events=("transfer.payout.failed", "transfer.failed"),
+        frozenset({_DISBURSING}), _PAYOUT_FAILED, events=("transfer.payout.failed",)
     ),
     PAYOUT_RELAUNCHED: Move(frozenset({_PAYOUT_FAILED}), _DISBURSING, repeat_is_noop=False),
 }

@@ -83,7 +83,7 @@ class TransferRelaunchPayoutView(APIView):
     )
     @idempotent
     def post(self, request, transfer_id: UUID):
-        serializer = TransferRelaunchPayoutInput(data=request.data or {})
+        serializer = TransferRelaunchPayoutInput(data=request.data)  # no body parses as {}
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         recipient = data.get("recipient")
