@@ -6,8 +6,13 @@ hostname that resolves to a public address at validation time and to 127.0.0.1 a
 manager made here.
 """
 
+import io
 import ipaddress
 import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from urllib.parse import urlsplit
 
 import requests
@@ -43,18 +48,81 @@ def _check_peer(sock: socket.socket) -> None:
         raise OSError(f"{_REFUSED} {peer}.")
 
 
-class _GuardedHTTPConnection(HTTPConnection):
+_DEADLINE: ContextVar[float | None] = ContextVar("netguard_deadline", default=None)
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Reads of a response on the guarded pools inside this block time out `seconds` from now,
+    however the peer paces its bytes: a socket timeout bounds one read, so a receiver sending
+    a header line every few seconds would otherwise hold the request open for as long as it
+    likes."""
+    token = _DEADLINE.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+class _DeadlineReader(io.RawIOBase):
+    def __init__(self, sock: socket.socket, deadline_at: float) -> None:
+        self._sock = sock
+        self._deadline_at = deadline_at
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        remaining = self._deadline_at - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("The response did not arrive before the deadline.")
+        timeout = self._sock.gettimeout()
+        self._sock.settimeout(remaining if timeout is None else min(timeout, remaining))
+        try:
+            return self._sock.recv_into(buffer)
+        finally:
+            self._sock.settimeout(timeout)
+
+
+class _DeadlineSocket:
+    """The connection's socket while http.client reads a response: its file reads by deadline."""
+
+    def __init__(self, sock: socket.socket, deadline_at: float) -> None:
+        self._sock = sock
+        self._deadline_at = deadline_at
+
+    def makefile(self, mode: str = "rb", *args, **kwargs):
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline_at))
+
+    def __getattr__(self, name: str):
+        return getattr(self._sock, name)
+
+
+class _Guarded:
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()
         _check_peer(sock)
         return sock
 
+    def getresponse(self):
+        deadline_at = _DEADLINE.get()
+        if deadline_at is None or self.sock is None:
+            return super().getresponse()
+        real = self.sock
+        self.sock = wrapped = _DeadlineSocket(real, deadline_at)
+        try:
+            return super().getresponse()
+        finally:
+            if self.sock is wrapped:  # http.client drops its socket when it closes
+                self.sock = real
 
-class _GuardedHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        _check_peer(sock)
-        return sock
+
+class _GuardedHTTPConnection(_Guarded, HTTPConnection):
+    pass
+
+
+class _GuardedHTTPSConnection(_Guarded, HTTPSConnection):
+    pass
 
 
 class _GuardedHTTPPool(HTTPConnectionPool):

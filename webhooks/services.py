@@ -833,26 +833,27 @@ def _post(*, claim: _Claim, now: datetime) -> _Outcome:
     answer = ""
     started = time.monotonic()
     try:
-        response = _delivery_pool().urlopen(
-            "POST",
-            claim.url,
-            body=claim.body,
-            headers=headers,
-            timeout=urllib3.Timeout(connect=timeout, read=timeout),
-            redirect=False,
-            retries=False,
-            preload_content=False,
-        )
-        status = response.status
-        try:
-            answer = response.read(RESPONSE_PREFIX_BYTES).decode("utf-8", errors="replace")
-        except urllib3.exceptions.HTTPError:
-            pass  # the status is the answer; what the body said is only for support
-        finally:
-            # A body read to the end has already given its connection back to the pool; one
-            # read in part cannot be reused (its rest would be read as the next response).
-            response.close()
-            response.release_conn()
+        with netguard.deadline(timeout):  # the whole answer, not each read of it
+            response = _delivery_pool().urlopen(
+                "POST",
+                claim.url,
+                body=claim.body,
+                headers=headers,
+                timeout=urllib3.Timeout(connect=timeout, read=timeout),
+                redirect=False,
+                retries=False,
+                preload_content=False,
+            )
+            status = response.status
+            try:
+                answer = response.read(RESPONSE_PREFIX_BYTES).decode("utf-8", errors="replace")
+            except urllib3.exceptions.HTTPError:
+                pass  # the status is the answer; what the body said is only for support
+            finally:
+                # A body read to the end has already given its connection back to the pool;
+                # one read in part cannot be reused (its rest would be read as the next one).
+                response.close()
+                response.release_conn()
         if 300 <= status < 400:
             location = response.headers.get("Location", "")
             error = f"HTTP {status}: redirect to {location!r} not followed"

@@ -26,8 +26,8 @@ class Receiver:
     requests: list[Received] = field(default_factory=list)
     # Each item answers one request: an int status (with a body longer than the 1 KiB a delivery
     # keeps), ("short", status) (a body of a few bytes), ("body", status, raw bytes),
-    # ("sleep", seconds) or
-    # ("redirect", path).
+    # ("sleep", seconds), ("drip", seconds, lines) (a 200 whose header lines come one every
+    # `seconds`) or ("redirect", path).
     plan: list = field(default_factory=list)
     default: object = 200
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -60,6 +60,15 @@ def receiver():
                     self._reply(answer[1], b"short %d" % answer[1])
                 elif isinstance(answer, tuple) and answer[0] == "body":
                     self._reply(answer[1], answer[2])
+                elif isinstance(answer, tuple) and answer[0] == "drip":
+                    self.send_response(200)
+                    self.flush_headers()
+                    for line in range(answer[2]):
+                        time.sleep(answer[1])
+                        self.wfile.write(b"X-Drip-%d: x\r\n" % line)
+                        self.wfile.flush()
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                 elif isinstance(answer, tuple) and answer[0] == "redirect":
                     self.send_response(302)
                     self.send_header("Location", answer[1])

@@ -215,6 +215,22 @@ def test_a_timeout_is_a_failed_attempt(
     assert delivery.next_attempt_at == attempt.finished_at + timedelta(seconds=60)
 
 
+def test_a_receiver_dripping_its_answer_times_out_at_the_timeout_not_per_read(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, settings
+):
+    # Each header line comes well within the timeout; the whole answer would take 6 s.
+    settings.WEBHOOK_TIMEOUT_SECONDS = 0.5
+    receiver.plan = [("drip", 0.2, 30)]
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+
+    attempt = DeliveryAttempt.objects.get(delivery__event=event)
+    assert attempt.response_status is None
+    assert attempt.error.startswith("Timed out")
+    assert attempt.duration_ms < 3000  # gave up long before the receiver's 6 s were over
+    assert Delivery.objects.get(event=event).status == DeliveryStatus.PENDING
+
+
 def test_deliveries_reuse_a_kept_alive_connection_but_never_one_read_in_part(
     merchant, endpoint, receiver, django_capture_on_commit_callbacks
 ):
