@@ -159,6 +159,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
             target=obj.url,
         )
         obj.pk = endpoint.pk
+        obj.merchant = merchant  # the form has no merchant field for merchant staff
         obj.created_at = endpoint.created_at
         obj.updated_at = endpoint.updated_at
         obj.enabled = endpoint.enabled

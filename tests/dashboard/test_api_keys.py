@@ -119,3 +119,29 @@ def test_audit_log_is_readable_by_the_merchant_only(merchant, other_merchant, st
     assert (
         issued.api_key.key not in intruder.get("/admin/merchants/auditlogentry/").content.decode()
     )
+
+
+@pytest.mark.parametrize("role", ["owner", "developer"])
+def test_merchant_staff_add_a_webhook_endpoint_and_see_its_secret_once(
+    merchant, other_merchant, staff_client, role
+):
+    from webhooks.models import WebhookEndpoint
+
+    browser = staff_client(merchant=merchant, role=role)
+
+    response = browser.post(
+        "/admin/webhooks/webhookendpoint/add/",
+        {"url": "https://hooks.example.com/cowry", "event_types": "[]"},
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    endpoint = WebhookEndpoint.objects.get(url="https://hooks.example.com/cowry")
+    assert endpoint.merchant == merchant
+    assert not WebhookEndpoint.objects.filter(merchant=other_merchant).exists()
+    page = response.content.decode()
+    assert endpoint.signing_secret in page and "shown this once" in page
+    assert (
+        endpoint.signing_secret not in browser.get(response.redirect_chain[-1][0]).content.decode()
+    )
+    assert AuditLogEntry.objects.filter(merchant=merchant, action="webhook.updated").count() == 1
