@@ -89,7 +89,11 @@ def api_key_authenticate(*, key: str, secret: str, now: datetime | None = None) 
 _MERCHANT = RowReader(Merchant, where=("id",))
 
 
-def merchant_get(*, merchant_id: UUID) -> Merchant:
+def merchant_get(*, merchant_id: UUID | str) -> Merchant:
+    try:
+        merchant_id = UUID(str(merchant_id))
+    except ValueError:
+        raise NotFound(f"No merchant {merchant_id}.") from None
     merchant = _MERCHANT.first(merchant_id)
     if merchant is None:
         raise NotFound(f"No merchant {merchant_id}.")

@@ -46,6 +46,36 @@ def test_create_api_key_for_unknown_merchant_fails_clearly():
         call_command("create_api_key", "00000000-0000-0000-0000-000000000000")
 
 
+@pytest.mark.parametrize("written", ["2999-01-01", "2999-01-01T00:00:00"])
+def test_create_api_key_takes_an_expiry_without_offset_as_utc(written):
+    merchant_id = _run("create_merchant", "Acme")["merchant_id"]
+    key = _run("create_api_key", merchant_id, "--expires-at", written)
+    assert key["expires_at"] == "2999-01-01T00:00:00+00:00"
+    assert ApiKey.objects.get(key=key["api_key"]).expires_at.isoformat() == key["expires_at"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("create_api_key", "nope"),
+        ("credit_wallet", "nope", "XOF", "100", "--reason", "test"),
+        (
+            "create_staff_user",
+            "u1",
+            "--password",
+            "pw-123456",
+            "--merchant",
+            "nope",
+            "--role",
+            "owner",
+        ),
+    ],
+)
+def test_a_malformed_merchant_id_is_no_merchant_not_a_traceback(command):
+    with pytest.raises(CommandError, match="No merchant"):
+        call_command(*command)
+
+
 def test_seed_demo_is_idempotent_and_prints_a_new_key_each_time():
     first = _run("seed_demo")
     second = _run("seed_demo")

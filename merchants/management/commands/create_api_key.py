@@ -1,4 +1,4 @@
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.core.management.base import CommandError
 from django.utils import timezone
@@ -23,7 +23,7 @@ class Command(OpsCommand):
             except ValueError as exc:
                 raise CommandError(f"--expires-at is not ISO 8601: {expires_at}") from exc
             if timezone.is_naive(expiry):
-                expiry = timezone.make_aware(expiry, timezone.utc)
+                expiry = expiry.replace(tzinfo=UTC)  # a date-time without offset is UTC
         try:
             merchant = services.merchant_get(merchant_id=merchant_id)
         except (ValueError, services.NotFound) as exc:
