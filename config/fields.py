@@ -1,4 +1,4 @@
-"""Serializer fields shared by every app: ISO country codes and phone numbers."""
+"""Serializer fields shared by every app: ISO country codes, phone numbers, dates."""
 
 import re
 
@@ -18,7 +18,9 @@ ISO_3166_ALPHA2 = frozenset(
     ).split()
 )
 
-PHONE_PATTERN = re.compile(r"^\+?[0-9]{6,15}$")
+FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+PHONE_PATTERN = re.compile(r"\+?[0-9]{6,15}")
+PHONE_SEPARATORS = re.compile(r"[ .()-]")
 
 
 class StrictCharField(serializers.CharField):
@@ -52,18 +54,31 @@ class CountryCodeField(StrictCharField):
 
 
 class PhoneField(StrictCharField):
-    """A phone number: digits with an optional leading +, 6 to 15 digits (E.164 recommended)."""
+    """A phone number of 6 to 15 digits with an optional leading + (E.164 recommended).
+
+    Spaces, dots, hyphens and parentheses people write between digits are accepted and
+    dropped: "+221 77-000 (00) 01" is stored as "+221770000001".
+    """
 
     default_error_messages = {
         "invalid_phone": "Enter a phone number of 6 to 15 digits, optionally starting with +.",
     }
 
     def __init__(self, **kwargs):
-        kwargs.setdefault("max_length", 16)
+        kwargs.setdefault("max_length", 32)
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):
-        value = super().to_internal_value(data)
-        if not PHONE_PATTERN.match(value):
+        value = PHONE_SEPARATORS.sub("", super().to_internal_value(data))
+        if not PHONE_PATTERN.fullmatch(value):
             self.fail("invalid_phone")
         return value
+
+
+class FullDateField(serializers.DateField):
+    """An ISO 8601 full-date, YYYY-MM-DD only (DRF also takes 19900517 and week dates)."""
+
+    def to_internal_value(self, value):
+        if isinstance(value, str) and not FULL_DATE.fullmatch(value):
+            self.fail("invalid", format="YYYY-MM-DD")
+        return super().to_internal_value(value)

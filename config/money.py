@@ -61,7 +61,7 @@ def parse_amount(text: str, currency: str) -> Decimal:
         raise ValueError('An amount must be a string such as "1500".')
     if text == "":
         raise ValueError("An amount must not be empty.")
-    if not _AMOUNT_RE.match(text):
+    if not _AMOUNT_RE.fullmatch(text):
         raise ValueError(
             f"{text!r} is not an amount: use digits with an optional decimal point, "
             'such as "1500" (no sign, exponent, comma or spaces).'
@@ -101,7 +101,7 @@ class AmountField(serializers.Field):
     def to_internal_value(self, data) -> Decimal:
         if not isinstance(data, str):
             self.fail("not_a_string")
-        if not _AMOUNT_RE.match(data):
+        if not _AMOUNT_RE.fullmatch(data):
             self.fail("invalid")
         if len(data.split(".")[0].lstrip("0")) > MAX_INTEGER_DIGITS:
             self.fail("too_large")

@@ -125,6 +125,7 @@ SPECTACULAR_SETTINGS = {
         "and XOF. Every endpoint needs the X-Api-Key and X-Api-Secret headers."
     ),
     "VERSION": "1.0.0",
+    "PATH_CONVERTER_OVERRIDES": {"id": {"type": "string", "format": "uuid"}},
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {},

@@ -4,7 +4,9 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
-from config import views
+from config import converters, views
+
+converters.register()  # before the apps' URLs below use it
 
 PUBLIC = {"authentication_classes": [], "permission_classes": [AllowAny]}
 

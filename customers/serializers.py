@@ -3,7 +3,7 @@ from datetime import date
 from rest_framework import serializers
 
 from config import pagination
-from config.fields import CountryCodeField, PhoneField, StrictCharField
+from config.fields import CountryCodeField, FullDateField, PhoneField, StrictCharField
 from config.schema import IdempotencyMetaSerializer
 from customers.models import CustomerStatus, CustomerType, IdType, KycStatus
 
@@ -22,7 +22,7 @@ class CustomerCreateInput(serializers.Serializer):
     phone = PhoneField(required=False)
     country_code = CountryCodeField(required=False)
     nationality_code = CountryCodeField(required=False)
-    date_of_birth = serializers.DateField(required=False)
+    date_of_birth = FullDateField(required=False)
     address_line1 = StrictCharField(required=False, max_length=255)
     city = StrictCharField(required=False, max_length=100)
     occupation = StrictCharField(required=False, max_length=100)

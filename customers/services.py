@@ -10,7 +10,7 @@ from merchants.models import Merchant
 
 
 class DuplicateExternalRef(DomainError):
-    status = 409
+    status = 400  # the spec keeps 409 for Idempotency-Key conflicts
     reason = "duplicate_external_ref"
     message = "A customer with this external_ref already exists."
 

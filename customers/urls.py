@@ -4,7 +4,5 @@ from customers import views
 
 urlpatterns = [
     path("customers", views.CustomerCreateView.as_view(), name="customer-create"),
-    path(
-        "customers/<uuid:customer_id>", views.CustomerDetailView.as_view(), name="customer-detail"
-    ),
+    path("customers/<id:customer_id>", views.CustomerDetailView.as_view(), name="customer-detail"),
 ]

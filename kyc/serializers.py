@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config import netguard
-from config.fields import CountryCodeField, StrictCharField
+from config.fields import CountryCodeField, FullDateField, StrictCharField
 from customers.models import KycStatus
 from kyc.models import DocumentStatus, DocumentType, ReviewStatus
 
@@ -74,8 +74,8 @@ class KycDocumentInput(serializers.Serializer):
     document_type = KycDocumentTypeField()
     document_number = StrictCharField(required=False, max_length=64)
     issue_country_code = CountryCodeField(required=False)
-    issue_date = serializers.DateField(required=False)
-    expiry_date = serializers.DateField(required=False)
+    issue_date = FullDateField(required=False)
+    expiry_date = FullDateField(required=False)
     front_file_url = KycFileUrlField(required=False)
     back_file_url = KycFileUrlField(required=False)
     selfie_file_url = KycFileUrlField(required=False)

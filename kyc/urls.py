@@ -3,5 +3,5 @@ from django.urls import path
 from kyc import views
 
 urlpatterns = [
-    path("customers/<uuid:customer_id>/kyc", views.CustomerKycView.as_view(), name="customer-kyc"),
+    path("customers/<id:customer_id>/kyc", views.CustomerKycView.as_view(), name="customer-kyc"),
 ]

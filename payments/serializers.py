@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from config import pagination
-from config.fields import CountryCodeField, PhoneField, StrictCharField
+from config.fields import CountryCodeField, FullDateField, PhoneField, StrictCharField
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
 from config.serializers import InputSerializer, OutputSerializer
@@ -216,12 +216,12 @@ class BalanceListOutput(serializers.Serializer):
 class StatementQuery(serializers.Serializer):
     """GET /statements?from=&to=&currency= (`from` is a Python keyword: added in get_fields)."""
 
-    to = serializers.DateField(help_text="Last day included (ISO 8601 date).")
+    to = FullDateField(help_text="Last day included (ISO 8601 date).")
     currency = CurrencyField()
 
     def get_fields(self):
         fields = super().get_fields()
         return {
-            "from": serializers.DateField(help_text="First day included (ISO 8601 date)."),
+            "from": FullDateField(help_text="First day included (ISO 8601 date)."),
             **fields,
         }

@@ -4,9 +4,9 @@ from payments import views
 
 urlpatterns = [
     path("payins", views.PayinCreateView.as_view(), name="payin-create"),
-    path("payins/<uuid:payin_id>", views.PayinDetailView.as_view(), name="payin-detail"),
+    path("payins/<id:payin_id>", views.PayinDetailView.as_view(), name="payin-detail"),
     path("payouts", views.PayoutCreateView.as_view(), name="payout-create"),
     path("balances", views.BalanceListView.as_view(), name="balance-list"),
     path("statements", views.StatementView.as_view(), name="statement"),
-    path("payouts/<uuid:payout_id>", views.PayoutDetailView.as_view(), name="payout-detail"),
+    path("payouts/<id:payout_id>", views.PayoutDetailView.as_view(), name="payout-detail"),
 ]

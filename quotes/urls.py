@@ -9,5 +9,5 @@ urlpatterns = [
     path("quotes/payin", views.QuotePayinCreateView.as_view(), name="quote-payin-create"),
     path("quotes/payout", views.QuotePayoutCreateView.as_view(), name="quote-payout-create"),
     path("quotes/transfer", views.QuoteTransferCreateView.as_view(), name="quote-transfer-create"),
-    path("quotes/<uuid:quote_id>", views.QuoteDetailView.as_view(), name="quote-detail"),
+    path("quotes/<id:quote_id>", views.QuoteDetailView.as_view(), name="quote-detail"),
 ]

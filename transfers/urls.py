@@ -4,11 +4,9 @@ from transfers import views
 
 urlpatterns = [
     path("transfers", views.TransferCreateView.as_view(), name="transfer-create"),
+    path("transfers/<id:transfer_id>", views.TransferDetailView.as_view(), name="transfer-detail"),
     path(
-        "transfers/<uuid:transfer_id>", views.TransferDetailView.as_view(), name="transfer-detail"
-    ),
-    path(
-        "transfers/<uuid:transfer_id>/relaunch-payout",
+        "transfers/<id:transfer_id>/relaunch-payout",
         views.TransferRelaunchPayoutView.as_view(),
         name="transfer-relaunch-payout",
     ),

@@ -73,10 +73,15 @@ def test_another_merchants_customer_is_404_like_a_random_id(api, other_api):
         ("country_code", "sn"),
         ("nationality_code", "S"),
         ("date_of_birth", "17/05/1990"),
+        ("date_of_birth", "19900517"),
+        ("date_of_birth", "1990-W20-4"),
+        ("date_of_birth", "1990-5-17"),
         ("date_of_birth", "2999-01-01"),
         ("customer_type", "alien"),
         ("id_type", "library_card"),
         ("phone", "call me"),
+        ("phone", "+221 77"),
+        ("phone", "221+770000001"),
         ("first_name", "x" * 101),
         ("external_ref", "r" * 129),
         ("first_name", ""),
@@ -99,11 +104,24 @@ def test_body_that_is_not_an_object_is_400(api):
     assert Customer.objects.count() == 0
 
 
-def test_duplicate_external_ref_is_409(api):
+@pytest.mark.parametrize(
+    "written", ["+221 77 000 00 01", "+221-770-000-001", "+221 (77) 000.00.01", " +221770000001 "]
+)
+def test_a_phone_written_with_separators_is_stored_as_digits(api, written):
+    response = api.post("/customers", {"first_name": "Awa", "phone": written})
+    assert response.status_code == 201, response.content
+    assert response.json()["phone"] == "+221770000001"
+    customer_id = response.json()["id"]
+    assert api.get(f"/customers/{customer_id}").json()["phone"] == "+221770000001"
+
+
+def test_duplicate_external_ref_is_400_naming_the_field(api):
     api.post("/customers", {"external_ref": "dup"})
     response = api.post("/customers", {"external_ref": "dup", "first_name": "Other"})
-    assert response.status_code == 409
-    assert response.json()["error"]["reason"] == "duplicate_external_ref"
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["reason"]) == ("bad_request", "duplicate_external_ref")
+    assert "external_ref" in error["fields"]
     assert Customer.objects.count() == 1
 
 

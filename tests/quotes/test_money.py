@@ -36,6 +36,7 @@ def test_parse_amount_accepts_whole_amounts(text, expected):
         "+1500",
         ".5",
         "1500.",
+        "1500\n",
     ],
 )
 def test_parse_amount_refuses_other_forms(text):
@@ -84,7 +85,7 @@ class _AmountInput(serializers.Serializer):
     currency = money.CurrencyField()
 
 
-@pytest.mark.parametrize("value", [1500, 1500.0, None, ["1500"], "-1", "1e3", "1,5", ""])
+@pytest.mark.parametrize("value", [1500, 1500.0, None, ["1500"], "-1", "1e3", "1,5", "", "1500\n"])
 def test_amount_field_takes_only_decimal_strings(value):
     serializer = _AmountInput(data={"amount": value, "currency": "XAF"})
     assert not serializer.is_valid()
