@@ -226,6 +226,8 @@ class Stack:
                 f"127.0.0.1:{self.port}",
                 "--workers",
                 str(self.web_workers),
+                "--worker-class",
+                "config.gunicorn_worker.JsonErrorSyncWorker",
                 "--backlog",
                 "2048",
                 "--timeout",

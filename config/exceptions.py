@@ -3,7 +3,9 @@
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.db import connections, transaction
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf_exceptions
@@ -100,6 +102,13 @@ def build_error_response(exc: Exception) -> Response | None:
         fields = _flatten_validation_detail(exc.detail)
         body = error_body(400, _validation_message(fields), reason="invalid_request", fields=fields)
         status = 400
+    elif isinstance(exc, RequestDataTooBig):
+        body = error_body(
+            400,
+            f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
+            reason="body_too_large",
+        )
+        status = 400
     elif isinstance(exc, drf_exceptions.ParseError):
         body = error_body(400, f"Malformed JSON body: {exc.detail}", reason="malformed_json")
         status = 400
@@ -159,3 +168,7 @@ not_found_view = json_error_view(404, "The resource does not exist.", "not_found
 server_error_view = json_error_view(500, "An internal error occurred.", "internal_error")
 bad_request_view = json_error_view(400, "The request is invalid.", "bad_request")
 permission_denied_view = json_error_view(403, "Forbidden.", "forbidden")
+method_not_allowed_view = json_error_view(
+    405, "This method is not allowed here.", "method_not_allowed"
+)
+csrf_failure_view = json_error_view(403, "CSRF verification failed.", "csrf_failed")

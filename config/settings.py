@@ -105,12 +105,15 @@ STATIC_ROOT = VAR_DIR / "static"
 MEDIA_ROOT = env("MEDIA_ROOT", default=str(VAR_DIR / "media"))
 MEDIA_URL = "media/"
 
+CSRF_FAILURE_VIEW = "config.views.csrf_failure"
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["merchants.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_THROTTLE_CLASSES": ["merchants.throttling.ApiKeyRateThrottle"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["config.content.JsonRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["config.content.JsonParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.content.JsonWhateverTheAccept",
     "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "config.schema.CowryAutoSchema",
     "COERCE_DECIMAL_TO_STRING": True,

@@ -1,6 +1,7 @@
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
-from django.views import defaults
+from django.views import csrf, defaults
+from django.views.decorators.csrf import csrf_exempt
 
 from config import exceptions
 from config.celery import app as celery_app
@@ -32,8 +33,20 @@ def handler403(request: HttpRequest, exception: Exception | None = None):
     return exceptions.permission_denied_view(request, exception)
 
 
+def csrf_failure(request: HttpRequest, reason: str = ""):
+    """Only the dashboard's forms use CSRF; anything else refused by it gets the error shape."""
+    if _is_dashboard(request):
+        return csrf.csrf_failure(request, reason)
+    return exceptions.csrf_failure_view(request)
+
+
+@csrf_exempt  # a plain Django view: without this a POST would get the CSRF failure
 def health(request: HttpRequest) -> JsonResponse:
     """200 when the database and the broker both answer, 503 otherwise. No credentials needed."""
+    if request.method not in ("GET", "HEAD"):
+        response = exceptions.method_not_allowed_view(request)
+        response["Allow"] = "GET, HEAD"
+        return response
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:

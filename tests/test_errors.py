@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -77,6 +79,28 @@ def test_health_reports_database_and_broker():
     assert response.json()["checks"] == {"database": "ok", "broker": "ok"}
 
 
+@pytest.mark.parametrize("method", ["post", "put", "delete"])
+def test_health_answers_other_methods_with_a_json_405(method):
+    from django.test import Client
+
+    response = getattr(Client(enforce_csrf_checks=True), method)("/health")
+    error = _assert_error(response, 405, "method_not_allowed")
+    assert error["reason"] == "method_not_allowed"
+    assert response["Allow"] == "GET, HEAD"
+
+
+def test_a_csrf_refusal_outside_the_dashboard_is_json():
+    from django.test import RequestFactory
+
+    from config.views import csrf_failure
+
+    response = csrf_failure(RequestFactory().post("/customers"), reason="no token")
+    assert response.status_code == 403
+    assert json.loads(response.content)["error"]["reason"] == "csrf_failed"
+    page = csrf_failure(RequestFactory().post("/admin/login/"), reason="no token")
+    assert page.status_code == 403 and "html" in page["Content-Type"]
+
+
 def test_schema_is_public_and_labelled_1_0_0():
     response = APIClient().get("/schema?format=json")
     assert response.status_code == 200
@@ -85,3 +109,58 @@ def test_schema_is_public_and_labelled_1_0_0():
     assert document["openapi"].startswith("3.")
     schemes = document["components"]["securitySchemes"]
     assert {s["name"] for s in schemes.values()} == {"X-Api-Key", "X-Api-Secret"}
+
+
+def test_body_over_the_size_limit_is_400_and_creates_nothing(api, settings):
+    from customers.models import Customer
+
+    body = '{"first_name": "' + "a" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1) + '"}'
+    response = api.client.post(
+        "/customers", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k1"
+    )
+    error = _assert_error(response, 400, "bad_request")
+    assert error["reason"] == "body_too_large"
+    assert Customer.objects.count() == 0
+
+
+def test_json_nested_too_deeply_is_400_and_creates_nothing(api):
+    from customers.models import Customer
+
+    response = api.client.post(
+        "/customers",
+        data="[" * 100_000 + "]" * 100_000,
+        content_type="application/json",
+        HTTP_IDEMPOTENCY_KEY="k1",
+    )
+    error = _assert_error(response, 400, "bad_request")
+    assert error["reason"] == "malformed_json"
+    assert Customer.objects.count() == 0
+
+
+def test_an_accept_header_without_json_still_gets_json(api):
+    customer = api.post("/customers", {"first_name": "Awa"}).json()
+    response = api.client.get(f"/customers/{customer['id']}", HTTP_ACCEPT="text/html")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["id"] == customer["id"]
+    _assert_error(api.client.get("/no-such-thing", HTTP_ACCEPT="text/html"), 404, "not_found")
+
+
+def test_path_ids_are_uuids_in_either_case(api):
+    customer = api.post("/customers", {"first_name": "Awa"}).json()
+    response = api.get(f"/customers/{customer['id'].upper()}")
+    assert response.status_code == 200
+    assert response.json()["id"] == customer["id"]
+    assert api.get(f"/customers/{customer['id'].upper()}/kyc").status_code == 200
+
+
+def test_a_lone_surrogate_echoed_in_an_error_message_is_400_json(api):
+    # the refused value goes back in the message; a lone surrogate cannot be encoded as UTF-8
+    response = api.client.post(
+        "/customers",
+        data='{"country_code": "\\ud800"}',
+        content_type="application/json",
+        HTTP_IDEMPOTENCY_KEY="k1",
+    )
+    error = _assert_error(response, 400, "bad_request")
+    assert "country_code" in error["fields"]

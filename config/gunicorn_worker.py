@@ -1,0 +1,48 @@
+"""gunicorn's sync worker, with the errors gunicorn answers itself in the API's error shape.
+
+gunicorn answers a request it cannot parse (a request line or a header over its limits, a
+malformed request) before Django sees it, with an HTML page of its own. This worker class
+(the Procfile's `--worker-class`) makes those answers JSON: `{"error": {"code", "message",
+"reason"}}` with gunicorn's status (400, 414, 431, ...).
+"""
+
+import json
+
+from gunicorn import util
+from gunicorn.workers.sync import SyncWorker
+
+from config.exceptions import CODE_BY_STATUS
+
+REASON_BY_STATUS = {
+    400: "malformed_request",
+    403: "forbidden",
+    414: "uri_too_long",
+    417: "expectation_failed",
+    431: "headers_too_large",
+    500: "internal_error",
+    501: "not_implemented",
+}
+
+
+def json_error_write(sock, status_int: int, reason: str, mesg: str) -> None:
+    error = {
+        "code": CODE_BY_STATUS.get(status_int, "bad_request" if status_int < 500 else "error"),
+        "message": mesg or reason,
+        "reason": REASON_BY_STATUS.get(status_int, "malformed_request"),
+    }
+    body = json.dumps({"error": error}).encode("ascii")
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\n"
+        "Connection: close\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode("latin-1")
+    util.write_nonblock(sock, head + body)
+
+
+# gunicorn's workers write these answers through util.write_error, looked up at each call.
+util.write_error = json_error_write
+
+
+class JsonErrorSyncWorker(SyncWorker):
+    pass

@@ -1,0 +1,92 @@
+"""What gunicorn answers itself, before Django sees a request, is JSON in the error shape too."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+GUNICORN = Path(sys.executable).parent / "gunicorn"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def gunicorn_url() -> Iterator[str]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            str(GUNICORN),
+            "config.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "1",
+            "--worker-class",
+            "config.gunicorn_worker.JsonErrorSyncWorker",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"{url}/no-such-thing", timeout=2)
+                break
+            except requests.ConnectionError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"gunicorn did not start: {process.stderr.read().decode()[-2000:]}")
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def _assert_json_error(response: requests.Response, status: int, reason: str) -> None:
+    assert response.status_code == status
+    assert response.headers["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert error["reason"] == reason
+    assert error["code"] and error["message"]
+    assert "<html" not in response.text
+
+
+def test_a_request_line_over_gunicorns_limit_is_a_json_414(gunicorn_url):
+    response = requests.get(f"{gunicorn_url}/customers/{'a' * 5000}", timeout=10)
+    _assert_json_error(response, 414, "uri_too_long")
+
+
+def test_a_header_over_gunicorns_limit_is_a_json_431(gunicorn_url):
+    response = requests.get(
+        f"{gunicorn_url}/customers", headers={"X-Api-Key": "a" * 20_000}, timeout=10
+    )
+    _assert_json_error(response, 431, "headers_too_large")
+
+
+def test_a_malformed_request_is_a_json_400(gunicorn_url):
+    port = int(gunicorn_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(b"GET /customers HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400")
+    assert b"Content-Type: application/json" in head
+    assert b'"reason": "malformed_request"' in body
