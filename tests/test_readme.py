@@ -32,3 +32,17 @@ def test_readme_snippet_accepts_a_real_signature_and_rejects_tampering():
     old = {**headers, "X-Cowry-Timestamp": str(now - 301)}
     old["X-Cowry-Signature"] = sign(secret="whsec_test", timestamp=now - 301, body=body)
     assert verify(body, old, "whsec_test") is False
+
+
+def test_env_example_lists_every_variable_the_settings_read():
+    root = README.parent
+    example = (root / ".env.example").read_text()
+    read = set()
+    for settings_file in ("config/settings.py", "config/settings_production.py"):
+        read |= set(
+            re.findall(
+                r"""env(?:\.\w+)?\(\s*["']([A-Z0-9_]+)["']""", (root / settings_file).read_text()
+            )
+        )
+    assert read, "no env(...) reads found: the pattern is stale"
+    assert sorted(name for name in read if f"# {name}=" not in example) == []
