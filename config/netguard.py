@@ -32,14 +32,52 @@ class BlockedDestination(requests.exceptions.ConnectionError):
 _REFUSED = "Refusing to connect to non-public address"
 
 
+_NAT64_PREFIXES = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to: mapped, 6to4, Teredo, NAT64 and the old
+    IPv4-compatible form. On an IPv6-only host behind DNS64, an internal name resolves to
+    64:ff9b::<its private IPv4>."""
+    if ip.ipv4_mapped:
+        return [ip.ipv4_mapped]
+    if ip.sixtofour:
+        return [ip.sixtofour]
+    if ip.teredo:
+        return list(ip.teredo)
+    if any(ip in prefix for prefix in (*_NAT64_PREFIXES, _IPV4_COMPATIBLE)):
+        return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
+    return []
+
+
 def address_is_public(address: str) -> bool:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:
+            return False
+        embedded = _embedded_ipv4(ip)
+        if embedded:
+            return all(address_is_public(str(inner)) for inner in embedded)
     return ip.is_global and not ip.is_multicast
 
 
+def _check_host(host: str, port: int) -> None:
+    """Before connecting: refuse a host any of whose addresses is not public, so no handshake
+    is ever made with an internal service (whether it answers would tell a port scan)."""
+    if settings.ALLOW_PRIVATE_NETWORK_URLS:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return  # the connection fails on its own, as for any unknown name
+    for *_, sockaddr in infos:
+        if not address_is_public(sockaddr[0]):
+            raise OSError(f"{_REFUSED} {sockaddr[0]}.")
+
+
 def _check_peer(sock: socket.socket) -> None:
+    """After connecting: the name may have resolved differently the second time (rebinding)."""
     if settings.ALLOW_PRIVATE_NETWORK_URLS:
         return
     peer = sock.getpeername()[0]
@@ -100,6 +138,7 @@ class _DeadlineSocket:
 
 class _Guarded:
     def _new_conn(self) -> socket.socket:
+        _check_host(self._dns_host, self.port)
         sock = super()._new_conn()
         _check_peer(sock)
         return sock

@@ -40,10 +40,43 @@ def local_server():
         ("224.0.0.1", False),
         ("8.8.8.8", True),
         ("2001:4860:4860::8888", True),
+        # IPv6 forms that lead to an IPv4 address are judged by that address
+        ("64:ff9b::7f00:1", False),  # NAT64 of 127.0.0.1
+        ("64:ff9b::a9fe:a9fe", False),  # NAT64 of 169.254.169.254
+        ("64:ff9b::808:808", True),  # NAT64 of 8.8.8.8
+        ("2002:7f00:1::", False),  # 6to4 of 127.0.0.1
+        ("::7f00:1", False),  # IPv4-compatible 127.0.0.1
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo, client 192.0.2.45
+        ("fec0::1", False),  # site-local
     ],
 )
 def test_address_classification(address, public):
     assert netguard.address_is_public(address) is public
+
+
+def test_a_refused_host_gets_no_handshake_and_open_and_closed_ports_look_the_same(settings):
+    import socket
+
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    open_port = listener.getsockname()[1]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    try:
+        errors = []
+        for port in (open_port, closed_port):
+            with pytest.raises(netguard.BlockedDestination) as refused:
+                netguard.guarded_session().get(f"http://localhost:{port}/", timeout=2)
+            errors.append(str(refused.value).replace(str(port), "PORT"))
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    finally:
+        listener.close()
+    assert errors[0] == errors[1]
 
 
 def test_loopback_url_is_refused_when_private_urls_are_not_allowed(local_server, settings):
