@@ -106,6 +106,9 @@ MEDIA_ROOT = env("MEDIA_ROOT", default=str(VAR_DIR / "media"))
 MEDIA_URL = "media/"
 
 CSRF_FAILURE_VIEW = "config.views.csrf_failure"
+# The dashboard shows a new webhook signing secret once in a message: kept server-side, never
+# in the default storage's cookie (signed, not encrypted).
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["merchants.authentication.ApiKeyAuthentication"],

@@ -859,6 +859,8 @@ def _post(*, claim: _Claim, now: datetime) -> _Outcome:
             error = f"HTTP {status}: redirect to {location!r} not followed"
         elif not 200 <= status < 300:
             error = f"HTTP {status}"
+    except urllib3.exceptions.NewConnectionError as exc:  # a TimeoutError subclass in urllib3 2
+        error = f"Could not connect: {exc}"[:1000]
     except urllib3.exceptions.TimeoutError:
         error = f"Timed out after {timeout:g} s"
     except urllib3.exceptions.HTTPError as exc:

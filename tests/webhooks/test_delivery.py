@@ -362,6 +362,29 @@ def test_a_private_address_is_refused_when_private_urls_are_not_allowed(
     assert attempt.error.startswith("Blocked")
 
 
+def test_a_refused_connection_is_recorded_as_such_not_as_a_timeout(
+    merchant, endpoint, django_capture_on_commit_callbacks
+):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    services.endpoint_update(
+        endpoint_id=endpoint.pk,
+        url=f"http://127.0.0.1:{closed_port}/hook",
+        enabled=True,
+        event_types=[],
+        now=timezone.now(),
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+
+    attempt = Delivery.objects.get(event=event).attempt_log.get()
+    assert attempt.response_status is None
+    assert attempt.error.startswith("Could not connect"), attempt.error
+
+
 def test_events_are_kept_without_an_endpoint_and_nothing_is_sent(
     merchant, django_capture_on_commit_callbacks
 ):
