@@ -33,7 +33,10 @@ class RequestIdMiddleware:
 
 class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = current_request_id.get()
+        # django.request's line about a failed request comes after the middleware has returned;
+        # it carries the request itself.
+        request = getattr(record, "request", None)
+        record.request_id = current_request_id.get() or getattr(request, "request_id", "")
         return True
 
 

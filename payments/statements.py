@@ -63,6 +63,9 @@ def statement_bounds(*, from_date: date, to_date: date) -> tuple[datetime, datet
     if (to_date - from_date).days + 1 > MAX_DAYS:
         message = f"A statement covers at most {MAX_DAYS} days."
         raise InvalidStatementRange(message, fields={"to": [message]})
+    if to_date >= date.max:  # the range ends at the start of the day after `to`
+        message = "`to` is out of range."
+        raise InvalidStatementRange(message, fields={"to": [message]})
     zone = timezone.get_default_timezone()
     start = datetime.combine(from_date, time.min, tzinfo=zone)
     end = datetime.combine(to_date + timedelta(days=1), time.min, tzinfo=zone)

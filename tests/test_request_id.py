@@ -49,3 +49,26 @@ def test_log_lines_during_a_request_carry_its_id_as_json(api, settings):
     assert line["request_id"] == "trace-500"
     assert line["level"] == "ERROR"
     assert "RuntimeError" in line["exception"]
+
+
+def test_djangos_own_line_about_a_failed_request_carries_its_id(api, settings):
+    # django.request logs a 5xx after the middleware has returned the response
+    settings.ROOT_URLCONF = "tests.urls_errors"
+    records: list[logging.LogRecord] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    handler = Capture()
+    handler.addFilter(RequestIdFilter())
+    logger = logging.getLogger("django.request")
+    logger.addHandler(handler)
+    try:
+        api.client.raise_request_exception = False
+        api.client.get("/test-explode", HTTP_X_REQUEST_ID="trace-500")
+    finally:
+        logger.removeHandler(handler)
+
+    assert records, "django.request logged the 500"
+    assert json.loads(JsonFormatter().format(records[-1]))["request_id"] == "trace-500"

@@ -104,6 +104,7 @@ def test_another_merchants_statement_is_empty(history, api):
         ({"from": "01/01/2026", "to": "2026-01-31", "currency": "XOF"}, "from"),
         ({"from": "2026-01-01", "to": "2026-02-01", "currency": "XOF"}, "to"),
         ({"from": "2026-02-01", "to": "2026-01-01", "currency": "XOF"}, "to"),
+        ({"from": "9999-12-31", "to": "9999-12-31", "currency": "XOF"}, "to"),
     ],
 )
 def test_bad_statement_parameters_are_a_json_400_naming_the_parameter(api, params, field):
