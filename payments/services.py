@@ -1055,12 +1055,21 @@ def payout_apply_provider_result(
 
 def payments_fail_timed_out(*, now: datetime) -> int:
     """Fail every payin/payout leg still waiting for the provider past provider_timeout_at,
-    with reason provider_timeout. Each one in its own transaction; returns how many failed."""
+    with reason provider_timeout, unless the provider, asked first, has an answer for it (then
+    that answer is applied). Each one in its own transaction; returns how many failed."""
     failed = 0
-    payin_ids = Payin.objects.filter(
+    payins = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
-    ).values_list("id", flat=True)
-    for payin_id in list(payin_ids):
+    ).values_list("id", "provider_reference", "source")
+    for payin_id, provider_reference, source in list(payins):
+        if provider_reference and provider.answer_before_timeout(
+            kind=provider.COLLECTION,
+            reference=str(payin_id),
+            callback=PAYIN_CALLBACK,
+            party=_party_identifier(source),
+            at=now,
+        ):
+            continue
         try:
             payin_transition(
                 payin_id=payin_id, to=PayinStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
@@ -1068,10 +1077,18 @@ def payments_fail_timed_out(*, now: datetime) -> int:
             failed += 1
         except InvalidTransition:
             pass  # answered in between
-    payout_ids = Payout.objects.filter(
+    payouts = Payout.objects.filter(
         status=PayoutStatus.PENDING, provider_timeout_at__lte=now
-    ).values_list("id", flat=True)
-    for payout_id in list(payout_ids):
+    ).values_list("id", "provider_reference", "recipient")
+    for payout_id, provider_reference, recipient in list(payouts):
+        if provider_reference and provider.answer_before_timeout(
+            kind=provider.DISBURSEMENT,
+            reference=str(payout_id),
+            callback=PAYOUT_CALLBACK,
+            party=_party_identifier(recipient),
+            at=now,
+        ):
+            continue
         try:
             payout_transition(
                 payout_id=payout_id,

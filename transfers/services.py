@@ -996,17 +996,43 @@ def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: dat
 
 def transfers_fail_timed_out(*, now: datetime) -> int:
     """Fail every leg the provider has not answered by leg_timeout_at (reason
-    provider_timeout), each transfer in its own transaction. Returns how many failed."""
+    provider_timeout), each transfer in its own transaction, unless the provider, asked first,
+    has an answer for a leg it received (then that answer is applied). Returns how many
+    failed."""
     failed = 0
     due = Transfer.objects.filter(
         status__in=[TransferStatus.PENDING, TransferStatus.COLLECTING, TransferStatus.DISBURSING],
         leg_timeout_at__lte=now,
-    ).values_list("id", "status", "disbursement_attempt")
-    for transfer_id, status, attempt in list(due):
+    ).values_list(
+        "id",
+        "status",
+        "disbursement_attempt",
+        "collection_reference",
+        "disbursement_reference",
+        "payer",
+        "recipient",
+    )
+    for transfer_id, status, attempt, collected_as, disbursed_as, payer, recipient in list(due):
         if status == TransferStatus.DISBURSING:
             kwargs = {"move": DISBURSEMENT_FAILED, "attempt": attempt}
+            asked = disbursed_as and provider.answer_before_timeout(
+                kind=provider.DISBURSEMENT,
+                reference=disbursement_reference(transfer_id, attempt),
+                callback=DISBURSEMENT_CALLBACK,
+                party=_party_identifier(recipient),
+                at=now,
+            )
         else:
             kwargs = {"move": COLLECTION_FAILED}
+            asked = collected_as and provider.answer_before_timeout(
+                kind=provider.COLLECTION,
+                reference=str(transfer_id),
+                callback=COLLECTION_CALLBACK,
+                party=_party_identifier(payer),
+                at=now,
+            )
+        if asked:
+            continue
         if _apply_quietly(
             transfer_id=transfer_id, reason=REASON_PROVIDER_TIMEOUT, at=now, **kwargs
         ):

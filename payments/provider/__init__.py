@@ -79,6 +79,12 @@ class ProviderGateway(Protocol):
     ) -> ProviderReceipt:
         """Pay `amount` to the recipient (phone for mobile money, account for bank)."""
 
+    def transaction_status(
+        self, *, kind: str, reference: str, phone: str = "", account_number: str = ""
+    ) -> ProviderReceipt:
+        """What the provider knows of the request it received as `reference` (`kind` is
+        COLLECTION or DISBURSEMENT): its receipt, with the outcome once decided."""
+
 
 def gateway() -> ProviderGateway:
     """The configured gateway: the simulator unless PAYMENTS_PROVIDER_GATEWAY names another."""
@@ -122,3 +128,27 @@ def receipt_answer_deliver(receipt: ProviderReceipt, *, callback: str, reference
             outcome=receipt.outcome,
             reason=receipt.reason,
         )
+
+
+def answer_before_timeout(
+    *, kind: str, reference: str, callback: str, party: dict[str, str], at: datetime
+) -> bool:
+    """Before a leg the provider received is failed for want of an answer, ask the provider:
+    an answer lost on its way (a callback never sent, a worker killed with it) is applied
+    through the callback as if it had just arrived. True when there was one to apply; False
+    when the provider is still working on it or cannot be asked."""
+    try:
+        receipt = gateway().transaction_status(kind=kind, reference=reference, **party)
+    except ProviderUnavailable:
+        return False
+    if receipt.outcome is None:
+        return False
+    deliver_answer(
+        callback=callback,
+        reference=reference,
+        provider_reference=receipt.provider_reference,
+        outcome=receipt.outcome,
+        reason=receipt.reason,
+        at=at,
+    )
+    return True

@@ -2,7 +2,8 @@
 party's phone (or account number on the bank rail):
 
     000  -> declined: the answer is `failed` with reason `provider_declined`
-    999  -> never answers: the leg stays pending until the timeout sweep fails it
+    999  -> never answers: the leg stays pending until the timeout sweep fails it (asked for
+            its status before that, it says it is still working on it)
     else -> `completed` after PROVIDER_SIMULATION_DELAY_SECONDS
 
 The answer is sent by a Celery task (`payments.tasks.deliver_provider_answer`, counted down by
@@ -40,7 +41,24 @@ def simulated_outcome(party: str) -> tuple[str, str] | None:
     return COMPLETED, ""
 
 
+def _provider_reference(kind: str, reference: str) -> str:
+    # Deterministic: resubmitting the same reference is the same provider transaction.
+    return "SIM-" + uuid.uuid5(_NAMESPACE, f"{kind}:{reference}").hex[:20]
+
+
 class SimulatorGateway:
+    def transaction_status(
+        self, *, kind: str, reference: str, phone: str = "", account_number: str = ""
+    ) -> ProviderReceipt:
+        """The sandbox keeps no state: its outcome for a request is the one its party decides
+        (and by the time anyone asks, after a provider timeout, the delay is long over)."""
+        outcome = simulated_outcome(phone or account_number)
+        return ProviderReceipt(
+            provider_reference=_provider_reference(kind, reference),
+            outcome=outcome[0] if outcome else None,
+            reason=outcome[1] if outcome else "",
+        )
+
     def submit_collection(self, **kwargs) -> ProviderReceipt:
         return self._submit(kind=COLLECTION, **kwargs)
 
@@ -61,8 +79,7 @@ class SimulatorGateway:
     ) -> ProviderReceipt:
         from payments import tasks  # the simulator's "network" is the task queue
 
-        # Deterministic: resubmitting the same reference is the same provider transaction.
-        provider_reference = "SIM-" + uuid.uuid5(_NAMESPACE, f"{kind}:{reference}").hex[:20]
+        provider_reference = _provider_reference(kind, reference)
         outcome = simulated_outcome(phone or account_number)
         if outcome is None:
             return ProviderReceipt(provider_reference=provider_reference)

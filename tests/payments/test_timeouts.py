@@ -6,7 +6,15 @@ from django.utils import timezone
 
 from payments import ledger, provider, selectors, services, tasks
 from payments.models import Payin, Payout, ProviderDiscrepancy
-from tests.payments.conftest import SILENT_PHONE, create_quote, fund, payin_body, payout_body
+from tests.payments.conftest import (
+    DECLINED_PHONE,
+    SILENT_PHONE,
+    SN_PHONE,
+    create_quote,
+    fund,
+    payin_body,
+    payout_body,
+)
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -158,4 +166,92 @@ def test_a_payout_whose_submission_was_never_enqueued_is_resubmitted_by_the_swee
     Payout.objects.filter(pk=payout_id).update(created_at=timezone.now() - timedelta(minutes=5))
     tasks.fail_timed_out_payments.delay().get()
     assert enabled_api.get(f"/payouts/{payout_id}").json()["status"] == "completed"
+    assert ledger.ledger_breaches() == []
+
+
+def _answer_lost_on_the_way(model, payment_id: str, party_field: str, phone: str) -> None:
+    """The sandbox decides by the party's phone: submitted with SILENT_PHONE, the provider never
+    answered. Giving the stored party a phone it completes (or declines) stands for a provider
+    that decided but whose answer never reached us (a lost callback, a worker killed with it)."""
+    payment = model.objects.get(pk=payment_id)
+    setattr(payment, party_field, {**getattr(payment, party_field), "phone": phone})
+    payment.save(update_fields=[party_field])
+
+
+@pytest.mark.parametrize(
+    ("phone", "outcome", "available", "reserved"),
+    [
+        (SN_PHONE, "completed", Decimal("9800"), Decimal("0")),
+        (DECLINED_PHONE, "failed", Decimal("20000"), Decimal("0")),
+    ],
+)
+def test_the_sweep_asks_the_provider_first_and_applies_a_payout_answer_that_was_lost(
+    enabled_api,
+    enabled_merchant,
+    customer,
+    django_capture_on_commit_callbacks,
+    settings,
+    phone,
+    outcome,
+    available,
+    reserved,
+):
+    fund(enabled_merchant, "20000")
+    quote = create_quote(enabled_api, "payout")
+    with django_capture_on_commit_callbacks(execute=True):
+        payout_id = enabled_api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()[
+            "id"
+        ]
+    _answer_lost_on_the_way(Payout, payout_id, "recipient", phone)
+
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    failed = services.payments_fail_timed_out(now=later)
+
+    payout = enabled_api.get(f"/payouts/{payout_id}").json()
+    assert payout["status"] == outcome
+    assert payout["history"][-1]["reason"] != "provider_timeout"
+    assert failed == 0  # answered, not timed out
+    # a completed payout's money left; a declined one's reservation came back
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        available,
+        reserved,
+    )
+    assert [e.event_type for e in Event.objects.filter(data_id=payout_id)] == [f"payout.{outcome}"]
+    # the answer arriving late after all is the same answer: nothing changes, nothing to reconcile
+    provider.deliver_answer(
+        callback=services.PAYOUT_CALLBACK,
+        reference=payout_id,
+        provider_reference=Payout.objects.get(pk=payout_id).provider_reference,
+        outcome=outcome,
+        reason="provider_declined" if outcome == "failed" else "",
+    )
+    assert Payout.objects.get(pk=payout_id).status == outcome
+    assert not ProviderDiscrepancy.objects.exists()
+    assert ledger.ledger_breaches() == []
+
+
+def test_the_sweep_applies_a_payin_answer_that_was_lost_and_still_fails_a_silent_one(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    quote_lost = create_quote(enabled_api, "payin")
+    quote_silent = create_quote(enabled_api, "payin")
+    with django_capture_on_commit_callbacks(execute=True):
+        lost = enabled_api.post("/payins", payin_body(quote_lost, customer, SILENT_PHONE)).json()
+        silent = enabled_api.post(
+            "/payins", payin_body(quote_silent, customer, SILENT_PHONE)
+        ).json()
+    _answer_lost_on_the_way(Payin, lost["id"], "source", SN_PHONE)
+
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    assert services.payments_fail_timed_out(now=later) == 1  # only the silent one
+
+    assert enabled_api.get(f"/payins/{lost['id']}").json()["status"] == "completed"
+    silent_after = enabled_api.get(f"/payins/{silent['id']}").json()
+    assert (silent_after["status"], silent_after["history"][-1]["reason"]) == (
+        "failed",
+        "provider_timeout",
+    )
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(
+        lost["receive_amount"]
+    )
     assert ledger.ledger_breaches() == []

@@ -447,6 +447,58 @@ def test_stuck_disbursement_times_out_then_relaunches(enabled_api, customer, quo
     assert ledger_is_clean()
 
 
+def test_the_sweep_asks_the_provider_first_and_applies_a_disbursement_answer_that_was_lost(
+    enabled_api, enabled_merchant, customer, quote, run
+):
+    response = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
+    )
+    transfer = Transfer.objects.get(pk=response.json()["id"])
+    assert transfer.status == "disbursing" and transfer.disbursement_reference
+    # The sandbox decides by the phone: the silent recipient never got an answer from it. A
+    # phone it pays stands for a provider that paid but whose answer never reached us.
+    transfer.recipient = {**transfer.recipient, "phone": SN_OTHER_PHONE}
+    transfer.save(update_fields=["recipient"])
+
+    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
+
+    body = enabled_api.get(f"/transfers/{transfer.id}").json()
+    assert (body["status"], body["payin_status"], body["payout_status"]) == (
+        "completed",
+        "completed",
+        "completed",
+    )
+    assert events_of(transfer.id) == [
+        "transfer.payin.completed",
+        "transfer.payout.completed",
+        "transfer.completed",
+    ]
+    assert not ProviderDiscrepancy.objects.exists()
+    assert ledger_is_clean()
+
+
+def test_the_sweep_applies_a_collection_answer_that_was_lost_and_the_transfer_goes_on(
+    enabled_api, customer, quote, run
+):
+    response = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, payer_phone="+237670001999")
+    )
+    transfer = Transfer.objects.get(pk=response.json()["id"])
+    assert transfer.status == "collecting" and transfer.collection_reference
+    transfer.payer = {**transfer.payer, "phone": "+237670001234"}  # collected, answer lost
+    transfer.save(update_fields=["payer"])
+
+    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
+
+    body = enabled_api.get(f"/transfers/{transfer.id}").json()
+    assert (body["status"], body["payin_status"], body["payout_status"]) == (
+        "completed",
+        "completed",
+        "completed",
+    )
+    assert ledger_is_clean()
+
+
 def test_late_answer_for_a_replaced_attempt_changes_nothing_and_is_kept_for_reconciliation(
     enabled_api, customer, quote, run
 ):
