@@ -35,6 +35,7 @@ from uuid import UUID
 
 from django.db import transaction
 from django.db.models import Count, F, Q, Sum
+from django.utils import timezone
 
 from config import rawsql
 from config.exceptions import DomainError
@@ -215,10 +216,13 @@ def post_journal(
     resource_type: str,
     resource_id: UUID,
     lines: Sequence[tuple[str, Decimal]],
-    at: datetime,
+    at: datetime | None,
     memo: str = "",
 ) -> Journal:
-    """Post one balanced journal and update the wallet in the same transaction.
+    """Post one balanced journal and update the wallet in the same transaction. `at` None
+    stamps the journal when it is posted, once the wallet is locked: a debit checked against
+    the balance is then dated after every posting it relied on, so a statement's running
+    balance, in date order, never shows it before the credit that paid for it.
 
     Call it inside the caller's transaction, which it joins. It locks the merchant's wallet row
     for the currency first, so every posting for one merchant and currency is serialized.
@@ -227,6 +231,7 @@ def post_journal(
     checked = _validated(lines)
     with joined_atomic():
         wallet = _wallet_locked(merchant_id=merchant_id, currency=currency)
+        at = at or timezone.now()
         journal, lines, deltas = _journal_rows(
             merchant_id=merchant_id,
             currency=currency,

@@ -702,7 +702,7 @@ def payout_create(
             resource_type="payout",
             resource_id=payout.id,
             lines=[(ledger.MERCHANT_AVAILABLE, -debit), (ledger.MERCHANT_RESERVED, debit)],
-            at=now,
+            at=None,  # when the wallet is locked: after any credit this debit relies on
         )
         transaction.on_commit(_submitter_wake, robust=True)
     return payout

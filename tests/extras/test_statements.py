@@ -13,7 +13,13 @@ from rest_framework.test import APIClient
 from payments import services as payment_services
 from payments.models import Payin, Wallet
 from payments.statements import COLUMNS
-from tests.extras.conftest import SILENT_PHONE, create_customer, create_payin, create_payout
+from tests.extras.conftest import (
+    SILENT_PHONE,
+    create_customer,
+    create_payin,
+    create_payout,
+    create_quote,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -70,6 +76,38 @@ def test_statement_lists_the_wallet_lines_with_references_fees_and_running_balan
     wallet = Wallet.objects.get(merchant=enabled_merchant, currency="XOF")
     assert Decimal(reserve["balance_after"]) == wallet.available
     assert held["balance_after"] == reserve["balance_after"]
+
+
+def test_a_payout_reserved_against_a_credit_that_landed_during_its_request_is_listed_after_it(
+    enabled_api, enabled_merchant
+):
+    # The payout's request starts on an empty wallet; a credit (a payin completing) lands
+    # while it runs, and the reservation relies on it. Dated by the request's start, the
+    # reservation was listed first and the running balance went below zero.
+    customer = create_customer(enabled_api)
+    quote = create_quote(enabled_api, "payout", amount="1000")
+    request_started = timezone.now()
+    payment_services.wallet_credit(
+        merchant=enabled_merchant,
+        currency="XOF",
+        amount=Decimal(5000),
+        reason="a payin completing",
+        at=timezone.now(),
+    )
+    payment_services.payout_create(
+        merchant=enabled_merchant,
+        quote_id=quote["id"],
+        customer_id=customer["id"],
+        recipient={"first_name": "Moussa", "last_name": "Ndiaye", "phone": SILENT_PHONE},
+        now=request_started,
+    )
+
+    rows = rows_of(
+        enabled_api.get("/statements", **{"from": today(), "to": today()}, currency="XOF")
+    )
+    available = [row for row in rows if row["account"] == "merchant_available"]
+    assert [row["kind"] for row in available][-2:] == ["adjustment", "payout_reserved"]
+    assert all(Decimal(row["balance_after"]) >= 0 for row in rows)
 
 
 def test_statement_range_is_whole_days(enabled_api, history):
