@@ -21,6 +21,7 @@ from django.conf import settings
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import NameResolutionError, NewConnectionError
 
 USER_AGENT = "Cowry/1.0 (+https://cowry.example/webhooks)"
 
@@ -62,18 +63,17 @@ def address_is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def _check_host(host: str, port: int) -> None:
-    """Before connecting: refuse a host any of whose addresses is not public, so no handshake
-    is ever made with an internal service (whether it answers would tell a port scan)."""
-    if settings.ALLOW_PRIVATE_NETWORK_URLS:
-        return
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror:
-        return  # the connection fails on its own, as for any unknown name
-    for *_, sockaddr in infos:
-        if not address_is_public(sockaddr[0]):
-            raise OSError(f"{_REFUSED} {sockaddr[0]}.")
+def _public_addresses(host: str, port: int) -> list[str]:
+    """The addresses to connect to for `host`: every one it resolves to must be public, so no
+    handshake is ever made with an internal service (whether one answers would tell a port
+    scan). The connection then goes to these very addresses: a second lookup could give
+    another answer (DNS rebinding)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    addresses = list(dict.fromkeys(sockaddr[0] for *_, sockaddr in infos))
+    for address in addresses:
+        if not address_is_public(address):
+            raise OSError(f"{_REFUSED} {address}.")
+    return addresses
 
 
 def _check_peer(sock: socket.socket) -> None:
@@ -103,8 +103,13 @@ def deadline(seconds: float) -> Iterator[None]:
 
 
 class _DeadlineReader(io.RawIOBase):
+    """The socket's own raw file (which keeps the socket open while it is read, as http.client
+    relies on when it closes a `Connection: close` response's connection early), each read
+    timed out by what is left of the deadline."""
+
     def __init__(self, sock: socket.socket, deadline_at: float) -> None:
         self._sock = sock
+        self._raw = sock.makefile("rb", buffering=0)
         self._deadline_at = deadline_at
 
     def readable(self) -> bool:
@@ -117,9 +122,14 @@ class _DeadlineReader(io.RawIOBase):
         timeout = self._sock.gettimeout()
         self._sock.settimeout(remaining if timeout is None else min(timeout, remaining))
         try:
-            return self._sock.recv_into(buffer)
+            return self._raw.readinto(buffer)
         finally:
             self._sock.settimeout(timeout)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
 
 
 class _DeadlineSocket:
@@ -138,10 +148,26 @@ class _DeadlineSocket:
 
 class _Guarded:
     def _new_conn(self) -> socket.socket:
-        _check_host(self._dns_host, self.port)
-        sock = super()._new_conn()
-        _check_peer(sock)
-        return sock
+        if settings.ALLOW_PRIVATE_NETWORK_URLS:
+            return super()._new_conn()
+        try:
+            addresses = _public_addresses(self._dns_host, self.port)
+        except socket.gaierror as exc:
+            raise NameResolutionError(self.host, self, exc) from exc
+        name = self._dns_host
+        error: Exception | None = None
+        for address in addresses:  # as socket.create_connection would, but checked ones only
+            self._dns_host = address  # only for the TCP connection; TLS still checks the name
+            try:
+                sock = super()._new_conn()
+            except NewConnectionError as exc:
+                error = exc
+                continue
+            finally:
+                self._dns_host = name
+            _check_peer(sock)
+            return sock
+        raise error or NewConnectionError(self, f"No address for {name}.")
 
     def getresponse(self):
         deadline_at = _DEADLINE.get()

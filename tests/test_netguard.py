@@ -79,6 +79,35 @@ def test_a_refused_host_gets_no_handshake_and_open_and_closed_ports_look_the_sam
     assert errors[0] == errors[1]
 
 
+def test_a_name_that_rebinds_to_loopback_after_the_check_gets_no_handshake(settings, monkeypatch):
+    import socket
+
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    real_getaddrinfo = socket.getaddrinfo
+    answers = iter(["1.1.1.1"])  # public the first time, then loopback (a TTL-0 DNS server)
+
+    def rebinding_getaddrinfo(host, *args, **kwargs):
+        if host == "rebind.example":
+            host = next(answers, "127.0.0.1")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding_getaddrinfo)
+    try:
+        with pytest.raises(urllib3.exceptions.HTTPError):
+            netguard.guarded_pool_manager().request(
+                "GET", f"http://rebind.example:{port}/", timeout=0.5
+            )
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # the connection went to the address that was checked
+    finally:
+        listener.close()
+
+
 def test_loopback_url_is_refused_when_private_urls_are_not_allowed(local_server, settings):
     settings.ALLOW_PRIVATE_NETWORK_URLS = False
     with pytest.raises(netguard.BlockedDestination):

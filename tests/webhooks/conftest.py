@@ -27,7 +27,8 @@ class Receiver:
     # Each item answers one request: an int status (with a body longer than the 1 KiB a delivery
     # keeps), ("short", status) (a body of a few bytes), ("body", status, raw bytes),
     # ("sleep", seconds), ("drip", seconds, lines) (a 200 whose header lines come one every
-    # `seconds`) or ("redirect", path).
+    # `seconds`), ("closing", status, body) (Connection: close, the body a moment after the
+    # headers) or ("redirect", path).
     plan: list = field(default_factory=list)
     default: object = 200
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -69,6 +70,15 @@ def receiver():
                         self.wfile.flush()
                     self.send_header("Content-Length", "0")
                     self.end_headers()
+                elif isinstance(answer, tuple) and answer[0] == "closing":
+                    self.send_response(answer[1])
+                    self.send_header("Connection", "close")
+                    self.send_header("Content-Length", str(len(answer[2])))
+                    self.end_headers()
+                    self.wfile.flush()
+                    time.sleep(0.05)
+                    self.wfile.write(answer[2])
+                    self.close_connection = True
                 elif isinstance(answer, tuple) and answer[0] == "redirect":
                     self.send_response(302)
                     self.send_header("Location", answer[1])

@@ -231,6 +231,20 @@ def test_a_receiver_dripping_its_answer_times_out_at_the_timeout_not_per_read(
     assert Delivery.objects.get(event=event).status == DeliveryStatus.PENDING
 
 
+def test_the_answer_of_a_receiver_that_closes_its_connection_is_read_whole(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    # http.client closes a `Connection: close` response's connection before its body is read;
+    # the body must still come through the deadline's reader.
+    receiver.plan = [("closing", 200, b"received, thanks")]
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+
+    attempt = DeliveryAttempt.objects.get(delivery__event=event)
+    assert (attempt.response_status, attempt.response_body) == (200, "received, thanks")
+    assert attempt.error == ""
+
+
 def test_deliveries_reuse_a_kept_alive_connection_but_never_one_read_in_part(
     merchant, endpoint, receiver, django_capture_on_commit_callbacks
 ):
