@@ -1062,34 +1062,36 @@ def payments_fail_timed_out(*, now: datetime) -> int:
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "source")
     for payin_id, provider_reference, source in list(payins):
-        if provider_reference and provider.answer_before_timeout(
-            kind=provider.COLLECTION,
-            reference=str(payin_id),
-            callback=PAYIN_CALLBACK,
-            party=_party_identifier(source),
-            at=now,
-        ):
-            continue
         try:
+            if provider_reference and provider.answer_before_timeout(
+                kind=provider.COLLECTION,
+                reference=str(payin_id),
+                callback=PAYIN_CALLBACK,
+                party=_party_identifier(source),
+                at=now,
+            ):
+                continue
             payin_transition(
                 payin_id=payin_id, to=PayinStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
             )
             failed += 1
         except InvalidTransition:
             pass  # answered in between
+        except Exception:  # one leg's trouble must not hold up every other leg's timeout
+            logger.exception("Timeout sweep: payin %s left for the next run", payin_id)
     payouts = Payout.objects.filter(
         status=PayoutStatus.PENDING, provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "recipient")
     for payout_id, provider_reference, recipient in list(payouts):
-        if provider_reference and provider.answer_before_timeout(
-            kind=provider.DISBURSEMENT,
-            reference=str(payout_id),
-            callback=PAYOUT_CALLBACK,
-            party=_party_identifier(recipient),
-            at=now,
-        ):
-            continue
         try:
+            if provider_reference and provider.answer_before_timeout(
+                kind=provider.DISBURSEMENT,
+                reference=str(payout_id),
+                callback=PAYOUT_CALLBACK,
+                party=_party_identifier(recipient),
+                at=now,
+            ):
+                continue
             payout_transition(
                 payout_id=payout_id,
                 to=PayoutStatus.FAILED,
@@ -1099,6 +1101,8 @@ def payments_fail_timed_out(*, now: datetime) -> int:
             failed += 1
         except InvalidTransition:
             pass
+        except Exception:
+            logger.exception("Timeout sweep: payout %s left for the next run", payout_id)
     return failed
 
 

@@ -1013,30 +1013,31 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
         "recipient",
     )
     for transfer_id, status, attempt, collected_as, disbursed_as, payer, recipient in list(due):
-        if status == TransferStatus.DISBURSING:
-            kwargs = {"move": DISBURSEMENT_FAILED, "attempt": attempt}
-            asked = disbursed_as and provider.answer_before_timeout(
-                kind=provider.DISBURSEMENT,
-                reference=disbursement_reference(transfer_id, attempt),
-                callback=DISBURSEMENT_CALLBACK,
-                party=_party_identifier(recipient),
-                at=now,
-            )
-        else:
-            kwargs = {"move": COLLECTION_FAILED}
-            asked = collected_as and provider.answer_before_timeout(
-                kind=provider.COLLECTION,
-                reference=str(transfer_id),
-                callback=COLLECTION_CALLBACK,
-                party=_party_identifier(payer),
-                at=now,
-            )
-        if asked:
-            continue
-        if _apply_quietly(
-            transfer_id=transfer_id, reason=REASON_PROVIDER_TIMEOUT, at=now, **kwargs
-        ):
-            failed += 1
+        try:
+            if status == TransferStatus.DISBURSING:
+                kwargs = {"move": DISBURSEMENT_FAILED, "attempt": attempt}
+                asked = disbursed_as and provider.answer_before_timeout(
+                    kind=provider.DISBURSEMENT,
+                    reference=disbursement_reference(transfer_id, attempt),
+                    callback=DISBURSEMENT_CALLBACK,
+                    party=_party_identifier(recipient),
+                    at=now,
+                )
+            else:
+                kwargs = {"move": COLLECTION_FAILED}
+                asked = collected_as and provider.answer_before_timeout(
+                    kind=provider.COLLECTION,
+                    reference=str(transfer_id),
+                    callback=COLLECTION_CALLBACK,
+                    party=_party_identifier(payer),
+                    at=now,
+                )
+            if not asked and _apply_quietly(
+                transfer_id=transfer_id, reason=REASON_PROVIDER_TIMEOUT, at=now, **kwargs
+            ):
+                failed += 1
+        except Exception:  # one leg's trouble must not hold up every other leg's timeout
+            logger.exception("Timeout sweep: transfer %s left for the next run", transfer_id)
     return failed
 
 

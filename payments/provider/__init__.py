@@ -13,6 +13,7 @@ one statement without a second read).
 Submitting is network I/O: never call it while holding a database lock.
 """
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -21,6 +22,8 @@ from typing import Protocol
 from django.conf import settings
 from django.utils import timezone
 from django.utils.module_loading import import_string
+
+logger = logging.getLogger("cowry.provider")
 
 COMPLETED = "completed"
 FAILED = "failed"
@@ -136,10 +139,11 @@ def answer_before_timeout(
     """Before a leg the provider received is failed for want of an answer, ask the provider:
     an answer lost on its way (a callback never sent, a worker killed with it) is applied
     through the callback as if it had just arrived. True when there was one to apply; False
-    when the provider is still working on it or cannot be asked."""
+    when the provider is still working on it or cannot be asked (the leg then times out)."""
     try:
         receipt = gateway().transaction_status(kind=kind, reference=reference, **party)
-    except ProviderUnavailable:
+    except Exception:  # whatever the provider's client raised: it could not be asked
+        logger.warning("Status of %s %s not available", kind, reference, exc_info=True)
         return False
     if receipt.outcome is None:
         return False

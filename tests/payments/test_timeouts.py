@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from payments import ledger, provider, selectors, services, tasks
 from payments.models import Payin, Payout, ProviderDiscrepancy
+from payments.provider.simulator import SimulatorGateway
 from tests.payments.conftest import (
     DECLINED_PHONE,
     SILENT_PHONE,
@@ -254,4 +255,39 @@ def test_the_sweep_applies_a_payin_answer_that_was_lost_and_still_fails_a_silent
     assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(
         lost["receive_amount"]
     )
+    assert ledger.ledger_breaches() == []
+
+
+class StatusTroubleGateway(SimulatorGateway):
+    """The simulator, whose status answers go wrong for phones ending 1999: an unknown outcome
+    for ...11999, its client raising for ...21999; others answer as the simulator does."""
+
+    def transaction_status(self, **kwargs):
+        if kwargs["phone"].endswith("11999"):
+            return provider.ProviderReceipt(provider_reference="SIM-x", outcome="refunded")
+        if kwargs["phone"].endswith("21999"):
+            raise RuntimeError("the provider's client broke")
+        return super().transaction_status(**kwargs)
+
+
+def test_one_legs_status_trouble_does_not_hold_up_the_other_timeouts(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    fund(enabled_merchant, "40000")
+    payout_ids = []
+    for phone in ("+221770011999", "+221770021999", SILENT_PHONE):
+        quote = create_quote(enabled_api, "payout")
+        with django_capture_on_commit_callbacks(execute=True):
+            payout_ids.append(
+                enabled_api.post("/payouts", payout_body(quote, customer, phone)).json()["id"]
+            )
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusTroubleGateway"
+
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    # the unknown outcome cannot be applied: that payout waits for the next run; the one whose
+    # status could not be asked times out like the silent one
+    assert services.payments_fail_timed_out(now=later) == 2
+
+    statuses = [enabled_api.get(f"/payouts/{i}").json()["status"] for i in payout_ids]
+    assert statuses == ["pending", "failed", "failed"]
     assert ledger.ledger_breaches() == []
