@@ -21,7 +21,7 @@ from django.conf import settings
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import NameResolutionError, NewConnectionError
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 USER_AGENT = "Cowry/1.0 (+https://cowry.example/webhooks)"
 
@@ -160,7 +160,7 @@ class _Guarded:
             self._dns_host = address  # only for the TCP connection; TLS still checks the name
             try:
                 sock = super()._new_conn()
-            except NewConnectionError as exc:
+            except ConnectTimeoutError as exc:  # NewConnectionError too: the next address
                 error = exc
                 continue
             finally:

@@ -175,10 +175,7 @@ class StatementView(APIView):
                 ],
             ),
             # Errors are JSON (the API's error shape), not CSV.
-            **{
-                (status, "application/json"): ErrorResponseSerializer
-                for status in (400, 401, 429)
-            },
+            **{(status, "application/json"): ErrorResponseSerializer for status in (400, 401, 429)},
         },
         tags=["balances"],
         description=(

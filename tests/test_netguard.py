@@ -108,6 +108,39 @@ def test_a_name_that_rebinds_to_loopback_after_the_check_gets_no_handshake(setti
         listener.close()
 
 
+def test_a_checked_address_that_times_out_falls_back_to_the_next_one(
+    local_server, settings, monkeypatch
+):
+    # As socket.create_connection does: a name with an unreachable address first (a broken
+    # AAAA record) and a working one second still connects. Loopback counts as public here.
+    import socket
+
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    monkeypatch.setattr(netguard, "address_is_public", lambda address: True)
+    real_getaddrinfo = socket.getaddrinfo
+    real_connect = socket.socket.connect
+
+    def two_addresses(host, port, *args, **kwargs):
+        if host == "dual.example":
+            return real_getaddrinfo("127.0.0.2", port, socket.AF_INET, socket.SOCK_STREAM) + (
+                real_getaddrinfo("127.0.0.1", port, socket.AF_INET, socket.SOCK_STREAM)
+            )
+        return real_getaddrinfo(host, port, *args, **kwargs)
+
+    def blackholed_connect(sock, address):
+        if address[0] == "127.0.0.2":
+            raise TimeoutError("timed out")
+        return real_connect(sock, address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
+    monkeypatch.setattr(socket.socket, "connect", blackholed_connect)
+    port = local_server.rsplit(":", 1)[1].rstrip("/")
+    response = netguard.guarded_pool_manager().request(
+        "GET", f"http://dual.example:{port}/", timeout=2
+    )
+    assert (response.status, response.data) == (200, b"hello")
+
+
 def test_loopback_url_is_refused_when_private_urls_are_not_allowed(local_server, settings):
     settings.ALLOW_PRIVATE_NETWORK_URLS = False
     with pytest.raises(netguard.BlockedDestination):
