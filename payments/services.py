@@ -2,6 +2,7 @@
 
 import logging
 import uuid
+from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -1057,53 +1058,71 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     """Fail every payin/payout leg still waiting for the provider past provider_timeout_at,
     with reason provider_timeout, unless the provider, asked first, has an answer for it (then
     that answer is applied). Each one in its own transaction; returns how many failed."""
-    failed = 0
     payins = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "source")
-    for payin_id, provider_reference, source in list(payins):
-        try:
-            if provider_reference and provider.answer_before_timeout(
-                kind=provider.COLLECTION,
-                reference=str(payin_id),
-                callback=PAYIN_CALLBACK,
-                party=_party_identifier(source),
-                at=now,
-            ):
-                continue
-            payin_transition(
-                payin_id=payin_id, to=PayinStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
-            )
-            failed += 1
-        except InvalidTransition:
-            pass  # answered in between
-        except Exception:  # one leg's trouble must not hold up every other leg's timeout
-            logger.exception("Timeout sweep: payin %s left for the next run", payin_id)
     payouts = Payout.objects.filter(
         status=PayoutStatus.PENDING, provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "recipient")
+    failed = 0
+    for payin_id, provider_reference, source in list(payins):
+        failed += _timed_out(
+            payin_id,
+            provider_reference,
+            source,
+            kind=provider.COLLECTION,
+            callback=PAYIN_CALLBACK,
+            fail=lambda payment_id: payin_transition(
+                payin_id=payment_id, to=PayinStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
+            ),
+            now=now,
+        )
     for payout_id, provider_reference, recipient in list(payouts):
-        try:
-            if provider_reference and provider.answer_before_timeout(
-                kind=provider.DISBURSEMENT,
-                reference=str(payout_id),
-                callback=PAYOUT_CALLBACK,
-                party=_party_identifier(recipient),
-                at=now,
-            ):
-                continue
-            payout_transition(
-                payout_id=payout_id,
+        failed += _timed_out(
+            payout_id,
+            provider_reference,
+            recipient,
+            kind=provider.DISBURSEMENT,
+            callback=PAYOUT_CALLBACK,
+            fail=lambda payment_id: payout_transition(
+                payout_id=payment_id,
                 to=PayoutStatus.FAILED,
                 reason=REASON_PROVIDER_TIMEOUT,
                 at=now,
-            )
-            failed += 1
-        except InvalidTransition:
-            pass
-        except Exception:
-            logger.exception("Timeout sweep: payout %s left for the next run", payout_id)
+            ),
+            now=now,
+        )
     return failed
+
+
+def _timed_out(
+    payment_id: UUID,
+    provider_reference: str,
+    party: dict[str, Any],
+    *,
+    kind: str,
+    callback: str,
+    fail: Callable[[UUID], Any],
+    now: datetime,
+) -> int:
+    """1 when the payment's leg was failed for its timeout; 0 when the provider's answer was
+    applied instead, someone answered in between, or its trouble leaves it for the next run."""
+    try:
+        if provider_reference and provider.answer_before_timeout(
+            kind=kind,
+            reference=str(payment_id),
+            callback=callback,
+            party=_party_identifier(party),
+            at=now,
+        ):
+            return 0
+        fail(payment_id)
+        return 1
+    except InvalidTransition:
+        return 0  # answered in between
+    except Exception:  # one leg's trouble must not hold up every other leg's timeout
+        logger.exception("Timeout sweep: %s %s left for the next run", kind, payment_id)
+        return 0
 
 
 RESUBMIT_AFTER_SECONDS = 60

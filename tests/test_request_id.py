@@ -26,8 +26,8 @@ def test_unsafe_client_request_id_is_replaced(api):
     assert len(response["X-Request-Id"]) == 32
 
 
-def test_log_lines_during_a_request_carry_its_id_as_json(api, settings):
-    settings.ROOT_URLCONF = "tests.urls_errors"
+def _lines_logged_by(logger_name: str, api, path: str, request_id: str) -> list[dict]:
+    """The JSON lines `logger_name` wrote while the API served GET `path` with `request_id`."""
     records: list[logging.LogRecord] = []
 
     class Capture(logging.Handler):
@@ -36,39 +36,30 @@ def test_log_lines_during_a_request_carry_its_id_as_json(api, settings):
 
     handler = Capture()
     handler.addFilter(RequestIdFilter())
-    logger = logging.getLogger("cowry.errors")
+    logger = logging.getLogger(logger_name)
     logger.addHandler(handler)
     try:
         api.client.raise_request_exception = False
-        api.client.get("/test-explode", HTTP_X_REQUEST_ID="trace-500")
+        api.client.get(path, HTTP_X_REQUEST_ID=request_id)
     finally:
         logger.removeHandler(handler)
+    return [json.loads(JsonFormatter().format(record)) for record in records]
 
-    assert records, "the 500 was logged"
-    line = json.loads(JsonFormatter().format(records[0]))
-    assert line["request_id"] == "trace-500"
-    assert line["level"] == "ERROR"
-    assert "RuntimeError" in line["exception"]
+
+def test_log_lines_during_a_request_carry_its_id_as_json(api, settings):
+    settings.ROOT_URLCONF = "tests.urls_errors"
+    lines = _lines_logged_by("cowry.errors", api, "/test-explode", "trace-500")
+
+    assert lines, "the 500 was logged"
+    assert lines[0]["request_id"] == "trace-500"
+    assert lines[0]["level"] == "ERROR"
+    assert "RuntimeError" in lines[0]["exception"]
 
 
 def test_djangos_own_line_about_a_failed_request_carries_its_id(api, settings):
     # django.request logs a 5xx after the middleware has returned the response
     settings.ROOT_URLCONF = "tests.urls_errors"
-    records: list[logging.LogRecord] = []
+    lines = _lines_logged_by("django.request", api, "/test-explode", "trace-500")
 
-    class Capture(logging.Handler):
-        def emit(self, record):
-            records.append(record)
-
-    handler = Capture()
-    handler.addFilter(RequestIdFilter())
-    logger = logging.getLogger("django.request")
-    logger.addHandler(handler)
-    try:
-        api.client.raise_request_exception = False
-        api.client.get("/test-explode", HTTP_X_REQUEST_ID="trace-500")
-    finally:
-        logger.removeHandler(handler)
-
-    assert records, "django.request logged the 500"
-    assert json.loads(JsonFormatter().format(records[-1]))["request_id"] == "trace-500"
+    assert lines, "django.request logged the 500"
+    assert lines[-1]["request_id"] == "trace-500"

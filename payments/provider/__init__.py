@@ -121,7 +121,9 @@ def deliver_answer(
     )
 
 
-def receipt_answer_deliver(receipt: ProviderReceipt, *, callback: str, reference: str) -> None:
+def receipt_answer_deliver(
+    receipt: ProviderReceipt, *, callback: str, reference: str, at: datetime | None = None
+) -> None:
     """Apply the answer a receipt carries (none: nothing to do), as the callback would."""
     if receipt.outcome is not None:
         deliver_answer(
@@ -130,6 +132,7 @@ def receipt_answer_deliver(receipt: ProviderReceipt, *, callback: str, reference
             provider_reference=receipt.provider_reference,
             outcome=receipt.outcome,
             reason=receipt.reason,
+            at=at,
         )
 
 
@@ -147,12 +150,5 @@ def answer_before_timeout(
         return False
     if receipt.outcome is None:
         return False
-    deliver_answer(
-        callback=callback,
-        reference=reference,
-        provider_reference=receipt.provider_reference,
-        outcome=receipt.outcome,
-        reason=receipt.reason,
-        at=at,
-    )
+    receipt_answer_deliver(receipt, callback=callback, reference=reference, at=at)
     return True
