@@ -6,11 +6,13 @@ or a failure reason, and the service records the result.
   ALLOW_PRIVATE_NETWORK_URLS).
 - Redirects are followed by hand, only to the same host and port (and never from https down
   to http), at most MAX_REDIRECTS times.
-- Connect/read timeouts plus an overall deadline; the body is streamed and abandoned past
+- Connect/read timeouts plus an overall deadline on everything read, headers included, however
+  slowly the server sends (netguard.deadline); the body is streamed and abandoned past
   MAX_FILE_BYTES; only image and PDF content types are accepted, and the first bytes must
   match the announced type.
 """
 
+import re
 import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
@@ -26,13 +28,13 @@ READ_TIMEOUT_SECONDS = 15
 TOTAL_DEADLINE_SECONDS = 60
 CHUNK_BYTES = 64 * 1024
 
-# content type -> (file extension, accepted leading bytes)
-ALLOWED_CONTENT_TYPES: dict[str, tuple[str, tuple[bytes, ...]]] = {
-    "image/jpeg": (".jpg", (b"\xff\xd8\xff",)),
-    "image/png": (".png", (b"\x89PNG\r\n\x1a\n",)),
-    "image/webp": (".webp", (b"RIFF",)),
-    "image/gif": (".gif", (b"GIF87a", b"GIF89a")),
-    "application/pdf": (".pdf", (b"%PDF-",)),
+# content type -> (file extension, what its first bytes must match)
+ALLOWED_CONTENT_TYPES: dict[str, tuple[str, re.Pattern[bytes]]] = {
+    "image/jpeg": (".jpg", re.compile(rb"\xff\xd8\xff")),
+    "image/png": (".png", re.compile(rb"\x89PNG\r\n\x1a\n")),
+    "image/webp": (".webp", re.compile(rb"RIFF.{4}WEBP", re.DOTALL)),  # not any RIFF (WAVE...)
+    "image/gif": (".gif", re.compile(rb"GIF8[79]a")),
+    "application/pdf": (".pdf", re.compile(rb"%PDF-")),
 }
 
 
@@ -64,9 +66,8 @@ def _redirect_target(current_url: str, location: str) -> str:
     target_scheme, target_host, target_port = _origin(target)
     if target_scheme not in ("http", "https"):
         raise FetchFailed("redirect_not_allowed", f"redirect to a {target_scheme or '?'} URL")
-    same_host = target_host == host and (
-        target_port == port or (scheme == "http" and target_scheme == "https")
-    )
+    upgrade = (scheme, port, target_scheme, target_port) == ("http", 80, "https", 443)
+    same_host = target_host == host and (target_port == port or upgrade)
     if not same_host:
         raise FetchFailed("redirect_to_other_host", f"redirect to {target_host}")
     if scheme == "https" and target_scheme == "http":
@@ -82,29 +83,34 @@ def fetch_file(url: str) -> FetchedFile:
     # allow_redirects=False; redirects are still never followed automatically here.
     session.max_redirects = MAX_REDIRECTS
     try:
-        for _ in range(MAX_REDIRECTS + 1):
-            try:
-                response = session.get(
-                    url,
-                    allow_redirects=False,
-                    stream=True,
-                    timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS),
-                    headers={"Accept": ", ".join(ALLOWED_CONTENT_TYPES)},
-                )
-            except netguard.BlockedDestination as exc:
-                raise FetchFailed("private_address_refused", str(exc)) from None
-            except requests.exceptions.Timeout:
-                raise FetchFailed("timeout", "the file server did not answer in time") from None
-            except requests.exceptions.RequestException as exc:
-                raise FetchFailed("connection_failed", type(exc).__name__) from None
-            with response:
-                if response.is_redirect:
-                    url = _redirect_target(url, response.headers.get("Location", ""))
-                    continue
-                return _read_body(response, deadline)
+        with netguard.deadline(TOTAL_DEADLINE_SECONDS):
+            for _ in range(MAX_REDIRECTS + 1):
+                response = _get(session, url)
+                with response:
+                    if response.is_redirect:
+                        url = _redirect_target(url, response.headers.get("Location", ""))
+                        continue
+                    return _read_body(response, deadline)
         raise FetchFailed("too_many_redirects", f"more than {MAX_REDIRECTS} redirects")
     finally:
         session.close()
+
+
+def _get(session: requests.Session, url: str) -> requests.Response:
+    try:
+        return session.get(
+            url,
+            allow_redirects=False,
+            stream=True,
+            timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS),
+            headers={"Accept": ", ".join(ALLOWED_CONTENT_TYPES)},
+        )
+    except netguard.BlockedDestination as exc:
+        raise FetchFailed("private_address_refused", str(exc)) from None
+    except requests.exceptions.Timeout:
+        raise FetchFailed("timeout", "the file server did not answer in time") from None
+    except requests.exceptions.RequestException as exc:
+        raise FetchFailed("connection_failed", type(exc).__name__) from None
 
 
 def _read_body(response: requests.Response, deadline: float) -> FetchedFile:
@@ -125,10 +131,12 @@ def _read_body(response: requests.Response, deadline: float) -> FetchedFile:
             if time.monotonic() > deadline:
                 raise FetchFailed("timeout", "the download took too long")
     except requests.exceptions.RequestException as exc:
+        if time.monotonic() > deadline:  # the deadline cut a read short
+            raise FetchFailed("timeout", "the download took too long") from None
         raise FetchFailed("connection_failed", type(exc).__name__) from None
     if not body:
         raise FetchFailed("empty_file", "the file is empty")
-    extension, signatures = ALLOWED_CONTENT_TYPES[content_type]
-    if not any(bytes(body).startswith(signature) for signature in signatures):
+    extension, signature = ALLOWED_CONTENT_TYPES[content_type]
+    if not signature.match(body):
         raise FetchFailed("content_mismatch", f"the bytes are not {content_type}")
     return FetchedFile(content=bytes(body), content_type=content_type, extension=extension)

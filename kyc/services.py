@@ -120,6 +120,7 @@ def kyc_document_fetch(*, document_id: UUID, at: datetime) -> KycDocument:
                     document.status = DocumentStatus.FETCHED
                     for side, name in stored.items():
                         getattr(document, f"{side}_file").name = name
+                    stored = {}  # kept; a failed document's files are deleted below
                 document.fetched_at = at
                 document.save(
                     update_fields=[
@@ -131,9 +132,10 @@ def kyc_document_fetch(*, document_id: UUID, at: datetime) -> KycDocument:
                         "selfie_file",
                     ]
                 )
-                stored = {}
             _schedule_review_when_settled(submission_id=document.submission_id)
-        for name in stored.values():  # another run recorded this document first
+        # Files of a document that failed on a later side, or that another run recorded
+        # first: nothing refers to them, so they are not kept.
+        for name in stored.values():
             default_storage.delete(name)
     else:
         with transaction.atomic():

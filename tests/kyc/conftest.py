@@ -2,6 +2,7 @@ import contextlib
 import http.server
 import struct
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 
@@ -33,6 +34,7 @@ class FileServer:
 
     port: int
     requests: list[str] = field(default_factory=list)
+    drips: list[str] = field(default_factory=list)
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.port}{path}"
@@ -68,6 +70,10 @@ def file_server():
                 self._send(200, "text/html", b"<html>not an image</html>")
             elif path == "/fake.png":
                 self._send(200, "image/png", b"<html>pretending</html>")
+            elif path == "/wave.webp":  # a RIFF file, but WAVE audio, not a WebP image
+                self._send(200, "image/webp", b"RIFF\x24\x00\x00\x00WAVEfmt " + b"\x00" * 32)
+            elif path in ("/drip.png", "/drip-headers.png"):
+                self._drip(headers_too=path == "/drip-headers.png")
             elif path == "/elsewhere":
                 self._redirect(state.url("/id.png", host="localhost"))
             elif path == "/same-host":
@@ -82,6 +88,29 @@ def file_server():
             self.end_headers()
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self.wfile.write(body)
+
+        def _drip(self, *, headers_too: bool) -> None:
+            """A PNG sent a few bytes every 0.1 s (its header lines too, one by one): 4 s in
+            all. Records whether the client listened to the end or hung up."""
+            state: FileServer = server_state["state"]
+            try:
+                self.send_response(200)
+                self.flush_headers()
+                for name, value in [("Content-Type", "image/png"), ("X-Pad", "x")] * (
+                    10 if headers_too else 1
+                ):
+                    self.wfile.write(f"{name}: {value}\r\n".encode())
+                    self.wfile.flush()
+                    if headers_too:
+                        time.sleep(0.1)
+                self.wfile.write(f"Content-Length: {len(PNG)}\r\n\r\n".encode())
+                for start in range(0, len(PNG), 2):
+                    self.wfile.write(PNG[start : start + 2])
+                    self.wfile.flush()
+                    time.sleep(0.1)
+                state.drips.append("listened to the end")
+            except (BrokenPipeError, ConnectionResetError):
+                state.drips.append("hung up")
 
         def _redirect(self, location: str) -> None:
             self.send_response(302)

@@ -1,11 +1,13 @@
 """Submissions whose files are served by a real local HTTP server; Celery runs eagerly and
 the on-commit work runs when the request's transaction commits."""
 
+import time
 from datetime import date, timedelta
 
 import pytest
 from django.core.files.storage import default_storage
 
+from kyc import fetching
 from kyc.models import KycDocument, KycStatusChange
 from tests.kyc.conftest import PDF, PNG
 
@@ -226,3 +228,60 @@ def test_approved_customer_resubmitting_goes_back_to_pending_until_reviewed(
 
     assert response.status_code == 201
     assert response.json()["kyc_status"] == "pending"
+
+
+@pytest.mark.parametrize("path", ["/drip.png", "/drip-headers.png"])
+def test_a_server_dripping_its_file_is_cut_off_at_the_overall_deadline(
+    private_urls_allowed, file_server, customer, submit_and_settle, monkeypatch, path
+):
+    # Each piece comes well within the read timeout; the whole file would take seconds.
+    monkeypatch.setattr(fetching, "TOTAL_DEADLINE_SECONDS", 0.5)
+    state = submit_and_settle(customer, [document(file_server.url(path))])
+
+    [doc] = state["documents"]
+    assert (doc["status"], doc["failure_reason"]) == ("fetch_failed", "front_file_url: timeout")
+    for _ in range(100):  # the server notices within a write or two
+        if file_server.drips:
+            break
+        time.sleep(0.1)
+    assert file_server.drips == ["hung up"]
+
+
+def test_a_document_whose_later_file_fails_keeps_none_of_its_files(
+    private_urls_allowed, file_server, customer, submit_and_settle
+):
+    state = submit_and_settle(
+        customer,
+        [document(file_server.url("/id.png"), back_file_url=file_server.url("/missing.png"))],
+    )
+
+    [doc] = state["documents"]
+    assert doc["status"] == "fetch_failed"
+    assert file_server.requests == ["/id.png", "/missing.png"]  # the front was downloaded
+    assert not default_storage.exists(f"kyc/{customer.id}/{doc['id']}/front.png")
+
+
+def test_a_riff_file_that_is_not_webp_is_refused(
+    private_urls_allowed, file_server, customer, submit_and_settle
+):
+    state = submit_and_settle(customer, [document(file_server.url("/wave.webp"))])
+
+    [doc] = state["documents"]
+    assert doc["failure_reason"] == "front_file_url: content_mismatch"
+
+
+@pytest.mark.parametrize(
+    ("location", "followed"),
+    [
+        ("https://files.example/id.png", True),  # the upgrade to https, default ports
+        ("https://files.example:9443/id.png", False),  # another port of the host
+        ("http://files.example:8080/id.png", False),
+        ("https://other.example/id.png", False),
+    ],
+)
+def test_redirects_stay_on_the_same_host_and_port(location, followed):
+    if followed:
+        assert fetching._redirect_target("http://files.example/a", location) == location
+    else:
+        with pytest.raises(fetching.FetchFailed):
+            fetching._redirect_target("http://files.example/a", location)
