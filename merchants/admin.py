@@ -201,8 +201,11 @@ class ApiKeyAdmin(MerchantScopedAdmin):
         if not self._can_manage(request):
             raise PermissionDenied
         if request.method == "POST":
-            services.api_key_revoke_by(api_key_id=api_key.pk, actor=request.user)
-            messages.success(request, f"Revoked {api_key.key}: it stopped working at once.")
+            try:
+                services.api_key_revoke_by(api_key_id=api_key.pk, actor=request.user)
+                messages.success(request, f"Revoked {api_key.key}: it stopped working at once.")
+            except DomainError as exc:
+                messages.error(request, exc.message)
             return HttpResponseRedirect(reverse("admin:merchants_apikey_change", args=[api_key.pk]))
         return TemplateResponse(
             request,

@@ -170,11 +170,17 @@ def api_key_rotate(
         old = ApiKey.objects.select_for_update().get(pk=api_key_id)
         if old.revoked_at is not None or (old.expires_at is not None and old.expires_at <= now):
             raise DomainError("Only a working key can be rotated.", reason="api_key_not_active")
+        if old.rotated_at is not None:  # a second click, or a rotation racing this one
+            raise DomainError(
+                "This key was already rotated: rotate its replacement instead.",
+                reason="api_key_already_rotated",
+            )
         issued = api_key_create(merchant=old.merchant, label=old.label)
         grace_end = now + grace
+        old.rotated_at = now
         if old.expires_at is None or old.expires_at > grace_end:
             old.expires_at = grace_end
-            old.save(update_fields=["expires_at"])
+        old.save(update_fields=["rotated_at", "expires_at"])
         audit_record(
             merchant=old.merchant,
             actor=actor,
@@ -189,8 +195,11 @@ def api_key_rotate(
 
 
 def api_key_revoke_by(*, api_key_id: int, actor, now: datetime | None = None) -> ApiKey:
+    """A staff member revokes a key, once: revoking it again is refused, not recorded again."""
     with transaction.atomic():
         key = ApiKey.objects.select_for_update().get(pk=api_key_id)
+        if key.revoked_at is not None:
+            raise DomainError("This key was already revoked.", reason="api_key_not_active")
         revoked = api_key_revoke(key=key.key, now=now)
         audit_record(
             merchant=revoked.merchant,

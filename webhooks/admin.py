@@ -144,6 +144,13 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
                 event_types=obj.event_types or [],
                 now=now,
             )
+            merchant_services.audit_record(
+                merchant=obj.merchant,
+                actor=request.user,
+                action=AuditAction.WEBHOOK_UPDATED,
+                target=obj.url,
+                detail={"enabled": obj.enabled, "event_types": obj.event_types or []},
+            )
             return
         merchant = (
             obj.merchant if dashboard.is_ops(request.user) else dashboard.merchant_of(request.user)

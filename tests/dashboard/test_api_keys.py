@@ -146,3 +146,70 @@ def test_merchant_staff_add_a_webhook_endpoint_and_see_its_secret_once(
     assert endpoint.signing_secret in page and "shown this once" in page
     assert endpoint.signing_secret not in browser.get(added["Location"]).content.decode()
     assert AuditLogEntry.objects.filter(merchant=merchant, action="webhook.updated").count() == 1
+
+
+def test_a_key_is_rotated_once_a_second_rotation_is_refused(merchant, staff_client):
+    old = services.api_key_create(merchant=merchant)
+    browser = staff_client(merchant=merchant, role="owner")
+    rotate = f"/admin/merchants/apikey/{old.api_key.pk}/rotate/"
+
+    browser.post(rotate, {"grace_hours": 24})
+    again = browser.post(rotate, {"grace_hours": 24}, follow=True)  # a double click
+
+    assert "already rotated" in again.content.decode()
+    assert ApiKey.objects.filter(merchant=merchant).count() == 2  # the old one and one new
+    assert AuditLogEntry.objects.filter(merchant=merchant, action="api_key.rotated").count() == 1
+
+
+def test_revoking_a_revoked_key_is_refused_and_not_recorded_again(merchant, staff_client):
+    issued = services.api_key_create(merchant=merchant)
+    browser = staff_client(merchant=merchant, role="owner")
+    revoke = f"/admin/merchants/apikey/{issued.api_key.pk}/revoke/"
+
+    browser.post(revoke)
+    again = browser.post(revoke, follow=True)
+
+    assert "already revoked" in again.content.decode()
+    assert AuditLogEntry.objects.filter(merchant=merchant, action="api_key.revoked").count() == 1
+
+
+@pytest.mark.parametrize("who", ["support", "viewer", "owner"])
+def test_no_one_can_filter_a_list_by_a_secret(merchant, staff_client, who):
+    from webhooks import services as webhook_services
+
+    _endpoint, secret = webhook_services.endpoint_set(
+        merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
+    )
+    services.api_key_create(merchant=merchant)
+    browser = (
+        staff_client(support=True)
+        if who == "support"
+        else staff_client(merchant=merchant, role=who)
+    )
+    # a prefix that matches and one that does not must look the same: refused, both
+    for prefix in (secret[:8], "nope"):
+        response = browser.get(
+            "/admin/webhooks/webhookendpoint/", {"signing_secret__startswith": prefix}
+        )
+        assert response.status_code == 400
+        response = browser.get("/admin/merchants/apikey/", {"secret_hash__startswith": prefix})
+        assert response.status_code == 400
+
+
+def test_changing_a_webhook_endpoint_in_the_dashboard_is_audited(merchant, staff_client):
+    from webhooks import services as webhook_services
+
+    endpoint, _ = webhook_services.endpoint_set(
+        merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
+    )
+    browser = staff_client(merchant=merchant, role="developer")
+
+    response = browser.post(
+        f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/",
+        {"url": "https://elsewhere.example.com/b", "event_types": "[]", "enabled": ""},
+    )
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    entry = AuditLogEntry.objects.get(merchant=merchant, action="webhook.updated")
+    assert entry.target == "https://elsewhere.example.com/b"
+    assert entry.detail["enabled"] is False
