@@ -168,6 +168,7 @@ class AuditAction(models.TextChoices):
     WEBHOOK_UPDATED = "webhook.updated"
     WEBHOOK_SECRET_REVEALED = "webhook.secret_revealed"
     WEBHOOK_SECRET_ROTATED = "webhook.secret_rotated"
+    EVENT_RESENT = "event.resent"
     SUPPORT_ACTION = "support.action"
 
 

@@ -315,6 +315,13 @@ class EventAdmin(MerchantScopedAdmin):
             except DomainError as exc:
                 self.message_user(request, f"Event {event.pk}: {exc.message}", messages.ERROR)
             else:
+                merchant_services.audit_record(
+                    merchant=event.merchant,
+                    actor=request.user,
+                    action=AuditAction.EVENT_RESENT,
+                    target=str(event.pk),
+                    detail={"event_type": event.event_type},
+                )
                 self.message_user(request, f"Event {event.pk} queued for delivery.")
 
 

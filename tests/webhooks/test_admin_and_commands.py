@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from merchants.models import AuditLogEntry
 from tests.webhooks.conftest import record_event
 from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
 from webhooks.verify import verify_signature
@@ -54,6 +55,8 @@ def test_resend_from_the_admin_arrives_with_the_same_event_id(
         payload=second.body, headers=second.headers, secret=endpoint.signing_secret
     )
     assert Delivery.objects.filter(event=event, status=DeliveryStatus.SUCCEEDED).count() == 2
+    entry = AuditLogEntry.objects.get(merchant=merchant, action="event.resent")
+    assert (entry.target, entry.detail) == (str(event.pk), {"event_type": event.event_type})
 
 
 def test_resend_without_an_endpoint_is_refused_with_a_message(merchant, admin_client):
@@ -65,6 +68,7 @@ def test_resend_without_an_endpoint_is_refused_with_a_message(merchant, admin_cl
     )
     assert "no enabled webhook endpoint" in response.content.decode()
     assert not Delivery.objects.exists()
+    assert not AuditLogEntry.objects.filter(action="event.resent").exists()
 
 
 def test_send_test_event_from_the_admin_arrives_signed(
