@@ -1,9 +1,9 @@
 """Outbound HTTP that cannot be pointed at our own network (SSRF guard).
 
-The check runs on the address the socket actually connected to, after DNS resolution, so a
-hostname that resolves to a public address at validation time and to 127.0.0.1 at fetch time
-(DNS rebinding) is still refused. Redirects are never followed by the session or the pool
-manager made here.
+The check runs when connecting, on every address the name resolves to then, and the socket
+connects to those very addresses: a hostname that resolves to a public address at validation
+time and to 127.0.0.1 at fetch time (DNS rebinding) is still refused, before any handshake.
+Redirects are never followed by the session or the pool manager made here.
 """
 
 import io
@@ -74,16 +74,6 @@ def _public_addresses(host: str, port: int) -> list[str]:
         if not address_is_public(address):
             raise OSError(f"{_REFUSED} {address}.")
     return addresses
-
-
-def _check_peer(sock: socket.socket) -> None:
-    """After connecting: the name may have resolved differently the second time (rebinding)."""
-    if settings.ALLOW_PRIVATE_NETWORK_URLS:
-        return
-    peer = sock.getpeername()[0]
-    if not address_is_public(peer):
-        sock.close()
-        raise OSError(f"{_REFUSED} {peer}.")
 
 
 _DEADLINE: ContextVar[float | None] = ContextVar("netguard_deadline", default=None)
@@ -165,7 +155,6 @@ class _Guarded:
                 continue
             finally:
                 self._dns_host = name
-            _check_peer(sock)
             return sock
         raise error or NewConnectionError(self, f"No address for {name}.")
 

@@ -3,11 +3,12 @@ from uuid import UUID
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import pagination
+from config.content import JsonRenderer
 from config.schema import ErrorResponseSerializer
 from merchants.idempotency import idempotent
 from payments import selectors, services, statements
@@ -202,6 +203,6 @@ class StatementView(APIView):
         response = super().finalize_response(request, response, *args, **kwargs)
         if isinstance(response, Response) and response.status_code >= 400:
             # Errors keep the API's JSON shape whatever the negotiation said.
-            response.accepted_renderer = JSONRenderer()
+            response.accepted_renderer = JsonRenderer()
             response.accepted_media_type = "application/json"
         return response
