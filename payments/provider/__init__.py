@@ -136,16 +136,28 @@ def receipt_answer_deliver(
         )
 
 
+class DisbursementOutcomeUnknown(Exception):
+    """A disbursement past its timeout whose status the provider could not give: it stays
+    pending (the timeout sweeps log it and ask again at their next run)."""
+
+    def __init__(self, reference: str) -> None:
+        super().__init__(f"Disbursement {reference}: the provider could not be asked its status")
+
+
 def answer_before_timeout(
     *, kind: str, reference: str, callback: str, party: dict[str, str], at: datetime
 ) -> bool:
     """Before a leg the provider received is failed for want of an answer, ask the provider:
     an answer lost on its way (a callback never sent, a worker killed with it) is applied
     through the callback as if it had just arrived. True when there was one to apply; False
-    when the provider is still working on it or cannot be asked (the leg then times out)."""
+    when the provider is still working on it, or, for a collection, cannot be asked (the leg
+    then times out). A disbursement the provider cannot be asked about raises
+    DisbursementOutcomeUnknown: failing it would free money the provider may have paid out."""
     try:
         receipt = gateway().transaction_status(kind=kind, reference=reference, **party)
-    except Exception:  # whatever the provider's client raised: it could not be asked
+    except Exception as error:  # whatever the provider's client raised: it could not be asked
+        if kind == DISBURSEMENT:
+            raise DisbursementOutcomeUnknown(reference) from error
         logger.warning("Status of %s %s not available", kind, reference, exc_info=True)
         return False
     if receipt.outcome is None:

@@ -284,10 +284,53 @@ def test_one_legs_status_trouble_does_not_hold_up_the_other_timeouts(
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusTroubleGateway"
 
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    # the unknown outcome cannot be applied: that payout waits for the next run; the one whose
-    # status could not be asked times out like the silent one
-    assert services.payments_fail_timed_out(now=later) == 2
+    # the unknown outcome cannot be applied and the provider could not be asked about the
+    # second: both wait for the next run; only the silent one times out
+    assert services.payments_fail_timed_out(now=later) == 1
 
     statuses = [enabled_api.get(f"/payouts/{i}").json()["status"] for i in payout_ids]
-    assert statuses == ["pending", "failed", "failed"]
+    assert statuses == ["pending", "pending", "failed"]
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[1] > 0  # reserved
     assert ledger.ledger_breaches() == []
+
+
+def test_a_payout_whose_status_cannot_be_asked_stays_pending_until_the_provider_answers(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings, caplog
+):
+    fund(enabled_merchant, "40000")
+    quote = create_quote(enabled_api, "payout")
+    with django_capture_on_commit_callbacks(execute=True):
+        payout = enabled_api.post("/payouts", payout_body(quote, customer, "+221770021999")).json()
+    available_before = selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0]
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusTroubleGateway"
+    for _ in range(2):  # failing it would free money the provider may have paid out
+        assert services.payments_fail_timed_out(now=later) == 0
+    assert enabled_api.get(f"/payouts/{payout['id']}").json()["status"] == "pending"
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == (
+        available_before
+    )
+    assert not Event.objects.filter(data_id=payout["id"]).exists()
+    assert "could not be asked its status" in caplog.text
+
+    # the provider can be asked again and says it is still working on it: now it times out
+    settings.PAYMENTS_PROVIDER_GATEWAY = "payments.provider.simulator.SimulatorGateway"
+    assert services.payments_fail_timed_out(now=later) == 1
+    body = enabled_api.get(f"/payouts/{payout['id']}").json()
+    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
+    assert ledger.ledger_breaches() == []
+
+
+def test_a_payin_whose_status_cannot_be_asked_still_times_out(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    quote = create_quote(enabled_api, "payin")
+    with django_capture_on_commit_callbacks(execute=True):
+        payin = enabled_api.post("/payins", payin_body(quote, customer, "+221770021999")).json()
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusTroubleGateway"
+
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    assert services.payments_fail_timed_out(now=later) == 1  # no money leaves on a payin
+    body = enabled_api.get(f"/payins/{payin['id']}").json()
+    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")

@@ -447,6 +447,37 @@ def test_stuck_disbursement_times_out_then_relaunches(enabled_api, customer, quo
     assert ledger_is_clean()
 
 
+class StatusUnavailableGateway(SimulatorGateway):
+    """The simulator, whose status query cannot be reached."""
+
+    def transaction_status(self, **kwargs):
+        raise ConnectionError("the provider's status API is down")
+
+
+def test_a_disbursement_whose_status_cannot_be_asked_is_not_failed_by_the_sweep(
+    enabled_api, customer, quote, run, settings
+):
+    response = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
+    )
+    transfer = Transfer.objects.get(pk=response.json()["id"])
+    assert transfer.status == "disbursing" and transfer.disbursement_reference
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusUnavailableGateway"
+
+    # a failed leg could be relaunched while the first attempt may have paid: it waits
+    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
+    body = enabled_api.get(f"/transfers/{transfer.id}").json()
+    assert (body["status"], body["payout_status"]) == ("disbursing", "pending")
+    assert events_of(transfer.id) == ["transfer.payin.completed"]
+    relaunch = enabled_api.post(f"/transfers/{transfer.id}/relaunch-payout")
+    assert relaunch.status_code == 409
+
+    settings.PAYMENTS_PROVIDER_GATEWAY = "payments.provider.simulator.SimulatorGateway"
+    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
+    assert enabled_api.get(f"/transfers/{transfer.id}").json()["payout_status"] == "failed"
+    assert ledger_is_clean()
+
+
 def test_the_sweep_asks_the_provider_first_and_applies_a_disbursement_answer_that_was_lost(
     enabled_api, enabled_merchant, customer, quote, run
 ):
