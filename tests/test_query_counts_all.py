@@ -1,0 +1,165 @@
+"""Pinned query counts of every other API endpoint (the hot ones are in test_query_counts.py),
+so an N+1 or an extra lookup cannot creep back unnoticed. A list is counted with several rows
+on its page and must cost what it costs with one. A change here must be deliberate: update the
+number and say why. Counted inside the test's transaction (after-commit work, such as a
+provider submission or a KYC fetch, is not counted: it runs in the worker)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.payments.conftest import create_quote as payment_quote
+from tests.payments.conftest import fund, payout_body
+from tests.transfers.conftest import (
+    SENDER_DETAILS,
+    SN_DECLINED,
+    transfer_body,
+)
+from tests.transfers.conftest import create_customer as transfer_customer
+from tests.transfers.conftest import create_quote as transfer_quote
+from webhooks import services as webhook_services
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(enabled_api):
+    enabled_api.get("/customers/00000000-0000-0000-0000-000000000000")  # last_used_at once
+    return enabled_api
+
+
+@pytest.fixture
+def customer(api) -> dict:
+    return transfer_customer(api, **SENDER_DETAILS)
+
+
+def _payout(api, customer: dict) -> dict:
+    quote = payment_quote(api, "payout")
+    response = api.post("/payouts", payout_body(quote, customer))
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def _count(django_assert_num_queries, expected: int, call, status: int = 200):
+    with django_assert_num_queries(expected):
+        response = call()
+    assert response.status_code == status, response.content
+    return response
+
+
+def test_customers_kyc(api, customer, django_assert_num_queries):
+    document = {
+        "document_type": "passport",
+        "document_number": "A1234567",
+        "issue_country_code": "SN",
+        "issue_date": "2020-01-15",
+        "expiry_date": "2030-01-14",
+        "front_file_url": "https://files.example.com/id-front.png",
+    }
+    url = f"/customers/{customer['id']}/kyc"
+    _count(
+        django_assert_num_queries,
+        13,
+        lambda: api.post(url, {"documents": [document]}, idempotency_key=None),
+        201,
+    )
+    _count(django_assert_num_queries, 4, lambda: api.get(url))
+
+
+def test_quotes(api, customer, django_assert_num_queries):
+    body = {
+        "country_code": "SN",
+        "operator_code": "SN_ORANGE_MOMO",
+        "rail_type": "mobile_money",
+        "send_amount": "10000",
+        "send_currency": "XOF",
+    }
+    _count(django_assert_num_queries, 3, lambda: api.post("/quotes/payout", body), 201)
+    transfer = {
+        "corridor_code": "CM-SN-XAF-XOF",
+        "payer_operator_code": "CM_MTN_MOMO",
+        "recipient_operator_code": "SN_WAVE_MOMO",
+        "payin_amount": "10000",
+        "payin_currency": "XAF",
+        "payout_currency": "XOF",
+        "customer_id": customer["id"],
+    }
+    _count(django_assert_num_queries, 13, lambda: api.post("/quotes/transfer", transfer), 201)
+    _count(django_assert_num_queries, 2, lambda: api.get("/quotes"))
+    _count(django_assert_num_queries, 3, lambda: api.get("/operators"))
+    _count(django_assert_num_queries, 3, lambda: api.get("/corridors"))
+
+
+def test_payouts_and_wallet(api, enabled_merchant, customer, django_assert_num_queries):
+    fund(enabled_merchant, "100000")
+    quote = payment_quote(api, "payout")
+    _count(
+        django_assert_num_queries,
+        15,
+        lambda: api.post("/payouts", payout_body(quote, customer)),
+        201,
+    )
+    payouts = [_payout(api, customer) for _ in range(2)]
+    _count(django_assert_num_queries, 3, lambda: api.get(f"/payouts/{payouts[0]['id']}"))
+    _count(django_assert_num_queries, 3, lambda: api.get("/payouts"))
+    _count(django_assert_num_queries, 2, lambda: api.get("/balances"))
+    today = timezone.now().date().isoformat()
+    statement = {"from": today, "to": today, "currency": "XOF"}
+    _count(django_assert_num_queries, 5, lambda: api.get("/statements", **statement))
+
+
+def test_transfers(api, customer, django_capture_on_commit_callbacks, django_assert_num_queries):
+    quote = transfer_quote(api, customer_id=customer["id"])
+    _count(
+        django_assert_num_queries,
+        17,
+        lambda: api.post("/transfers", transfer_body(quote, customer)),
+        201,
+    )
+    declined = transfer_quote(api, customer_id=customer["id"])
+    with django_capture_on_commit_callbacks(execute=True):  # the legs run, as in the worker
+        body = transfer_body(declined, customer, recipient_phone=SN_DECLINED)
+        failed = api.post("/transfers", body).json()
+    _count(django_assert_num_queries, 3, lambda: api.get(f"/transfers/{failed['id']}"))
+    _count(django_assert_num_queries, 3, lambda: api.get("/transfers"))
+    _count(
+        django_assert_num_queries,
+        15,
+        lambda: api.post(f"/transfers/{failed['id']}/relaunch-payout"),
+        202,
+    )
+
+
+def test_events(
+    api, enabled_merchant, customer, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    webhook_services.endpoint_add(
+        merchant=enabled_merchant,
+        url="https://hooks.example.com/cowry",
+        event_types=[],
+        now=timezone.now(),
+    )
+    for _ in range(3):
+        quote = payment_quote(api, "payin")
+        body = {"quote_id": quote["id"], "customer_id": customer["id"]}
+        with django_capture_on_commit_callbacks(execute=True):  # completed, events recorded
+            api.post("/payins", {**body, "source": {"phone": "+221770001234"}})
+    _count(django_assert_num_queries, 3, lambda: api.get("/payins"))
+    events = api.get("/events").json()["data"]
+    assert len(events) >= 3
+    _count(django_assert_num_queries, 2, lambda: api.get("/events"))
+    _count(django_assert_num_queries, 2, lambda: api.get(f"/events/{events[0]['id']}"))
+    _count(
+        django_assert_num_queries,
+        13,
+        lambda: api.post(f"/events/{events[0]['id']}/resend"),
+        202,
+    )
+    since = (timezone.now() - timedelta(hours=1)).isoformat()
+    _count(
+        django_assert_num_queries,
+        9,
+        lambda: api.post("/events/resend-failed", {"since": since}),
+        202,
+    )
