@@ -9,8 +9,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.kyc.test_kyc_api import passport
 from tests.payments.conftest import create_quote as payment_quote
 from tests.payments.conftest import fund, payout_body
+from tests.quotes.test_quotes_api import TRANSFER
+from tests.test_query_counts import QUOTE
 from tests.transfers.conftest import (
     SENDER_DETAILS,
     SN_DECLINED,
@@ -49,42 +52,19 @@ def _count(django_assert_num_queries, expected: int, call, status: int = 200):
 
 
 def test_customers_kyc(api, customer, django_assert_num_queries):
-    document = {
-        "document_type": "passport",
-        "document_number": "A1234567",
-        "issue_country_code": "SN",
-        "issue_date": "2020-01-15",
-        "expiry_date": "2030-01-14",
-        "front_file_url": "https://files.example.com/id-front.png",
-    }
     url = f"/customers/{customer['id']}/kyc"
     _count(
         django_assert_num_queries,
         13,
-        lambda: api.post(url, {"documents": [document]}, idempotency_key=None),
+        lambda: api.post(url, {"documents": [passport()]}, idempotency_key=None),
         201,
     )
     _count(django_assert_num_queries, 4, lambda: api.get(url))
 
 
 def test_quotes(api, customer, django_assert_num_queries):
-    body = {
-        "country_code": "SN",
-        "operator_code": "SN_ORANGE_MOMO",
-        "rail_type": "mobile_money",
-        "send_amount": "10000",
-        "send_currency": "XOF",
-    }
-    _count(django_assert_num_queries, 3, lambda: api.post("/quotes/payout", body), 201)
-    transfer = {
-        "corridor_code": "CM-SN-XAF-XOF",
-        "payer_operator_code": "CM_MTN_MOMO",
-        "recipient_operator_code": "SN_WAVE_MOMO",
-        "payin_amount": "10000",
-        "payin_currency": "XAF",
-        "payout_currency": "XOF",
-        "customer_id": customer["id"],
-    }
+    _count(django_assert_num_queries, 3, lambda: api.post("/quotes/payout", QUOTE), 201)
+    transfer = {**TRANSFER, "customer_id": customer["id"]}
     _count(django_assert_num_queries, 13, lambda: api.post("/quotes/transfer", transfer), 201)
     _count(django_assert_num_queries, 2, lambda: api.get("/quotes"))
     _count(django_assert_num_queries, 3, lambda: api.get("/operators"))

@@ -418,12 +418,20 @@ def test_relaunch_needs_an_idempotency_key_and_replays(enabled_api, failed_payou
     assert Transfer.objects.get(pk=transfer_id).disbursement_attempt == 2
 
 
-def test_stuck_disbursement_times_out_then_relaunches(enabled_api, customer, quote, run):
+@pytest.fixture
+def disbursing(enabled_api, customer, quote, run) -> Transfer:
+    """A transfer whose collection completed and whose disbursement the provider received but
+    never answers (the sandbox's silent recipient)."""
     response = run(
         enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
     )
     transfer = Transfer.objects.get(pk=response.json()["id"])
-    assert transfer.status == "disbursing"
+    assert transfer.status == "disbursing" and transfer.disbursement_reference
+    return transfer
+
+
+def test_stuck_disbursement_times_out_then_relaunches(enabled_api, disbursing, run):
+    transfer = disbursing
 
     assert services.transfers_fail_timed_out(now=timezone.now()) == 0  # not due yet
     assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
@@ -455,13 +463,9 @@ class StatusUnavailableGateway(SimulatorGateway):
 
 
 def test_a_disbursement_whose_status_cannot_be_asked_is_not_failed_by_the_sweep(
-    enabled_api, customer, quote, run, settings
+    enabled_api, disbursing, run, settings
 ):
-    response = run(
-        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
-    )
-    transfer = Transfer.objects.get(pk=response.json()["id"])
-    assert transfer.status == "disbursing" and transfer.disbursement_reference
+    transfer = disbursing
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusUnavailableGateway"
 
     # a failed leg could be relaunched while the first attempt may have paid: it waits
@@ -479,13 +483,9 @@ def test_a_disbursement_whose_status_cannot_be_asked_is_not_failed_by_the_sweep(
 
 
 def test_the_sweep_asks_the_provider_first_and_applies_a_disbursement_answer_that_was_lost(
-    enabled_api, enabled_merchant, customer, quote, run
+    enabled_api, disbursing, run
 ):
-    response = run(
-        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
-    )
-    transfer = Transfer.objects.get(pk=response.json()["id"])
-    assert transfer.status == "disbursing" and transfer.disbursement_reference
+    transfer = disbursing
     # The sandbox decides by the phone: the silent recipient never got an answer from it. A
     # phone it pays stands for a provider that paid but whose answer never reached us.
     transfer.recipient = {**transfer.recipient, "phone": SN_OTHER_PHONE}
@@ -531,12 +531,9 @@ def test_the_sweep_applies_a_collection_answer_that_was_lost_and_the_transfer_go
 
 
 def test_late_answer_for_a_replaced_attempt_changes_nothing_and_is_kept_for_reconciliation(
-    enabled_api, customer, quote, run
+    enabled_api, disbursing, run
 ):
-    response = run(
-        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
-    )
-    transfer = Transfer.objects.get(pk=response.json()["id"])
+    transfer = disbursing
     run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at)
     enabled_api.post(f"/transfers/{transfer.id}/relaunch-payout")  # attempt 2, not submitted
     events = Event.objects.filter(data_id=transfer.id).count()
