@@ -1,13 +1,15 @@
 """Dashboard views of payments and the ledger. Everything here is read-only: money only moves
-through the services (and credit_wallet for manual adjustments)."""
+through the services (and credit_wallet for manual adjustments); support's one action, marking a
+payout stuck at the provider failed, is a service call too."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 
 from config import money
@@ -15,7 +17,7 @@ from config.exceptions import DomainError
 from merchants import dashboard
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import Merchant
-from payments import statements
+from payments import services, statements
 from payments.models import (
     Journal,
     JournalLine,
@@ -106,6 +108,25 @@ class PayoutAdmin(ReadOnlyAdmin):
     ]
     date_hierarchy = "created_at"
     inlines = [PayoutHistoryInline]
+    actions = ["mark_failed"]
+
+    def has_support_permission(self, request) -> bool:
+        return dashboard.is_ops(request.user) or dashboard.is_support(request.user)
+
+    @admin.action(
+        description="Mark failed (stuck at the provider, which confirmed it did not pay)",
+        permissions=["support"],
+    )
+    def mark_failed(self, request, queryset) -> None:
+        for payout in queryset:
+            try:
+                services.payout_mark_failed(
+                    payout_id=payout.pk, actor=request.user, now=timezone.now()
+                )
+            except DomainError as exc:
+                self.message_user(request, f"{payout.pk}: {exc.message}", messages.ERROR)
+            else:
+                self.message_user(request, f"Payout {payout.pk} marked failed.")
 
 
 @admin.register(Wallet)

@@ -117,6 +117,7 @@ PAYOUT_CALLBACK = "payments.services.payout_apply_provider_result"
 
 REASON_PROVIDER_TIMEOUT = "provider_timeout"
 REASON_SUBMITTED = "submitted_to_provider"
+REASON_MARKED_FAILED = "marked_failed_by_support"
 
 MOBILE_MONEY_FIELDS = ("phone",)
 BANK_FIELDS = ("bank_name", "bank_code", "account_name", "account_number")
@@ -1028,6 +1029,37 @@ def payments_submit_waiting(
         gather=gather,
         helper=helper,
     )
+
+
+class PayoutNotPending(DomainError):
+    status = 409
+    reason = "invalid_transition"
+    message = "Only a pending payout (sent to the provider, no answer yet) can be marked failed."
+
+
+def payout_mark_failed(*, payout_id: UUID, actor: Any, now: datetime) -> Payout:
+    """Support: fail a payout stuck at the provider (reason marked_failed_by_support) once the
+    provider has confirmed out of band that it did not pay: the reservation is released and
+    payout.failed sent, as for a provider's decline, and the audit log records who did it, in
+    the same transaction. A later answer from the provider becomes a ProviderDiscrepancy."""
+    from merchants import services as merchant_services
+
+    with transaction.atomic():
+        # locked first: of two racing clicks the second sees the payout failed and is refused
+        locked = Payout.objects.select_for_update().filter(pk=payout_id).values("status")
+        if locked.first() != {"status": PayoutStatus.PENDING}:
+            raise PayoutNotPending()
+        payout = payout_transition(
+            payout_id=payout_id, to=PayoutStatus.FAILED, reason=REASON_MARKED_FAILED, at=now
+        )
+        merchant_services.audit_record(
+            merchant=payout.merchant,
+            actor=actor,
+            action="support.action",
+            target=str(payout.id),
+            detail={"action": "payout.mark_failed"},
+        )
+    return payout
 
 
 def payout_apply_provider_result(

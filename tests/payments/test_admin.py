@@ -1,7 +1,16 @@
+from decimal import Decimal
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
 
-from tests.payments.conftest import create_quote, fund, payin_body, payout_body
+from merchants import services as merchant_services
+from merchants.models import AuditLogEntry
+from payments import ledger, selectors, services
+from payments.models import ProviderDiscrepancy
+from tests.payments.conftest import SILENT_PHONE, create_quote, fund, payin_body, payout_body
+from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
 
@@ -41,3 +50,97 @@ def test_payment_and_ledger_admin_pages_render_read_only(
     detail = admin_client.get(f"/admin/payments/payin/{payin['id']}/change/").content.decode()
     assert "provider_declined" not in detail
     assert "completed" in detail
+
+
+def _support_client():
+    merchant_services.staff_user_create(
+        username="support-agent", password="pw-123456", support=True
+    )
+    client = Client()
+    assert client.login(username="support-agent", password="pw-123456")
+    return client
+
+
+def _pending_payout(api, customer, capture) -> dict:
+    """A payout the provider received and never answers (the sandbox's silent recipient)."""
+    with capture(execute=True):
+        payout = api.post(
+            "/payouts", payout_body(create_quote(api, "payout"), customer, SILENT_PHONE)
+        ).json()
+    assert api.get(f"/payouts/{payout['id']}").json()["status"] == "pending"
+    return payout
+
+
+def _mark_failed(client, payout_id: str):
+    return client.post(
+        "/admin/payments/payout/", {"action": "mark_failed", "_selected_action": [payout_id]}
+    )
+
+
+def test_support_marks_a_stuck_payout_failed_its_reserve_released_and_recorded(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    fund(enabled_merchant, "50000")
+    payout = _pending_payout(enabled_api, customer, django_capture_on_commit_callbacks)
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[1] > 0
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _mark_failed(_support_client(), payout["id"]).status_code == 302
+
+    body = enabled_api.get(f"/payouts/{payout['id']}").json()
+    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "marked_failed_by_support")
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("50000"),
+        Decimal("0"),
+    )
+    events = Event.objects.filter(data_id=payout["id"]).values_list("event_type", flat=True)
+    assert list(events) == ["payout.failed"]
+    entry = AuditLogEntry.objects.get(target=payout["id"])
+    assert (entry.action, entry.actor.username) == ("support.action", "support-agent")
+    assert entry.detail == {"action": "payout.mark_failed"}
+    assert ledger.ledger_breaches() == []
+
+    # the provider pays after all: nothing moves, support sees it to reconcile
+    services.payout_apply_provider_result(
+        reference=payout["id"],
+        provider_reference="SIM-late",
+        outcome="completed",
+        reason="",
+        at=timezone.now(),
+    )
+    assert enabled_api.get(f"/payouts/{payout['id']}").json()["status"] == "failed"
+    assert ProviderDiscrepancy.objects.filter(resource_id=payout["id"]).count() == 1
+    assert ledger.ledger_breaches() == []
+
+
+def test_marking_failed_is_refused_for_a_final_payout_and_for_merchant_staff(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    fund(enabled_merchant, "50000")
+    with django_capture_on_commit_callbacks(execute=True):
+        completed = enabled_api.post(
+            "/payouts", payout_body(create_quote(enabled_api, "payout"), customer)
+        ).json()
+    pending = _pending_payout(enabled_api, customer, django_capture_on_commit_callbacks)
+    balance = selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")
+
+    support = _support_client()
+    refused = support.post(
+        "/admin/payments/payout/",
+        {"action": "mark_failed", "_selected_action": [completed["id"]]},
+        follow=True,
+    )
+    assert "Only a pending payout" in refused.content.decode()
+    merchant_services.staff_user_create(
+        username="owner", password="pw-123456", merchant=enabled_merchant, role="owner"
+    )
+    owner = Client()
+    assert owner.login(username="owner", password="pw-123456")
+    _mark_failed(owner, pending["id"])
+
+    statuses = [
+        enabled_api.get(f"/payouts/{p['id']}").json()["status"] for p in (completed, pending)
+    ]
+    assert statuses == ["completed", "pending"]
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == balance
+    assert not AuditLogEntry.objects.filter(action="support.action").exists()

@@ -114,6 +114,42 @@ def test_concurrent_provider_answers_post_the_ledger_once(enabled_merchant):
     assert ledger.ledger_breaches() == []
 
 
+def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_merchant):
+    from django.utils import timezone
+
+    from merchants import services as merchant_services
+    from merchants.models import AuditLogEntry
+    from payments import services
+    from webhooks.models import Event
+
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    fund(enabled_merchant, "20000")
+    quote = create_quote(api, "payout")
+    payout_id = api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
+    agents = [
+        merchant_services.staff_user_create(username=f"agent-{i}", password="pw-1", support=True)
+        for i in range(4)
+    ]
+
+    def work(i):
+        try:
+            services.payout_mark_failed(payout_id=payout_id, actor=agents[i], now=timezone.now())
+        except services.PayoutNotPending:
+            return "refused"
+        return "marked"
+
+    assert sorted(_run_together(work, 4)) == ["marked", "refused", "refused", "refused"]
+    assert Payout.objects.get(pk=payout_id).history.count() == 2
+    assert AuditLogEntry.objects.filter(target=payout_id).count() == 1
+    assert Event.objects.filter(data_id=payout_id).count() == 1
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("20000"),
+        Decimal("0"),
+    )
+    assert ledger.ledger_breaches() == []
+
+
 def test_provider_answers_and_new_payouts_on_one_merchant_never_deadlock(enabled_merchant):
     """Answers lock a payment then the wallet; new payouts lock the wallet and, at commit,
     key-share the merchant row. Locking only the payment row keeps the two orders compatible."""
