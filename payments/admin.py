@@ -110,9 +110,6 @@ class PayoutAdmin(ReadOnlyAdmin):
     inlines = [PayoutHistoryInline]
     actions = ["mark_failed"]
 
-    def has_support_permission(self, request) -> bool:
-        return dashboard.is_ops(request.user) or dashboard.is_support(request.user)
-
     @admin.action(
         description="Mark failed (stuck at the provider, which confirmed it did not pay)",
         permissions=["support"],

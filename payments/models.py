@@ -147,7 +147,10 @@ class _Payment(models.Model):
     provider_reference = models.CharField(max_length=64, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     provider_timeout_at = models.DateTimeField(
-        help_text="Due time: still not final then, the sweep fails it with provider_timeout."
+        help_text=(
+            "Due time: still not final then, the sweep asks the provider and, without an "
+            "answer, fails it with provider_timeout (a payout it cannot ask about waits)."
+        )
     )
     completed_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)

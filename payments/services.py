@@ -1031,24 +1031,32 @@ def payments_submit_waiting(
     )
 
 
-class PayoutNotPending(DomainError):
+class PayoutNotStuck(DomainError):
     status = 409
     reason = "invalid_transition"
-    message = "Only a pending payout (sent to the provider, no answer yet) can be marked failed."
+    message = (
+        "Only a payout stuck at the provider can be marked failed: pending, received by the "
+        "provider (it has a provider reference) and past its provider timeout."
+    )
 
 
 def payout_mark_failed(*, payout_id: UUID, actor: Any, now: datetime) -> Payout:
     """Support: fail a payout stuck at the provider (reason marked_failed_by_support) once the
     provider has confirmed out of band that it did not pay: the reservation is released and
     payout.failed sent, as for a provider's decline, and the audit log records who did it, in
-    the same transaction. A later answer from the provider becomes a ProviderDiscrepancy."""
+    the same transaction. A later answer from the provider becomes a ProviderDiscrepancy.
+    Stuck means pending, past its provider timeout and received by the provider: one without
+    a provider reference may be on its way to the provider right now (the submitter calls it
+    without a lock), and releasing its reservation then would let it be paid unfunded."""
     from merchants import services as merchant_services
 
     with transaction.atomic():
         # locked first: of two racing clicks the second sees the payout failed and is refused
-        locked = Payout.objects.select_for_update().filter(pk=payout_id).values("status")
-        if locked.first() != {"status": PayoutStatus.PENDING}:
-            raise PayoutNotPending()
+        stuck = Payout.objects.select_for_update().filter(
+            pk=payout_id, status=PayoutStatus.PENDING, provider_timeout_at__lte=now
+        )
+        if not stuck.exclude(provider_reference="").exists():
+            raise PayoutNotStuck()
         payout = payout_transition(
             payout_id=payout_id, to=PayoutStatus.FAILED, reason=REASON_MARKED_FAILED, at=now
         )
@@ -1089,7 +1097,8 @@ def payout_apply_provider_result(
 def payments_fail_timed_out(*, now: datetime) -> int:
     """Fail every payin/payout leg still waiting for the provider past provider_timeout_at,
     with reason provider_timeout, unless the provider, asked first, has an answer for it (then
-    that answer is applied). Each one in its own transaction; returns how many failed."""
+    that answer is applied) or is a payout it cannot be asked about (left pending, logged).
+    Each one in its own transaction; returns how many failed."""
     payins = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "source")
@@ -1152,6 +1161,9 @@ def _timed_out(
         return 1
     except InvalidTransition:
         return 0  # answered in between
+    except provider.DisbursementOutcomeUnknown as unknown:
+        logger.error("Timeout sweep: %s (%r); left pending", unknown, unknown.__cause__)
+        return 0
     except Exception:  # one leg's trouble must not hold up every other leg's timeout
         logger.exception("Timeout sweep: %s %s left for the next run", kind, payment_id)
         return 0

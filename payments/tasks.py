@@ -88,7 +88,8 @@ def submit_payout(*, payout_id: str, **_: object) -> None:
 
 @shared_task(acks_late=True)
 def fail_timed_out_payments(**_: object) -> int:
-    """Beat: fail legs the provider never answered within PROVIDER_TIMEOUT_SECONDS, and
+    """Beat: fail legs the provider never answered within PROVIDER_TIMEOUT_SECONDS (see
+    payments_fail_timed_out for the ones it answers late or cannot be asked about), and
     re-enqueue submissions whose enqueue after commit was lost (submitting is idempotent)."""
     now = timezone.now()
     failed = services.payments_fail_timed_out(now=now)

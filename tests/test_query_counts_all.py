@@ -1,6 +1,6 @@
 """Pinned query counts of every other API endpoint (the hot ones are in test_query_counts.py),
 so an N+1 or an extra lookup cannot creep back unnoticed. A list is counted with several rows
-on its page and must cost what it costs with one. A change here must be deliberate: update the
+on its page, so a query per row would show. A change here must be deliberate: update the
 number and say why. Counted inside the test's transaction (after-commit work, such as a
 provider submission or a KYC fetch, is not counted: it runs in the worker)."""
 
@@ -51,7 +51,10 @@ def _count(django_assert_num_queries, expected: int, call, status: int = 200):
     return response
 
 
-def test_customers_kyc(api, customer, django_assert_num_queries):
+def test_customers_and_kyc(api, customer, django_assert_num_queries):
+    for _ in range(2):
+        transfer_customer(api)
+    _count(django_assert_num_queries, 2, lambda: api.get("/customers"))
     url = f"/customers/{customer['id']}/kyc"
     _count(
         django_assert_num_queries,

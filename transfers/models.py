@@ -91,7 +91,10 @@ class Transfer(models.Model):
     leg_timeout_at = models.DateTimeField(
         null=True,
         blank=True,
-        help_text="Due time of the leg in flight: not answered by then, the sweep fails it.",
+        help_text=(
+            "Due time of the leg in flight: not answered by then, the sweep asks the provider "
+            "and, without an answer, fails it (a disbursement it cannot ask about waits)."
+        ),
     )
 
     created_at = models.DateTimeField()

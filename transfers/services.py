@@ -997,8 +997,8 @@ def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: dat
 def transfers_fail_timed_out(*, now: datetime) -> int:
     """Fail every leg the provider has not answered by leg_timeout_at (reason
     provider_timeout), each transfer in its own transaction, unless the provider, asked first,
-    has an answer for a leg it received (then that answer is applied). Returns how many
-    failed."""
+    has an answer for a leg it received (then that answer is applied) or is a disbursement it
+    cannot be asked about (left disbursing, logged). Returns how many failed."""
     failed = 0
     due = Transfer.objects.filter(
         status__in=[TransferStatus.PENDING, TransferStatus.COLLECTING, TransferStatus.DISBURSING],
@@ -1036,6 +1036,8 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
                 transfer_id=transfer_id, reason=REASON_PROVIDER_TIMEOUT, at=now, **kwargs
             ):
                 failed += 1
+        except provider.DisbursementOutcomeUnknown as unknown:
+            logger.error("Timeout sweep: %s (%r); left disbursing", unknown, unknown.__cause__)
         except Exception:  # one leg's trouble must not hold up every other leg's timeout
             logger.exception("Timeout sweep: transfer %s left for the next run", transfer_id)
     return failed

@@ -1,3 +1,4 @@
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -8,7 +9,8 @@ from django.utils import timezone
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
 from payments import ledger, selectors, services
-from payments.models import ProviderDiscrepancy
+from payments.models import Payout, ProviderDiscrepancy
+from payments.provider.simulator import SimulatorGateway
 from tests.payments.conftest import SILENT_PHONE, create_quote, fund, payin_body, payout_body
 from webhooks.models import Event
 
@@ -61,13 +63,17 @@ def _support_client():
     return client
 
 
-def _pending_payout(api, customer, capture) -> dict:
-    """A payout the provider received and never answers (the sandbox's silent recipient)."""
+def _pending_payout(api, customer, capture, *, past_timeout: bool = True) -> dict:
+    """A payout the provider received and never answers (the sandbox's silent recipient),
+    past its provider timeout unless told otherwise."""
     with capture(execute=True):
         payout = api.post(
             "/payouts", payout_body(create_quote(api, "payout"), customer, SILENT_PHONE)
         ).json()
     assert api.get(f"/payouts/{payout['id']}").json()["status"] == "pending"
+    if past_timeout:
+        due = timezone.now() - timedelta(seconds=1)
+        Payout.objects.filter(pk=payout["id"]).update(provider_timeout_at=due)
     return payout
 
 
@@ -130,7 +136,7 @@ def test_marking_failed_is_refused_for_a_final_payout_and_for_merchant_staff(
         {"action": "mark_failed", "_selected_action": [completed["id"]]},
         follow=True,
     )
-    assert "Only a pending payout" in refused.content.decode()
+    assert "Only a payout stuck at the provider" in refused.content.decode()
     merchant_services.staff_user_create(
         username="owner", password="pw-123456", merchant=enabled_merchant, role="owner"
     )
@@ -144,3 +150,50 @@ def test_marking_failed_is_refused_for_a_final_payout_and_for_merchant_staff(
     assert statuses == ["completed", "pending"]
     assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == balance
     assert not AuditLogEntry.objects.filter(action="support.action").exists()
+
+
+def test_marking_failed_is_refused_before_the_timeout_and_while_the_provider_is_being_called(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    fund(enabled_merchant, "50000")
+    support = _support_client()
+    recent = _pending_payout(
+        enabled_api, customer, django_capture_on_commit_callbacks, past_timeout=False
+    )
+    _mark_failed(support, recent["id"])
+    assert enabled_api.get(f"/payouts/{recent['id']}").json()["status"] == "pending"
+
+    # a click while the submitter is calling the provider (no reference stored yet): releasing
+    # the reserve then would let the provider pay an unfunded payout
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SupportClicksDuringTheCallGateway"
+    SupportClicksDuringTheCallGateway.refusals.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        in_flight = enabled_api.post(
+            "/payouts", payout_body(create_quote(enabled_api, "payout"), customer)
+        ).json()
+    assert [type(error) for error in SupportClicksDuringTheCallGateway.refusals] == [
+        services.PayoutNotStuck
+    ]
+    assert enabled_api.get(f"/payouts/{in_flight['id']}").json()["status"] == "completed"
+    assert not AuditLogEntry.objects.filter(action="support.action").exists()
+    assert not ProviderDiscrepancy.objects.exists()
+    assert ledger.ledger_breaches() == []
+
+
+class SupportClicksDuringTheCallGateway(SimulatorGateway):
+    """The simulator, slow to take a payout (past its timeout before it is taken), with
+    support marking it failed meanwhile."""
+
+    refusals: list[Exception] = []
+
+    def submit_disbursement(self, **kwargs):
+        slow = timezone.now() - timedelta(seconds=1)
+        Payout.objects.filter(pk=kwargs["reference"]).update(provider_timeout_at=slow)
+        support = get_user_model().objects.get(username="support-agent")
+        try:
+            services.payout_mark_failed(
+                payout_id=kwargs["reference"], actor=support, now=timezone.now()
+            )
+        except services.PayoutNotStuck as refused:
+            self.refusals.append(refused)
+        return super().submit_disbursement(**kwargs)

@@ -127,6 +127,7 @@ def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_me
     fund(enabled_merchant, "20000")
     quote = create_quote(api, "payout")
     payout_id = api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
+    Payout.objects.filter(pk=payout_id).update(provider_timeout_at=timezone.now())
     agents = [
         merchant_services.staff_user_create(username=f"agent-{i}", password="pw-1", support=True)
         for i in range(4)
@@ -135,7 +136,7 @@ def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_me
     def work(i):
         try:
             services.payout_mark_failed(payout_id=payout_id, actor=agents[i], now=timezone.now())
-        except services.PayoutNotPending:
+        except services.PayoutNotStuck:
             return "refused"
         return "marked"
 
