@@ -970,13 +970,21 @@ def transfer_relaunch_payout(
 def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: datetime) -> Transfer:
     """Support: fail a disbursement leg stuck at the provider (reason marked_failed_by_support),
     recorded in the audit log with who did it. The money stays in transfer_suspense until a
-    relaunch. 409 when the transfer is not disbursing."""
+    relaunch. Stuck means: the provider received the attempt (it has a disbursement reference)
+    and it is past its leg timeout; an attempt without a reference may be on its way to the
+    provider right now, and one relaunched after a leg failed too early may be paid twice. 409
+    otherwise."""
     with transaction.atomic():
         transfer = Transfer.objects.select_for_update().get(pk=transfer_id)
         if _state(transfer) != _DISBURSING:
             raise InvalidTransferTransition(
                 "Only a transfer whose disbursement leg is in flight (disbursing) can have it "
                 f"marked failed; this one is {transfer.status}."
+            )
+        if not transfer.disbursement_reference or transfer.leg_timeout_at > now:
+            raise InvalidTransferTransition(
+                "Only a disbursement stuck at the provider can be marked failed: received by "
+                "the provider (it has a disbursement reference) and past its leg timeout."
             )
         transfer = transfer_transition(
             transfer_id=transfer_id, move=DISBURSEMENT_FAILED, reason=REASON_MARKED_FAILED, at=now

@@ -1,10 +1,17 @@
+from datetime import timedelta
+
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
+from config.exceptions import DomainError
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
+from payments.provider.simulator import SimulatorGateway
 from tests.transfers.conftest import SN_DECLINED, SN_SILENT, ledger_is_clean, transfer_body
+from transfers import services
 from transfers.models import Transfer
 from webhooks.models import Event
 
@@ -23,6 +30,11 @@ def login(username: str, **assignment) -> Client:
 @pytest.fixture
 def support():
     return login("support-agent", support=True)
+
+
+def _past_leg_timeout(transfer: Transfer) -> None:
+    due = timezone.now() - timedelta(seconds=1)
+    Transfer.objects.filter(pk=transfer.pk).update(leg_timeout_at=due)
 
 
 def make_transfer(api, customer, quote, run, **phones) -> Transfer:
@@ -74,11 +86,12 @@ def test_support_marks_a_stuck_disbursement_failed_and_it_is_recorded(
 ):
     transfer = make_transfer(enabled_api, customer, quote, run, recipient_phone=SN_SILENT)
     assert transfer.status == "disbursing"
+    mark_failed = {"action": "mark_disbursement_failed", "_selected_action": [str(transfer.pk)]}
 
-    response = support.post(
-        reverse(CHANGELIST),
-        {"action": "mark_disbursement_failed", "_selected_action": [str(transfer.pk)]},
-    )
+    support.post(reverse(CHANGELIST), mark_failed)  # before its leg timeout: refused
+    assert Transfer.objects.get(pk=transfer.pk).status == "disbursing"
+    _past_leg_timeout(transfer)
+    response = support.post(reverse(CHANGELIST), mark_failed)
 
     assert response.status_code == 302
     transfer.refresh_from_db()
@@ -141,3 +154,36 @@ def test_merchant_staff_see_only_their_transfers_and_cannot_run_support_actions(
     )
     transfer.refresh_from_db()
     assert transfer.disbursement_attempt == 1
+
+
+class SupportClicksDuringTheCallGateway(SimulatorGateway):
+    """The simulator, slow to take a disbursement (past the leg timeout before it is taken),
+    with support marking it failed meanwhile."""
+
+    refusals: list[Exception] = []
+
+    def submit_disbursement(self, **kwargs):
+        transfer = Transfer.objects.get(pk=kwargs["reference"].split(":")[0])
+        _past_leg_timeout(transfer)
+        support = get_user_model().objects.get(username="support-agent")
+        try:
+            services.transfer_mark_disbursement_failed(
+                transfer_id=transfer.pk, actor=support, now=timezone.now()
+            )
+        except DomainError as refused:
+            self.refusals.append(refused)
+        return super().submit_disbursement(**kwargs)
+
+
+def test_a_disbursement_on_its_way_to_the_provider_cannot_be_marked_failed(
+    support, enabled_api, customer, quote, run, settings
+):
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SupportClicksDuringTheCallGateway"
+    SupportClicksDuringTheCallGateway.refusals.clear()
+
+    transfer = make_transfer(enabled_api, customer, quote, run)
+
+    assert len(SupportClicksDuringTheCallGateway.refusals) == 1
+    assert (transfer.status, transfer.disbursement_attempt) == ("completed", 1)
+    assert not AuditLogEntry.objects.filter(target=str(transfer.id)).exists()
+    assert ledger_is_clean()
