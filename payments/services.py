@@ -799,9 +799,23 @@ def payout_transition(
 def payout_submit(*, payout_id: UUID, now: datetime) -> None:
     """Send the disbursement to the provider (idempotent by reference; no lock held)."""
     payout = Payout.objects.get(pk=payout_id)
-    if payout.status != PayoutStatus.PENDING or payout.provider_reference:
+    if (
+        payout.status != PayoutStatus.PENDING
+        or payout.provider_reference
+        or payout.provider_timeout_at <= now  # the timeout sweep decides it now
+    ):
         return
-    Payout.objects.filter(pk=payout.id, submitted_at__isnull=True).update(submitted_at=now)
+    # only while still pending: the sweep fails an unsubmitted payout under its lock
+    started = Payout.objects.filter(
+        pk=payout.id, status=PayoutStatus.PENDING, submitted_at__isnull=True
+    ).update(submitted_at=now)
+    if (
+        not started
+        and not Payout.objects.filter(
+            pk=payout.id, status=PayoutStatus.PENDING, submitted_at__isnull=False
+        ).exists()
+    ):
+        return
     _payout_send(payout, now=now)
 
 
@@ -1094,22 +1108,31 @@ def payout_apply_provider_result(
         )
 
 
+# Longer than any provider call takes (the gateway's own timeouts are far shorter): a leg whose
+# submission started this recently and has no receipt yet may still be on its way.
+SUBMISSION_IN_FLIGHT_SECONDS = 300
+
+
 def payments_fail_timed_out(*, now: datetime) -> int:
     """Fail every payin/payout leg still waiting for the provider past provider_timeout_at,
-    with reason provider_timeout, unless the provider, asked first, has an answer for it (then
-    that answer is applied) or is a payout it cannot be asked about (left pending, logged).
-    Each one in its own transaction; returns how many failed."""
+    with reason provider_timeout, unless the provider, asked first about every leg whose
+    submission started (receipt or not: a receipt can be lost), has an answer for it (then that
+    answer is applied), or it is a payout the provider cannot be asked about or whose
+    submission may still be in flight (left pending). Each one in its own transaction; returns
+    how many failed."""
     payins = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "source")
+    ).values_list("id", "provider_reference", "submitted_at", "source")
     payouts = Payout.objects.filter(
         status=PayoutStatus.PENDING, provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "recipient")
+    ).values_list("id", "provider_reference", "submitted_at", "recipient")
     failed = 0
-    for payin_id, provider_reference, source in list(payins):
+    for payin_id, provider_reference, submitted_at, source in list(payins):
         failed += _timed_out(
+            Payin,
             payin_id,
             provider_reference,
+            submitted_at,
             source,
             kind=provider.COLLECTION,
             callback=PAYIN_CALLBACK,
@@ -1118,10 +1141,12 @@ def payments_fail_timed_out(*, now: datetime) -> int:
             ),
             now=now,
         )
-    for payout_id, provider_reference, recipient in list(payouts):
+    for payout_id, provider_reference, submitted_at, recipient in list(payouts):
         failed += _timed_out(
+            Payout,
             payout_id,
             provider_reference,
+            submitted_at,
             recipient,
             kind=provider.DISBURSEMENT,
             callback=PAYOUT_CALLBACK,
@@ -1137,8 +1162,10 @@ def payments_fail_timed_out(*, now: datetime) -> int:
 
 
 def _timed_out(
+    model: type[Payin] | type[Payout],
     payment_id: UUID,
     provider_reference: str,
+    submitted_at: datetime | None,
     party: dict[str, Any],
     *,
     kind: str,
@@ -1147,9 +1174,18 @@ def _timed_out(
     now: datetime,
 ) -> int:
     """1 when the payment's leg was failed for its timeout; 0 when the provider's answer was
-    applied instead, someone answered in between, or its trouble leaves it for the next run."""
+    applied instead, someone answered in between, or the leg is left for the next run."""
     try:
-        if provider_reference and provider.answer_before_timeout(
+        if submitted_at is None:
+            with transaction.atomic():  # a submitter that took it meanwhile set submitted_at
+                unsent = model.objects.select_for_update().filter(
+                    pk=payment_id, submitted_at__isnull=True
+                )
+                if unsent.exists():
+                    fail(payment_id)
+                    return 1
+            return 0  # submitted meanwhile: the next run asks the provider
+        if provider.answer_before_timeout(
             kind=kind,
             reference=str(payment_id),
             callback=callback,
@@ -1157,6 +1193,9 @@ def _timed_out(
             at=now,
         ):
             return 0
+        in_flight = now - submitted_at < timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
+        if kind == provider.DISBURSEMENT and not provider_reference and in_flight:
+            return 0  # its call may still reach the provider: failing it would free its money
         fail(payment_id)
         return 1
     except InvalidTransition:

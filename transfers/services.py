@@ -730,11 +730,18 @@ def transfer_submit_disbursement(*, transfer_id: UUID, attempt: int, now: dateti
         _state(transfer) != _DISBURSING
         or transfer.disbursement_attempt != attempt
         or transfer.disbursement_reference
+        or (transfer.leg_timeout_at is not None and transfer.leg_timeout_at <= now)
     ):
         return transfer
-    Transfer.objects.filter(
-        pk=transfer.id, disbursement_attempt=attempt, disbursement_submitted_at__isnull=True
-    ).update(disbursement_submitted_at=now)
+    # only while this attempt is still in flight: the sweep fails an unsubmitted one under lock
+    waiting = Transfer.objects.filter(
+        pk=transfer.id, disbursement_attempt=attempt, payout_status=transfer.payout_status
+    )
+    started = waiting.filter(disbursement_submitted_at__isnull=True).update(
+        disbursement_submitted_at=now
+    )
+    if not started and not waiting.filter(disbursement_submitted_at__isnull=False).exists():
+        return transfer
     try:
         receipt = provider.gateway().submit_disbursement(
             reference=disbursement_reference(transfer.id, attempt),
@@ -1015,35 +1022,58 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
         "id",
         "status",
         "disbursement_attempt",
-        "collection_reference",
+        "collection_submitted_at",
+        "disbursement_submitted_at",
         "disbursement_reference",
         "payer",
         "recipient",
     )
-    for transfer_id, status, attempt, collected_as, disbursed_as, payer, recipient in list(due):
+    for row in list(due):
+        transfer_id, status, attempt, collecting_since, disbursing_since, disbursed_as = row[:6]
+        payer, recipient = row[6:]
         try:
             if status == TransferStatus.DISBURSING:
                 kwargs = {"move": DISBURSEMENT_FAILED, "attempt": attempt}
-                asked = disbursed_as and provider.answer_before_timeout(
+                submitted_at, submitted = disbursing_since, {"disbursement_submitted_at": None}
+                asked = disbursing_since and provider.answer_before_timeout(
                     kind=provider.DISBURSEMENT,
                     reference=disbursement_reference(transfer_id, attempt),
                     callback=DISBURSEMENT_CALLBACK,
                     party=_party_identifier(recipient),
                     at=now,
                 )
+                in_flight = (
+                    submitted_at is not None
+                    and not disbursed_as
+                    and now - submitted_at
+                    < timedelta(seconds=payment_services.SUBMISSION_IN_FLIGHT_SECONDS)
+                )
+                if not asked and in_flight:
+                    continue  # its call may still reach the provider: the next run decides
             else:
                 kwargs = {"move": COLLECTION_FAILED}
-                asked = collected_as and provider.answer_before_timeout(
+                submitted_at, submitted = collecting_since, {"collection_submitted_at": None}
+                asked = collecting_since and provider.answer_before_timeout(
                     kind=provider.COLLECTION,
                     reference=str(transfer_id),
                     callback=COLLECTION_CALLBACK,
                     party=_party_identifier(payer),
                     at=now,
                 )
-            if not asked and _apply_quietly(
-                transfer_id=transfer_id, reason=REASON_PROVIDER_TIMEOUT, at=now, **kwargs
-            ):
-                failed += 1
+            if asked:
+                continue
+            with transaction.atomic():
+                if (
+                    submitted_at is None
+                    and not Transfer.objects.select_for_update()
+                    .filter(pk=transfer_id, **{f"{field}__isnull": True for field in submitted})
+                    .exists()
+                ):
+                    continue  # submitted meanwhile: the next run asks the provider
+                if _apply_quietly(
+                    transfer_id=transfer_id, reason=REASON_PROVIDER_TIMEOUT, at=now, **kwargs
+                ):
+                    failed += 1
         except provider.DisbursementOutcomeUnknown as unknown:
             logger.error("Timeout sweep: %s (%r); left disbursing", unknown, unknown.__cause__)
         except Exception:  # one leg's trouble must not hold up every other leg's timeout

@@ -334,3 +334,73 @@ def test_a_payin_whose_status_cannot_be_asked_still_times_out(
     assert services.payments_fail_timed_out(now=later) == 1  # no money leaves on a payin
     body = enabled_api.get(f"/payins/{payin['id']}").json()
     assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
+
+
+def test_a_payout_whose_receipt_was_lost_is_asked_about_not_failed(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    """Submitted, paid by the provider, but its receipt never stored (a worker killed after
+    the call, a response lost): the sweep asks by our reference instead of failing it."""
+    fund(enabled_merchant, "20000")
+    quote = create_quote(enabled_api, "payout")
+    with django_capture_on_commit_callbacks(execute=True):
+        payout_id = enabled_api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()[
+            "id"
+        ]
+    _answer_lost_on_the_way(Payout, payout_id, "recipient", SN_PHONE)
+    Payout.objects.filter(pk=payout_id).update(provider_reference="")  # the receipt, lost
+
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    assert services.payments_fail_timed_out(now=later) == 0
+
+    assert enabled_api.get(f"/payouts/{payout_id}").json()["status"] == "completed"
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("9800"),
+        Decimal("0"),
+    )
+    assert ledger.ledger_breaches() == []
+
+
+def test_a_payout_whose_submission_may_be_in_flight_waits_then_times_out(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    fund(enabled_merchant, "20000")
+    quote = create_quote(enabled_api, "payout")
+    with django_capture_on_commit_callbacks(execute=True):
+        payout_id = enabled_api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()[
+            "id"
+        ]
+    payout = Payout.objects.get(pk=payout_id)
+    due = payout.provider_timeout_at
+    # its provider call started just before the timeout and has not returned yet
+    started = due - timedelta(seconds=5)
+    Payout.objects.filter(pk=payout_id).update(provider_reference="", submitted_at=started)
+
+    assert services.payments_fail_timed_out(now=due) == 0  # may still reach the provider
+    assert Payout.objects.get(pk=payout_id).status == "pending"
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[1] > 0
+
+    after_any_call = started + timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
+    assert services.payments_fail_timed_out(now=after_any_call) == 1
+    body = enabled_api.get(f"/payouts/{payout_id}").json()
+    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("20000"),
+        Decimal("0"),
+    )
+    assert ledger.ledger_breaches() == []
+
+
+def test_a_payout_submission_does_not_start_past_its_timeout(
+    enabled_api, enabled_merchant, customer, settings
+):
+    fund(enabled_merchant, "20000")
+    quote = create_quote(enabled_api, "payout")
+    payout_id = enabled_api.post("/payouts", payout_body(quote, customer)).json()["id"]  # not sent
+    due = Payout.objects.get(pk=payout_id).provider_timeout_at
+
+    services.payout_submit(payout_id=payout_id, now=due)  # the sweep decides it now
+
+    payout = Payout.objects.get(pk=payout_id)
+    assert (payout.status, payout.submitted_at, payout.provider_reference) == ("pending", None, "")
+    assert services.payments_fail_timed_out(now=due) == 1

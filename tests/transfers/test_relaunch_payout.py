@@ -1,3 +1,4 @@
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -7,6 +8,7 @@ from django.utils import timezone
 from payments import ledger
 from payments.models import ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
+from payments.services import SUBMISSION_IN_FLIGHT_SECONDS
 from tests.transfers.conftest import (
     SN_DECLINED,
     SN_OTHER_PHONE,
@@ -478,6 +480,40 @@ def test_a_disbursement_whose_status_cannot_be_asked_is_not_failed_by_the_sweep(
 
     settings.PAYMENTS_PROVIDER_GATEWAY = "payments.provider.simulator.SimulatorGateway"
     assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
+    assert enabled_api.get(f"/transfers/{transfer.id}").json()["payout_status"] == "failed"
+    assert ledger_is_clean()
+
+
+def test_a_disbursement_whose_receipt_was_lost_is_asked_about_not_failed(
+    enabled_api, disbursing, run
+):
+    transfer = disbursing  # paid by the provider, its receipt never stored
+    transfer.recipient = {**transfer.recipient, "phone": SN_OTHER_PHONE}
+    transfer.disbursement_reference = ""
+    transfer.save(update_fields=["recipient", "disbursement_reference"])
+
+    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
+
+    assert enabled_api.get(f"/transfers/{transfer.id}").json()["status"] == "completed"
+    assert ledger_is_clean()
+
+
+def test_a_disbursement_whose_call_may_be_in_flight_waits_then_times_out(
+    enabled_api, disbursing, run
+):
+    transfer = disbursing
+    started = transfer.leg_timeout_at - timedelta(seconds=5)
+    Transfer.objects.filter(pk=transfer.id).update(
+        disbursement_reference="", disbursement_submitted_at=started
+    )
+
+    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
+    assert enabled_api.get(f"/transfers/{transfer.id}").json()["status"] == "disbursing"
+    relaunch = enabled_api.post(f"/transfers/{transfer.id}/relaunch-payout")
+    assert relaunch.status_code == 409  # not while the first attempt may still be paid
+
+    after_any_call = started + timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
+    assert run(services.transfers_fail_timed_out, now=after_any_call) == 1
     assert enabled_api.get(f"/transfers/{transfer.id}").json()["payout_status"] == "failed"
     assert ledger_is_clean()
 
