@@ -941,6 +941,41 @@ def _deliveries_record(attempts: list[tuple[_Claim, _Outcome, datetime]]) -> dic
         return dict(cursor.fetchall())
 
 
+# A claim reads each delivery's endpoint (URL, signing secret, enabled) once; a receiver slow to
+# answer the first of a claim's deliveries must not have the rest sent to an endpoint the
+# merchant has since disabled, moved or re-keyed: after this long they are given back unsent.
+CLAIM_FRESH_SECONDS = 2.0
+
+_GIVE_BACK_SQL = """
+WITH back AS (
+    UPDATE webhooks_delivery d
+    SET status = 'pending', attempts = d.attempts - 1, next_attempt_at = %(now)s,
+        updated_at = %(now)s
+    FROM unnest(%(ids)s::uuid[], %(numbers)s::integer[]) AS g(id, number)
+    WHERE d.id = g.id AND d.status = 'delivering' AND d.attempts = g.number
+    RETURNING d.id
+)
+DELETE FROM webhooks_deliveryattempt a
+WHERE a.id = ANY(%(attempt_ids)s::bigint[]) AND a.delivery_id IN (SELECT id FROM back)
+"""
+
+
+def _deliveries_give_back(claims: list[_Claim], *, now: datetime) -> None:
+    """Claimed deliveries not sent after all: pending and due again, their attempt neither
+    counted nor logged (the next claim reads their endpoint afresh). PostgreSQL only: the only
+    claims of more than one delivery are made there."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _GIVE_BACK_SQL,
+            {
+                "now": now,
+                "ids": [claim.delivery_id for claim in claims],
+                "numbers": [claim.number for claim in claims],
+                "attempt_ids": [claim.attempt_id for claim in claims],
+            },
+        )
+
+
 def _delivery_record(*, claim: _Claim, outcome: _Outcome, now: datetime) -> str:
     """Record the attempt sent at `now` and move the delivery on; returns its status."""
     return _deliveries_record([(claim, outcome, now)])[claim.delivery_id]
@@ -1009,12 +1044,19 @@ def deliveries_send(
 
     def send(claims: list[_Claim]) -> None:
         nonlocal made
-        attempts = []
+        attempts, given_back = [], []
+        claimed_at = time.monotonic()
         for claim in claims:
+            if attempts and time.monotonic() - claimed_at > CLAIM_FRESH_SECONDS:
+                given_back.append(claim)  # its endpoint was read too long ago
+                continue
             sent_at = timezone.now()
             attempts.append((claim, _post(claim=claim, now=sent_at), sent_at))
         _deliveries_record(attempts)
         made += len(attempts)
+        if given_back:
+            _deliveries_give_back(given_back, now=timezone.now())
+            _sender_wake()
 
     shared_cache.drain(
         SENDER_WAKE_KEY,

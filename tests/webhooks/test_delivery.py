@@ -2,6 +2,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -618,6 +619,49 @@ def test_a_sender_sends_every_due_delivery_then_stops(merchant, endpoint, receiv
     events = [record(merchant) for _ in range(3)]
 
     assert services.deliveries_send() == 3
+    assert sorted(r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests) == sorted(
+        str(event.id) for event in events
+    )
+    assert set(Delivery.objects.values_list("status", flat=True)) == {DeliveryStatus.SUCCEEDED}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a claim of several: PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_held_up_by_a_slow_receiver_sends_nothing_to_an_endpoint_disabled_meanwhile(
+    merchant, receiver, webhook_settings
+):
+    webhook_settings.WEBHOOK_TIMEOUT_SECONDS = 5
+    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    later = timezone.now() + timedelta(hours=1)  # not due yet: nothing is sent on commit
+    events = [record(merchant, at=later + timedelta(seconds=i)) for i in range(4)]
+    Delivery.objects.update(next_attempt_at=timezone.now())  # all due: one claim of four
+    receiver.plan = [("sleep", services.CLAIM_FRESH_SECONDS + 1)]
+
+    def merchant_disables_it():
+        try:
+            time.sleep(0.5)  # while the first delivery waits for its answer
+            services.endpoint_update(
+                endpoint_id=endpoint.pk, url=endpoint.url, enabled=False, now=timezone.now()
+            )
+        finally:
+            connection.close()
+
+    disabling = threading.Thread(target=merchant_disables_it)
+    disabling.start()
+    assert services.deliveries_send() == 1
+    disabling.join()
+
+    assert len(receiver.requests) == 1  # the three others were given back unsent
+    waiting = Delivery.objects.exclude(event_id=receiver.requests[0].headers["X-Cowry-Webhook-Id"])
+    assert waiting.count() == 3
+    assert set(waiting.values_list("status", "attempts")) == {(DeliveryStatus.PENDING, 0)}
+    assert not DeliveryAttempt.objects.filter(delivery__in=waiting).exists()
+
+    services.endpoint_update(
+        endpoint_id=endpoint.pk, url=endpoint.url, enabled=True, now=timezone.now()
+    )
+    receiver.plan = []
+    services.deliveries_send()
     assert sorted(r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests) == sorted(
         str(event.id) for event in events
     )
