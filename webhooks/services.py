@@ -310,11 +310,15 @@ def endpoints_disable_failing(*, now: datetime) -> int:
     """The sweep: disable every enabled endpoint whose every delivery attempt has failed for
     FAILING_DISABLE_AFTER (no success since a failure at least that old, and still failing
     inside the window). Its open deliveries wait; the merchant re-enables it in the dashboard.
-    Returns the number of endpoints disabled."""
+    Only attempts since the endpoint was last changed count (re-enabled, moved): a merchant who
+    fixed the receiver and re-enabled it is not disabled again for what failed before. Returns
+    the number of endpoints disabled."""
     cutoff = now - FAILING_DISABLE_AFTER
     ok = Q(response_status__gte=200, response_status__lt=300)
     attempts = DeliveryAttempt.objects.filter(
-        delivery__endpoint=OuterRef("pk"), finished_at__isnull=False
+        delivery__endpoint=OuterRef("pk"),
+        finished_at__isnull=False,
+        started_at__gt=OuterRef("updated_at"),
     )
     candidates = WebhookEndpoint.objects.filter(enabled=True).filter(
         Exists(attempts.filter(started_at__gt=cutoff).exclude(ok)),
@@ -332,7 +336,9 @@ def endpoints_disable_failing(*, now: datetime) -> int:
             if endpoint is None:
                 continue
             mine = DeliveryAttempt.objects.filter(
-                delivery__endpoint=endpoint, finished_at__isnull=False
+                delivery__endpoint=endpoint,
+                finished_at__isnull=False,
+                started_at__gt=endpoint.updated_at,
             )
             last_success = mine.filter(ok).order_by("-started_at").first()
             streak = mine.exclude(ok).filter(started_at__lte=cutoff)

@@ -172,6 +172,32 @@ def test_failures_younger_than_5_days_keep_the_endpoint(
     assert services.endpoints_disable_failing(now=now) == 0
 
 
+def test_an_endpoint_re_enabled_is_not_disabled_again_for_what_failed_before(
+    merchant,
+    receiver,
+    webhook_settings,
+):
+    webhook_settings.WEBHOOK_RETRY_SCHEDULE = []
+    receiver.default = 500
+    now = timezone.now()
+    failing, _ = services.endpoint_add(
+        merchant=merchant, url=receiver.url, now=now - timedelta(days=7)
+    )
+    _fail_at(merchant, now - timedelta(days=6))
+    _fail_at(merchant, now - timedelta(hours=2))
+    assert services.endpoints_disable_failing(now=now - timedelta(hours=1)) == 1
+
+    # the merchant fixes the receiver and switches the endpoint back on; nothing sent since
+    services.endpoint_update(endpoint_id=failing.pk, url=failing.url, enabled=True, now=now)
+    assert services.endpoints_disable_failing(now=now + timedelta(minutes=1)) == 0
+    failing.refresh_from_db()
+    assert failing.enabled is True
+    # failing again afterwards, for five days more, disables it again
+    _fail_at(merchant, now + timedelta(hours=1))
+    _fail_at(merchant, now + timedelta(days=6))
+    assert services.endpoints_disable_failing(now=now + timedelta(days=6, hours=1)) == 1
+
+
 def test_the_sweep_is_scheduled(settings):
     entries = {e["task"] for e in settings.CELERY_BEAT_SCHEDULE.values()}
     assert "webhooks.tasks.disable_failing_endpoints" in entries
