@@ -20,7 +20,16 @@ class PaymentUUIDField(serializers.UUIDField):
         return super().to_internal_value(data)
 
 
-class PayinSourceInput(InputSerializer):
+class _RoutingInput(InputSerializer):
+    """Routing comes from the quote; a party that states it must state the quote's (spec 2.1:
+    quote and payment requests use matching country, rail and operator values)."""
+
+    country_code = CountryCodeField(required=False)
+    rail_type = serializers.ChoiceField(choices=RailType.choices, required=False)
+    operator_code = StrictCharField(required=False, max_length=64)
+
+
+class PayinSourceInput(_RoutingInput):
     """phone for mobile_money quotes; bank_name, bank_code, account_name, account_number for
     bank_transfer quotes. The other rail's fields are refused; routing comes from the quote."""
 
@@ -37,7 +46,7 @@ class PayinCreateInput(InputSerializer):
     source = PayinSourceInput()
 
 
-class PayoutRecipientInput(InputSerializer):
+class PayoutRecipientInput(_RoutingInput):
     """individual: first_name and last_name; business: business_name. phone for mobile_money
     quotes, bank fields for bank_transfer quotes (the other rail's fields are refused)."""
 

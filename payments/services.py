@@ -163,6 +163,41 @@ def _customer(*, merchant: Merchant, customer_id: UUID) -> Customer:
         raise CustomerNotFound(fields={"customer_id": [CustomerNotFound.message]}) from None
 
 
+class PartyRoutingMismatch(DomainError):
+    status = 400
+    reason = "party_routing_mismatch"
+    message = "The party's country, rail or operator does not match the quote."
+
+
+def routing_mismatches(
+    party: dict[str, Any], expected: dict[str, str], *, what: str
+) -> dict[str, list[str]]:
+    """The routing fields a party states that differ from `expected` (the quote's), each with
+    its error; those it leaves out are not checked."""
+    return {
+        name: [f"Must be {value!r} for this {what}; got {party[name]!r}."]
+        for name, value in expected.items()
+        if party.get(name) not in (None, value)
+    }
+
+
+def _party_for_quote(
+    *, quote: Quote, party: dict[str, Any], field: str, required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """_party_for_rail for the quote's rail, after the routing the party states (if any) is
+    checked against the quote's: routing comes from the quote, and a request that names another
+    country, rail or operator does not match it (400 party_routing_mismatch)."""
+    routing = _routing(quote)
+    mismatches = routing_mismatches(party, routing, what="quote")
+    if mismatches:
+        first = next(iter(mismatches))
+        raise PartyRoutingMismatch(
+            f"{field}.{first}: {mismatches[first][0]}", fields={field: mismatches}
+        )
+    party = {name: value for name, value in party.items() if name not in routing}
+    return _party_for_rail(rail_type=quote.rail_type, party=party, field=field, required=required)
+
+
 def _party_for_rail(
     *, rail_type: str, party: dict[str, Any], field: str, required: tuple[str, ...] = ()
 ) -> dict[str, Any]:
@@ -223,7 +258,7 @@ def payin_create(
 
     def validate(quote: Quote) -> None:
         quote_selectors.quote_operator_check_enabled(quote, field="quote_id")
-        payer.update(_party_for_rail(rail_type=quote.rail_type, party=source, field="source"))
+        payer.update(_party_for_quote(quote=quote, party=source, field="source"))
 
     def payin_rows(quote: Quote) -> list[Payin | PayinHistory]:  # quote_consume calls it last
         payin = Payin(
@@ -654,9 +689,7 @@ def payout_create(
             else ("first_name", "last_name")
         )
         party.update(
-            _party_for_rail(
-                rail_type=quote.rail_type, party=recipient, field="recipient", required=names
-            )
+            _party_for_quote(quote=quote, party=recipient, field="recipient", required=names)
         )
 
     def payout_rows(quote: Quote) -> list[Payout | PayoutHistory]:  # quote_consume calls it last

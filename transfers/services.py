@@ -494,9 +494,10 @@ def _party(
         "operator_code": operator_code,
     }
     mismatches = {
-        f"{field}.{name}": [f"Must be {value!r} for this transfer; got {party[name]!r}."]
-        for name, value in expected.items()
-        if party.get(name) not in (None, value)
+        f"{field}.{name}": errors
+        for name, errors in payment_services.routing_mismatches(
+            party, expected, what="transfer"
+        ).items()
     }
     if mismatches:
         first = next(iter(mismatches))

@@ -147,6 +147,38 @@ def test_payin_source_with_bank_fields_on_mobile_money_is_400(enabled_api, custo
     _nothing_created()
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("operator_code", "SN_FREE_MOMO"), ("country_code", "CI"), ("rail_type", "bank_transfer")],
+)
+@pytest.mark.parametrize(("flow", "party"), [("payin", "source"), ("payout", "recipient")])
+def test_a_party_naming_other_routing_than_its_quote_is_400(
+    enabled_api, customer, funded, flow, party, field, value
+):
+    quote = create_quote(enabled_api, flow)  # SN_ORANGE_MOMO, SN, mobile_money
+    body = (payin_body if flow == "payin" else payout_body)(quote, customer)
+    body[party][field] = value
+
+    response = enabled_api.post(f"/{flow}s", body)
+
+    _assert_400(response, "party_routing_mismatch", f"{party}.{field}")
+    _nothing_created()
+    assert enabled_api.get(f"/quotes/{quote['id']}").json()["status"] == "active"
+
+
+@pytest.mark.parametrize(("flow", "party"), [("payin", "source"), ("payout", "recipient")])
+def test_a_party_naming_its_quotes_routing_is_accepted(enabled_api, customer, funded, flow, party):
+    quote = create_quote(enabled_api, flow)
+    body = (payin_body if flow == "payin" else payout_body)(quote, customer)
+    routing = {"country_code": "SN", "rail_type": "mobile_money", "operator_code": "SN_ORANGE_MOMO"}
+    body[party].update(routing)
+
+    response = enabled_api.post(f"/{flow}s", body)
+
+    assert response.status_code == 201, response.json()
+    assert {name: response.json()[party][name] for name in routing} == routing
+
+
 @pytest.mark.parametrize("field", ["phone", "first_name", "last_name"])
 def test_payout_recipient_missing_field_is_400(enabled_api, customer, funded, field):
     quote = create_quote(enabled_api, "payout")
