@@ -35,19 +35,20 @@ _REFUSED = "Refusing to connect to non-public address"
 
 _NAT64_PREFIXES = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT (RFC 6052/7915)
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
-    """The IPv4 addresses an IPv6 address leads to: mapped, 6to4, Teredo, NAT64 and the old
-    IPv4-compatible form. On an IPv6-only host behind DNS64, an internal name resolves to
-    64:ff9b::<its private IPv4>."""
+    """The IPv4 addresses an IPv6 address leads to: mapped, 6to4, Teredo, NAT64,
+    IPv4-translated and the old IPv4-compatible form. On an IPv6-only host behind DNS64, an
+    internal name resolves to 64:ff9b::<its private IPv4>."""
     if ip.ipv4_mapped:
         return [ip.ipv4_mapped]
     if ip.sixtofour:
         return [ip.sixtofour]
     if ip.teredo:
         return list(ip.teredo)
-    if any(ip in prefix for prefix in (*_NAT64_PREFIXES, _IPV4_COMPATIBLE)):
+    if any(ip in prefix for prefix in (*_NAT64_PREFIXES, _IPV4_COMPATIBLE, _IPV4_TRANSLATED)):
         return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
     return []
 

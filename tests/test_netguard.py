@@ -44,6 +44,8 @@ def local_server():
         ("2001:4860:4860::8888", True),
         # IPv6 forms that lead to an IPv4 address are judged by that address
         ("64:ff9b::7f00:1", False),  # NAT64 of 127.0.0.1
+        ("::ffff:0:a9fe:a9fe", False),  # IPv4-translated (SIIT) 169.254.169.254
+        ("::ffff:0:808:808", True),  # IPv4-translated 8.8.8.8
         ("64:ff9b::a9fe:a9fe", False),  # NAT64 of 169.254.169.254
         ("64:ff9b::808:808", True),  # NAT64 of 8.8.8.8
         ("2002:7f00:1::", False),  # 6to4 of 127.0.0.1

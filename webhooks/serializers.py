@@ -1,9 +1,9 @@
 from rest_framework import serializers
 
 from config import pagination
-from config.fields import StrictCharField
 from config.schema import IdempotencyMetaSerializer
 from webhooks.selectors import EventDeliveryStatus
+from webhooks.services import EVENT_TYPES
 
 
 class EventDataOutput(serializers.Serializer):
@@ -27,7 +27,9 @@ class EventOutput(serializers.Serializer):
 
 
 class EventListQuery(pagination.ListQueryInput):
-    type = StrictCharField(required=False, max_length=64, help_text="An event name.")
+    type = serializers.ChoiceField(
+        choices=EVENT_TYPES, required=False, help_text="An event name (spec 6.3)."
+    )
     data_id = serializers.UUIDField(required=False, help_text="The id of the resource.")
     delivery_status = serializers.ChoiceField(choices=EventDeliveryStatus.choices, required=False)
 

@@ -98,6 +98,7 @@ def test_event_filters(api, hook, receiver, webhook_settings):
     ("params", "field"),
     [
         ({"delivery_status": "lost"}, "delivery_status"),
+        ({"type": "payin"}, "type"),  # the resource's type, not an event name
         ({"data_id": "12"}, "data_id"),
         ({"limit": "500"}, "limit"),
         ({"cursor": "nope"}, "cursor"),
