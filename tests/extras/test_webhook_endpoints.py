@@ -107,11 +107,9 @@ def _fail_at(endpoint_url_merchant, when):
     return event
 
 
-def test_an_endpoint_failing_every_delivery_for_5_days_is_disabled(
-    merchant,
-    receiver,
-    webhook_settings,
-):
+@pytest.fixture
+def failing_for_six_days(merchant, receiver, webhook_settings):
+    """(an endpoint whose every delivery failed, 6 days ago and 2 hours ago, now)."""
     webhook_settings.WEBHOOK_RETRY_SCHEDULE = []
     receiver.default = 500
     now = timezone.now()
@@ -120,6 +118,11 @@ def test_an_endpoint_failing_every_delivery_for_5_days_is_disabled(
     )
     _fail_at(merchant, now - timedelta(days=6))
     _fail_at(merchant, now - timedelta(hours=2))
+    return failing, now
+
+
+def test_an_endpoint_failing_every_delivery_for_5_days_is_disabled(merchant, failing_for_six_days):
+    failing, now = failing_for_six_days
 
     disabled = services.endpoints_disable_failing(now=now)
 
@@ -173,18 +176,9 @@ def test_failures_younger_than_5_days_keep_the_endpoint(
 
 
 def test_an_endpoint_re_enabled_is_not_disabled_again_for_what_failed_before(
-    merchant,
-    receiver,
-    webhook_settings,
+    merchant, failing_for_six_days
 ):
-    webhook_settings.WEBHOOK_RETRY_SCHEDULE = []
-    receiver.default = 500
-    now = timezone.now()
-    failing, _ = services.endpoint_add(
-        merchant=merchant, url=receiver.url, now=now - timedelta(days=7)
-    )
-    _fail_at(merchant, now - timedelta(days=6))
-    _fail_at(merchant, now - timedelta(hours=2))
+    failing, now = failing_for_six_days
     assert services.endpoints_disable_failing(now=now - timedelta(hours=1)) == 1
 
     # the merchant fixes the receiver and switches the endpoint back on; nothing sent since

@@ -44,15 +44,20 @@ def test_a_payin_the_provider_never_answers_stays_pending_then_the_sweep_fails_i
     assert tasks.fail_timed_out_payments.delay().get() == 0  # nothing left to fail
 
 
+def _silent_payout(api, merchant, customer, capture) -> str:
+    """A payout of a funded wallet (20000 XOF) that the provider received and never answers."""
+    fund(merchant, "20000")
+    quote = create_quote(api, "payout")
+    with capture(execute=True):
+        return api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
+
+
 def test_a_silent_payout_is_failed_by_the_sweep_and_its_reservation_released(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
 ):
-    fund(enabled_merchant, "20000")
-    quote = create_quote(enabled_api, "payout")
-    with django_capture_on_commit_callbacks(execute=True):
-        payout_id = enabled_api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()[
-            "id"
-        ]
+    payout_id = _silent_payout(
+        enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+    )
     assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("9800"),
         Decimal("10200"),
@@ -72,12 +77,9 @@ def test_a_silent_payout_is_failed_by_the_sweep_and_its_reservation_released(
 def test_a_late_answer_after_the_timeout_changes_nothing_and_is_kept_for_reconciliation(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
 ):
-    fund(enabled_merchant, "20000")
-    quote = create_quote(enabled_api, "payout")
-    with django_capture_on_commit_callbacks(execute=True):
-        payout_id = enabled_api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()[
-            "id"
-        ]
+    payout_id = _silent_payout(
+        enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+    )
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
     services.payments_fail_timed_out(now=later)
     provider.deliver_answer(
@@ -197,12 +199,9 @@ def test_the_sweep_asks_the_provider_first_and_applies_a_payout_answer_that_was_
     available,
     reserved,
 ):
-    fund(enabled_merchant, "20000")
-    quote = create_quote(enabled_api, "payout")
-    with django_capture_on_commit_callbacks(execute=True):
-        payout_id = enabled_api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()[
-            "id"
-        ]
+    payout_id = _silent_payout(
+        enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+    )
     _answer_lost_on_the_way(Payout, payout_id, "recipient", phone)
 
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
@@ -341,12 +340,9 @@ def test_a_payout_whose_receipt_was_lost_is_asked_about_not_failed(
 ):
     """Submitted, paid by the provider, but its receipt never stored (a worker killed after
     the call, a response lost): the sweep asks by our reference instead of failing it."""
-    fund(enabled_merchant, "20000")
-    quote = create_quote(enabled_api, "payout")
-    with django_capture_on_commit_callbacks(execute=True):
-        payout_id = enabled_api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()[
-            "id"
-        ]
+    payout_id = _silent_payout(
+        enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+    )
     _answer_lost_on_the_way(Payout, payout_id, "recipient", SN_PHONE)
     Payout.objects.filter(pk=payout_id).update(provider_reference="")  # the receipt, lost
 
@@ -364,12 +360,9 @@ def test_a_payout_whose_receipt_was_lost_is_asked_about_not_failed(
 def test_a_payout_whose_submission_may_be_in_flight_waits_then_times_out(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
 ):
-    fund(enabled_merchant, "20000")
-    quote = create_quote(enabled_api, "payout")
-    with django_capture_on_commit_callbacks(execute=True):
-        payout_id = enabled_api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()[
-            "id"
-        ]
+    payout_id = _silent_payout(
+        enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+    )
     payout = Payout.objects.get(pk=payout_id)
     due = payout.provider_timeout_at
     # its provider call started just before the timeout and has not returned yet
