@@ -140,7 +140,7 @@ class _DeadlineSocket:
 class _Guarded:
     def _new_conn(self) -> socket.socket:
         if settings.ALLOW_PRIVATE_NETWORK_URLS:
-            return super()._new_conn()
+            return self._connect_within_deadline()
         try:
             addresses = _public_addresses(self._dns_host, self.port)
         except socket.gaierror as exc:
@@ -150,7 +150,7 @@ class _Guarded:
         for address in addresses:  # as socket.create_connection would, but checked ones only
             self._dns_host = address  # only for the TCP connection; TLS still checks the name
             try:
-                sock = super()._new_conn()
+                sock = self._connect_within_deadline()
             except ConnectTimeoutError as exc:  # NewConnectionError too: the next address
                 error = exc
                 continue
@@ -158,6 +158,24 @@ class _Guarded:
                 self._dns_host = name
             return sock
         raise error or NewConnectionError(self, f"No address for {name}.")
+
+    def _connect_within_deadline(self) -> socket.socket:
+        """One connection attempt, given no more than what is left of the deadline (if any):
+        a host with many addresses that drop the handshake would otherwise take the connect
+        timeout once per address."""
+        deadline_at = _DEADLINE.get()
+        if deadline_at is None:
+            return super()._new_conn()
+        left = deadline_at - time.monotonic()
+        if left <= 0:
+            raise ConnectTimeoutError(self, f"Connection to {self.host} timed out (deadline).")
+        configured = self.timeout
+        if configured is None or configured is socket._GLOBAL_DEFAULT_TIMEOUT or configured > left:
+            self.timeout = left
+        try:
+            return super()._new_conn()
+        finally:
+            self.timeout = configured
 
     def getresponse(self):
         deadline_at = _DEADLINE.get()

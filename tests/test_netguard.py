@@ -1,6 +1,7 @@
 import http.server
 import socket
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -139,6 +140,40 @@ def test_a_checked_address_that_times_out_falls_back_to_the_next_one(
         "GET", f"http://dual.example:{port}/", timeout=2
     )
     assert (response.status, response.data) == (200, b"hello")
+
+
+def test_the_deadline_bounds_the_connects_to_every_address_together(settings, monkeypatch):
+    """A host whose many addresses all drop the handshake: each connect would take the whole
+    connect timeout (6 x 0.4 s here); under a deadline they share it (the webhook attempt's
+    WEBHOOK_TIMEOUT_SECONDS)."""
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    monkeypatch.setattr(netguard, "address_is_public", lambda address: True)
+    real_getaddrinfo = socket.getaddrinfo
+    tried = []
+
+    def six_addresses(host, port, *args, **kwargs):
+        if host == "many.example":
+            return [
+                real_getaddrinfo(f"127.0.0.{n}", port, socket.AF_INET, socket.SOCK_STREAM)[0]
+                for n in range(2, 8)
+            ]
+        return real_getaddrinfo(host, port, *args, **kwargs)
+
+    def dropped_handshake(sock, address):
+        tried.append(address[0])
+        time.sleep(sock.gettimeout())  # no SYN-ACK ever comes
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(socket, "getaddrinfo", six_addresses)
+    monkeypatch.setattr(socket.socket, "connect", dropped_handshake)
+    started = time.monotonic()
+    with netguard.deadline(0.5), pytest.raises(urllib3.exceptions.ConnectTimeoutError):
+        netguard.guarded_pool_manager().connection_from_url("http://many.example:8080/").urlopen(
+            "GET", "/", timeout=urllib3.Timeout(connect=0.4, read=0.4), retries=False
+        )
+
+    assert time.monotonic() - started < 1.2  # not 6 x 0.4 s
+    assert 1 <= len(tried) < 6
 
 
 def test_loopback_url_is_refused_when_private_urls_are_not_allowed(local_server, settings):
