@@ -120,9 +120,21 @@ def _serialize(payload: dict[str, Any]) -> str:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
+class _ApiJSONEncoder(DjangoJSONEncoder):
+    """DjangoJSONEncoder, but datetimes keep their microseconds, as the REST API renders them
+    (DRF): a webhook's snapshot reconciles exactly with GET, and two events stamped 1 µs apart
+    (a leg event and its transfer's aggregate event) do not show the same `created_at`."""
+
+    def default(self, o: Any) -> Any:
+        if isinstance(o, datetime):
+            text = o.isoformat()
+            return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
+        return super().default(o)
+
+
 def _json_safe(value: Any) -> Any:
     """Decimals, UUIDs and datetimes as the API renders them (strings)."""
-    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+    return json.loads(json.dumps(value, cls=_ApiJSONEncoder))
 
 
 # Endpoints ----------------------------------------------------------------------------------

@@ -270,3 +270,20 @@ def test_create_without_idempotency_key_is_rejected(enabled_api, customer, quote
 
     assert response.status_code == 400
     assert Transfer.objects.count() == 0
+
+
+def test_event_times_are_the_apis_to_the_microsecond(enabled_api, customer, quote, run):
+    """A webhook's snapshot reconciles exactly with GET, and a leg event and its aggregate
+    event (stamped 1 µs apart) show different `created_at`, in order."""
+    transfer_id = run(enabled_api.post, "/transfers", transfer_body(quote, customer)).json()["id"]
+
+    events = {
+        event["event"]: event
+        for event in enabled_api.get("/events", data_id=transfer_id).json()["data"]
+    }
+    leg, aggregate = events["transfer.payout.completed"], events["transfer.completed"]
+    assert leg["created_at"] < aggregate["created_at"]
+    body = enabled_api.get(f"/transfers/{transfer_id}").json()
+    snapshot = aggregate["data"]["object"]
+    for name in ("collection_completed_at", "disbursement_completed_at"):
+        assert snapshot[name] == body["execution"][name]
