@@ -124,8 +124,8 @@ def build_error_response(exc: Exception) -> Response | None:
     elif isinstance(exc, drf_exceptions.Throttled):
         status = 429
         body = error_body(429, "Too many requests.", reason="rate_limited")
-        if exc.wait is not None:
-            headers["Retry-After"] = str(int(exc.wait) + 1)
+        if exc.wait is not None:  # whole seconds already (DRF rounds the wait up)
+            headers["Retry-After"] = str(max(1, int(exc.wait)))
     elif isinstance(exc, drf_exceptions.APIException):
         status = exc.status_code
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)

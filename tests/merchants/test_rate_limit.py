@@ -22,7 +22,18 @@ def test_requests_over_the_merchant_limit_get_429_with_retry_after(api):
     assert statuses == [404, 404, 404]
     assert limited.status_code == 429
     assert limited.json()["error"]["code"] == "rate_limited"
-    assert 1 <= int(limited["Retry-After"]) <= 61
+    assert 1 <= int(limited["Retry-After"]) <= 60
+
+
+@pytest.mark.parametrize(("wait", "retry_after"), [(30.0, "30"), (29.2, "30"), (0.0, "1")])
+def test_retry_after_is_the_wait_rounded_up_to_a_whole_second(wait, retry_after):
+    from rest_framework.exceptions import Throttled
+
+    from config.exceptions import build_error_response
+
+    response = build_error_response(Throttled(wait=wait))
+
+    assert (response.status_code, response["Retry-After"]) == (429, retry_after)
 
 
 def test_limit_is_counted_per_api_key(make_api, merchant):
