@@ -550,9 +550,16 @@ def event_resend(
         event = events.first()
         if event is None:
             raise selectors.EventNotFound()
-        endpoints = _subscribed_endpoints(
-            merchant_id=event.merchant_id, event_type=event.event_type
-        )
+        if event.event_type == TEST_EVENT_TYPE:  # a test is of one endpoint, its data id
+            endpoints = [
+                endpoint
+                for endpoint in _ENABLED_ENDPOINTS.all(event.merchant_id, True)
+                if endpoint.pk == event.data_id
+            ]
+        else:
+            endpoints = _subscribed_endpoints(
+                merchant_id=event.merchant_id, event_type=event.event_type
+            )
         if not endpoints:
             raise NoWebhookEndpoint()
         return [_delivery_create(event=event, endpoint=e, now=now) for e in endpoints]

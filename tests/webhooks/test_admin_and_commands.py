@@ -88,6 +88,32 @@ def test_send_test_event_from_the_admin_arrives_signed(
     assert json.loads(received.body)["data"]["type"] == "test"
 
 
+def test_re_sending_a_test_event_goes_to_its_endpoint_only(
+    merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
+):
+    from django.utils import timezone
+
+    from webhooks import services
+
+    other, _ = services.endpoint_add(
+        merchant=merchant, url=receiver.url + "-other", event_types=[], now=timezone.now()
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(
+            "/admin/webhooks/webhookendpoint/",
+            {"action": "send_test_event", "_selected_action": [str(endpoint.pk)]},
+        )
+    test_event = Event.objects.get(event_type="webhook.test")
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(
+            "/admin/webhooks/event/",
+            {"action": "resend_events", "_selected_action": [str(test_event.pk)]},
+        )
+
+    assert [r.path for r in receiver.requests] == ["/hook", "/hook"]
+    assert not Delivery.objects.filter(endpoint=other).exists()
+
+
 def test_admin_pages_never_render_the_signing_secret(
     merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
 ):
