@@ -832,22 +832,16 @@ def payout_transition(
 def payout_submit(*, payout_id: UUID, now: datetime) -> None:
     """Send the disbursement to the provider (idempotent by reference; no lock held)."""
     payout = Payout.objects.get(pk=payout_id)
-    if (
-        payout.status != PayoutStatus.PENDING
-        or payout.provider_reference
-        or payout.provider_timeout_at <= now  # the timeout sweep decides it now
-    ):
-        return
-    # only while still pending: the sweep fails an unsubmitted payout under its lock
+    # Each call's start is recorded first (submitted_at), and none starts once the payout is
+    # final, received or past its timeout: the timeout sweep leaves a payout whose last call
+    # started recently, and fails one only while no call has started since it looked.
     started = Payout.objects.filter(
-        pk=payout.id, status=PayoutStatus.PENDING, submitted_at__isnull=True
+        pk=payout.id,
+        status=PayoutStatus.PENDING,
+        provider_reference="",
+        provider_timeout_at__gt=now,
     ).update(submitted_at=now)
-    if (
-        not started
-        and not Payout.objects.filter(
-            pk=payout.id, status=PayoutStatus.PENDING, submitted_at__isnull=False
-        ).exists()
-    ):
+    if not started:
         return
     _payout_send(payout, now=now)
 
@@ -1141,18 +1135,17 @@ def payout_apply_provider_result(
         )
 
 
-# Longer than any provider call takes (the gateway's own timeouts are far shorter): a leg whose
-# submission started this recently and has no receipt yet may still be on its way.
+# Longer than any provider call takes (the gateway's own timeouts are far shorter): a payout
+# whose last call started this recently and has no receipt yet may still be on its way.
 SUBMISSION_IN_FLIGHT_SECONDS = 300
 
 
 def payments_fail_timed_out(*, now: datetime) -> int:
     """Fail every payin/payout leg still waiting for the provider past provider_timeout_at,
-    with reason provider_timeout, unless the provider, asked first about every leg whose
-    submission started (receipt or not: a receipt can be lost), has an answer for it (then that
-    answer is applied), or it is a payout the provider cannot be asked about or whose
-    submission may still be in flight (left pending). Each one in its own transaction; returns
-    how many failed."""
+    with reason provider_timeout, unless the provider, asked first about a leg it received
+    (its reference), has an answer for it (then that answer is applied), or it is a payout the
+    provider cannot be asked about or whose last call started too recently to have ended
+    (left pending). Each one in its own transaction; returns how many failed."""
     payins = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "submitted_at", "source")
@@ -1209,28 +1202,34 @@ def _timed_out(
     """1 when the payment's leg was failed for its timeout; 0 when the provider's answer was
     applied instead, someone answered in between, or the leg is left for the next run."""
     try:
-        if submitted_at is None:
-            with transaction.atomic():  # a submitter that took it meanwhile set submitted_at
-                unsent = model.objects.select_for_update().filter(
-                    pk=payment_id, submitted_at__isnull=True
+        if provider_reference:  # received: the provider knows it by our reference
+            if provider.answer_before_timeout(
+                kind=kind,
+                reference=str(payment_id),
+                callback=callback,
+                party=_party_identifier(party),
+                at=now,
+            ):
+                return 0
+            fail(payment_id)
+            return 1
+        recent = submitted_at is not None and now - submitted_at < timedelta(
+            seconds=SUBMISSION_IN_FLIGHT_SECONDS
+        )
+        if kind == provider.DISBURSEMENT and recent:
+            return 0  # its last call may still reach the provider: failing it frees its money
+        with transaction.atomic():  # unless a call started, or its receipt came, since read
+            unchanged = model.objects.select_for_update().filter(
+                pk=payment_id, provider_reference="", submitted_at=submitted_at
+            )
+            if submitted_at is None:
+                unchanged = model.objects.select_for_update().filter(
+                    pk=payment_id, provider_reference="", submitted_at__isnull=True
                 )
-                if unsent.exists():
-                    fail(payment_id)
-                    return 1
-            return 0  # submitted meanwhile: the next run asks the provider
-        if provider.answer_before_timeout(
-            kind=kind,
-            reference=str(payment_id),
-            callback=callback,
-            party=_party_identifier(party),
-            at=now,
-        ):
-            return 0
-        in_flight = now - submitted_at < timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
-        if kind == provider.DISBURSEMENT and not provider_reference and in_flight:
-            return 0  # its call may still reach the provider: failing it would free its money
-        fail(payment_id)
-        return 1
+            if not unchanged.exists():
+                return 0  # the next run decides
+            fail(payment_id)
+            return 1
     except InvalidTransition:
         return 0  # answered in between
     except provider.DisbursementOutcomeUnknown as unknown:

@@ -731,17 +731,19 @@ def transfer_submit_disbursement(*, transfer_id: UUID, attempt: int, now: dateti
         _state(transfer) != _DISBURSING
         or transfer.disbursement_attempt != attempt
         or transfer.disbursement_reference
-        or (transfer.leg_timeout_at is not None and transfer.leg_timeout_at <= now)
     ):
         return transfer
-    # only while this attempt is still in flight: the sweep fails an unsubmitted one under lock
-    waiting = Transfer.objects.filter(
-        pk=transfer.id, disbursement_attempt=attempt, payout_status=transfer.payout_status
-    )
-    started = waiting.filter(disbursement_submitted_at__isnull=True).update(
-        disbursement_submitted_at=now
-    )
-    if not started and not waiting.filter(disbursement_submitted_at__isnull=False).exists():
+    # Each call's start is recorded first, and none starts once this attempt is answered,
+    # received, replaced or past its timeout: the timeout sweep leaves an attempt whose last call
+    # started recently, and fails one only while no call has started since it looked.
+    started = Transfer.objects.filter(
+        pk=transfer.id,
+        status=TransferStatus.DISBURSING,
+        disbursement_attempt=attempt,
+        disbursement_reference="",
+        leg_timeout_at__gt=now,
+    ).update(disbursement_submitted_at=now)
+    if not started:
         return transfer
     try:
         receipt = provider.gateway().submit_disbursement(
@@ -1012,9 +1014,10 @@ def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: dat
 
 def transfers_fail_timed_out(*, now: datetime) -> int:
     """Fail every leg the provider has not answered by leg_timeout_at (reason
-    provider_timeout), each transfer in its own transaction, unless the provider, asked first,
-    has an answer for a leg it received (then that answer is applied) or is a disbursement it
-    cannot be asked about (left disbursing, logged). Returns how many failed."""
+    provider_timeout), each transfer in its own transaction, unless the provider, asked first
+    about a leg it received (its reference), has an answer for it (then that answer is
+    applied), or it is a disbursement the provider cannot be asked about or whose last call
+    started too recently to have ended (left disbursing). Returns how many failed."""
     failed = 0
     due = Transfer.objects.filter(
         status__in=[TransferStatus.PENDING, TransferStatus.COLLECTING, TransferStatus.DISBURSING],
@@ -1023,38 +1026,31 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
         "id",
         "status",
         "disbursement_attempt",
-        "collection_submitted_at",
-        "disbursement_submitted_at",
+        "collection_reference",
         "disbursement_reference",
+        "disbursement_submitted_at",
         "payer",
         "recipient",
     )
+    window = timedelta(seconds=payment_services.SUBMISSION_IN_FLIGHT_SECONDS)
     for row in list(due):
-        transfer_id, status, attempt, collecting_since, disbursing_since, disbursed_as = row[:6]
+        transfer_id, status, attempt, collected_as, disbursed_as, last_call = row[:6]
         payer, recipient = row[6:]
         try:
             if status == TransferStatus.DISBURSING:
                 kwargs = {"move": DISBURSEMENT_FAILED, "attempt": attempt}
-                submitted_at, submitted = disbursing_since, {"disbursement_submitted_at": None}
-                asked = disbursing_since and provider.answer_before_timeout(
+                if not disbursed_as and last_call is not None and now - last_call < window:
+                    continue  # its last call may still reach the provider: the next run decides
+                asked = disbursed_as and provider.answer_before_timeout(
                     kind=provider.DISBURSEMENT,
                     reference=disbursement_reference(transfer_id, attempt),
                     callback=DISBURSEMENT_CALLBACK,
                     party=_party_identifier(recipient),
                     at=now,
                 )
-                in_flight = (
-                    submitted_at is not None
-                    and not disbursed_as
-                    and now - submitted_at
-                    < timedelta(seconds=payment_services.SUBMISSION_IN_FLIGHT_SECONDS)
-                )
-                if not asked and in_flight:
-                    continue  # its call may still reach the provider: the next run decides
             else:
                 kwargs = {"move": COLLECTION_FAILED}
-                submitted_at, submitted = collecting_since, {"collection_submitted_at": None}
-                asked = collecting_since and provider.answer_before_timeout(
+                asked = collected_as and provider.answer_before_timeout(
                     kind=provider.COLLECTION,
                     reference=str(transfer_id),
                     callback=COLLECTION_CALLBACK,
@@ -1064,13 +1060,10 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
             if asked:
                 continue
             with transaction.atomic():
-                if (
-                    submitted_at is None
-                    and not Transfer.objects.select_for_update()
-                    .filter(pk=transfer_id, **{f"{field}__isnull": True for field in submitted})
-                    .exists()
+                if status == TransferStatus.DISBURSING and not _disbursement_unchanged(
+                    transfer_id, attempt=attempt, reference=disbursed_as, last_call=last_call
                 ):
-                    continue  # submitted meanwhile: the next run asks the provider
+                    continue  # a call started, or its receipt came, since: the next run decides
                 if _apply_quietly(
                     transfer_id=transfer_id, reason=REASON_PROVIDER_TIMEOUT, at=now, **kwargs
                 ):
@@ -1080,6 +1073,19 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
         except Exception:  # one leg's trouble must not hold up every other leg's timeout
             logger.exception("Timeout sweep: transfer %s left for the next run", transfer_id)
     return failed
+
+
+def _disbursement_unchanged(
+    transfer_id: UUID, *, attempt: int, reference: str, last_call: datetime | None
+) -> bool:
+    """Whether the disbursement attempt is as the sweep read it (no call started, no receipt
+    stored since), locking the transfer until the caller's transaction ends."""
+    still = Transfer.objects.select_for_update().filter(
+        pk=transfer_id, disbursement_attempt=attempt, disbursement_reference=reference
+    )
+    if last_call is None:
+        return still.filter(disbursement_submitted_at__isnull=True).exists()
+    return still.filter(disbursement_submitted_at=last_call).exists()
 
 
 RESUBMIT_AFTER_SECONDS = 60

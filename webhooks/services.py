@@ -1077,10 +1077,11 @@ def deliveries_send(
                 continue
             sent_at = timezone.now()
             attempts.append((claim, _post(claim=claim, now=sent_at), sent_at))
+        if given_back:  # first: a crash before the record then loses no unsent attempt
+            _deliveries_give_back(given_back, now=timezone.now())
         _deliveries_record(attempts)
         made += len(attempts)
         if given_back:
-            _deliveries_give_back(given_back, now=timezone.now())
             _sender_wake()
 
     shared_cache.drain(

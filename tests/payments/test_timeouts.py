@@ -335,23 +335,27 @@ def test_a_payin_whose_status_cannot_be_asked_still_times_out(
     assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
 
 
-def test_a_payout_whose_receipt_was_lost_is_asked_about_not_failed(
+def test_a_payout_the_provider_never_received_is_failed_not_asked_about(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
 ):
-    """Submitted, paid by the provider, but its receipt never stored (a worker killed after
-    the call, a response lost): the sweep asks by our reference instead of failing it."""
+    """Every call failed (a provider outage): no reference. The sandbox keeps no state and would
+    answer for any reference from the phone, so asking it would invent a payment; the payout is
+    failed once its last call is long over."""
     payout_id = _silent_payout(
         enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
     )
-    _answer_lost_on_the_way(Payout, payout_id, "recipient", SN_PHONE)
-    Payout.objects.filter(pk=payout_id).update(provider_reference="")  # the receipt, lost
+    _answer_lost_on_the_way(Payout, payout_id, "recipient", SN_PHONE)  # a phone it would pay
+    payout = Payout.objects.get(pk=payout_id)
+    window = timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
+    last_call = payout.provider_timeout_at - window
+    Payout.objects.filter(pk=payout_id).update(provider_reference="", submitted_at=last_call)
 
-    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    assert services.payments_fail_timed_out(now=later) == 0
+    assert services.payments_fail_timed_out(now=payout.provider_timeout_at) == 1
 
-    assert enabled_api.get(f"/payouts/{payout_id}").json()["status"] == "completed"
+    body = enabled_api.get(f"/payouts/{payout_id}").json()
+    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
     assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
-        Decimal("9800"),
+        Decimal("20000"),
         Decimal("0"),
     )
     assert ledger.ledger_breaches() == []
@@ -397,3 +401,29 @@ def test_a_payout_submission_does_not_start_past_its_timeout(
     payout = Payout.objects.get(pk=payout_id)
     assert (payout.status, payout.submitted_at, payout.provider_reference) == ("pending", None, "")
     assert services.payments_fail_timed_out(now=due) == 1
+
+
+class ProviderDownGateway(SimulatorGateway):
+    """The simulator, unreachable for submissions (the call's answer never comes back)."""
+
+    def submit_disbursement(self, **kwargs):
+        raise provider.ProviderUnavailable("connection reset")
+
+
+def test_a_resubmission_started_just_before_the_timeout_keeps_the_payout_pending(
+    enabled_api, enabled_merchant, customer, settings
+):
+    fund(enabled_merchant, "20000")
+    quote = create_quote(enabled_api, "payout")
+    payout_id = enabled_api.post("/payouts", payout_body(quote, customer)).json()["id"]
+    due = Payout.objects.get(pk=payout_id).provider_timeout_at
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.ProviderDownGateway"
+    for started in (due - timedelta(minutes=30), due - timedelta(seconds=2)):  # a retry, late
+        with pytest.raises(provider.ProviderUnavailable):
+            services.payout_submit(payout_id=payout_id, now=started)
+
+    # its last call may still reach the provider: it is not failed while that can be
+    assert services.payments_fail_timed_out(now=due + timedelta(seconds=5)) == 0
+    assert Payout.objects.get(pk=payout_id).status == "pending"
+    window = timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
+    assert services.payments_fail_timed_out(now=due + window) == 1

@@ -484,17 +484,25 @@ def test_a_disbursement_whose_status_cannot_be_asked_is_not_failed_by_the_sweep(
     assert ledger_is_clean()
 
 
-def test_a_disbursement_whose_receipt_was_lost_is_asked_about_not_failed(
+def test_a_disbursement_the_provider_never_received_is_failed_not_asked_about(
     enabled_api, disbursing, run
 ):
-    transfer = disbursing  # paid by the provider, its receipt never stored
-    transfer.recipient = {**transfer.recipient, "phone": SN_OTHER_PHONE}
+    """No receipt and its last call long over (a provider outage): the sandbox keeps no state
+    and would answer from the phone, so it is not asked; the leg times out."""
+    transfer = disbursing
+    transfer.recipient = {**transfer.recipient, "phone": SN_OTHER_PHONE}  # a phone it pays
     transfer.disbursement_reference = ""
-    transfer.save(update_fields=["recipient", "disbursement_reference"])
+    transfer.disbursement_submitted_at = transfer.leg_timeout_at - timedelta(
+        seconds=SUBMISSION_IN_FLIGHT_SECONDS
+    )
+    transfer.save(
+        update_fields=["recipient", "disbursement_reference", "disbursement_submitted_at"]
+    )
 
-    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
+    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
 
-    assert enabled_api.get(f"/transfers/{transfer.id}").json()["status"] == "completed"
+    body = enabled_api.get(f"/transfers/{transfer.id}").json()
+    assert (body["status"], body["payout_status"]) == ("failed", "failed")
     assert ledger_is_clean()
 
 
@@ -644,4 +652,32 @@ def test_sweep_resubmits_a_collection_whose_enqueue_was_lost(enabled_api, custom
     transfer.refresh_from_db()
     assert transfer.status == "completed"
     assert services.transfers_stale_submissions(now=later) == []
+    assert ledger_is_clean()
+
+
+class DisbursementsDownGateway(SimulatorGateway):
+    """The simulator, unreachable for disbursements (the call's answer never comes back)."""
+
+    def submit_disbursement(self, **kwargs):
+        from payments.provider import ProviderUnavailable
+
+        raise ProviderUnavailable("connection reset")
+
+
+def test_a_resubmission_started_just_before_the_timeout_keeps_the_leg_disbursing(
+    enabled_api, disbursing, run, settings
+):
+    transfer = disbursing
+    Transfer.objects.filter(pk=transfer.id).update(disbursement_reference="")  # never received
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.DisbursementsDownGateway"
+    due = transfer.leg_timeout_at
+    with pytest.raises(Exception, match="connection reset"):  # a retry, late
+        services.transfer_submit_disbursement(
+            transfer_id=transfer.id, attempt=1, now=due - timedelta(seconds=2)
+        )
+
+    assert run(services.transfers_fail_timed_out, now=due + timedelta(seconds=5)) == 0
+    assert enabled_api.post(f"/transfers/{transfer.id}/relaunch-payout").status_code == 409
+    window = timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
+    assert run(services.transfers_fail_timed_out, now=due + window) == 1
     assert ledger_is_clean()

@@ -1,3 +1,4 @@
+from datetime import datetime
 from decimal import Decimal
 
 import pytest
@@ -282,7 +283,9 @@ def test_event_times_are_the_apis_to_the_microsecond(enabled_api, customer, quot
         for event in enabled_api.get("/events", data_id=transfer_id).json()["data"]
     }
     leg, aggregate = events["transfer.payout.completed"], events["transfer.completed"]
-    assert leg["created_at"] < aggregate["created_at"]
+    assert datetime.fromisoformat(leg["created_at"]) < datetime.fromisoformat(
+        aggregate["created_at"]
+    )
     body = enabled_api.get(f"/transfers/{transfer_id}").json()
     snapshot = aggregate["data"]["object"]
     for name in ("collection_completed_at", "disbursement_completed_at"):
