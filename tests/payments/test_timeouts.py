@@ -52,6 +52,17 @@ def _silent_payout(api, merchant, customer, capture) -> str:
         return api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
 
 
+def _assert_timed_out_and_released(api, merchant, payout_id: str) -> None:
+    """Failed for its timeout, its whole reservation back in the 20000 XOF wallet."""
+    body = api.get(f"/payouts/{payout_id}").json()
+    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
+    assert selectors.wallet_balance(merchant=merchant, currency="XOF") == (
+        Decimal("20000"),
+        Decimal("0"),
+    )
+    assert ledger.ledger_breaches() == []
+
+
 def test_a_silent_payout_is_failed_by_the_sweep_and_its_reservation_released(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
 ):
@@ -64,14 +75,7 @@ def test_a_silent_payout_is_failed_by_the_sweep_and_its_reservation_released(
     )
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
     assert services.payments_fail_timed_out(now=later) == 1
-    payout = enabled_api.get(f"/payouts/{payout_id}").json()
-    assert payout["status"] == "failed"
-    assert payout["history"][-1]["reason"] == "provider_timeout"
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
-        Decimal("20000"),
-        Decimal("0"),
-    )
-    assert ledger.ledger_breaches() == []
+    _assert_timed_out_and_released(enabled_api, enabled_merchant, payout_id)
 
 
 def test_a_late_answer_after_the_timeout_changes_nothing_and_is_kept_for_reconciliation(
@@ -352,13 +356,7 @@ def test_a_payout_the_provider_never_received_is_failed_not_asked_about(
 
     assert services.payments_fail_timed_out(now=payout.provider_timeout_at) == 1
 
-    body = enabled_api.get(f"/payouts/{payout_id}").json()
-    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
-        Decimal("20000"),
-        Decimal("0"),
-    )
-    assert ledger.ledger_breaches() == []
+    _assert_timed_out_and_released(enabled_api, enabled_merchant, payout_id)
 
 
 def test_a_payout_whose_submission_may_be_in_flight_waits_then_times_out(
@@ -379,13 +377,7 @@ def test_a_payout_whose_submission_may_be_in_flight_waits_then_times_out(
 
     after_any_call = started + timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
     assert services.payments_fail_timed_out(now=after_any_call) == 1
-    body = enabled_api.get(f"/payouts/{payout_id}").json()
-    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
-        Decimal("20000"),
-        Decimal("0"),
-    )
-    assert ledger.ledger_breaches() == []
+    _assert_timed_out_and_released(enabled_api, enabled_merchant, payout_id)
 
 
 def test_a_payout_submission_does_not_start_past_its_timeout(
