@@ -684,9 +684,10 @@ _CLAIM_ONE_SQL = _CLAIM_SQL.format(which="AND d.id = %(delivery_id)s", more="0")
 SENDER_BACKLOG = 10
 _CLAIM_NEXT_SQL = _CLAIM_SQL.format(
     which="ORDER BY d.next_attempt_at LIMIT %(size)s",
-    more="(SELECT count(*) FROM (SELECT 1 FROM webhooks_delivery o WHERE o.status = 'pending'"  # noqa: S608 (constants)
-    " AND o.next_attempt_at <= %(now)s AND o.id NOT IN (SELECT id FROM claimed)"
-    f" LIMIT {SENDER_BACKLOG}) AS behind)",
+    more="(SELECT count(*) FROM (SELECT 1 FROM webhooks_delivery o"  # noqa: S608 (constants)
+    " JOIN webhooks_webhookendpoint oe ON oe.id = o.endpoint_id AND oe.enabled"
+    " WHERE o.status = 'pending' AND o.next_attempt_at <= %(now)s"
+    f" AND o.id NOT IN (SELECT id FROM claimed) LIMIT {SENDER_BACKLOG}) AS behind)",
 )
 
 # One row of outcome per attempt: (attempt, delivery, number, started_at, finished_at,

@@ -524,6 +524,24 @@ def test_a_sender_claim_says_how_many_deliveries_are_due_behind_it(merchant, end
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim statement of PostgreSQL")
+def test_deliveries_waiting_for_a_disabled_endpoint_are_no_backlog(merchant, endpoint, receiver):
+    """They cannot be claimed: counting them woke helper senders that found nothing to do."""
+    disabled, _ = services.endpoint_add(
+        merchant=merchant, url=receiver.url + "-off", event_types=[], now=timezone.now()
+    )
+    for _ in range(3):
+        record(merchant)  # a delivery to each endpoint
+    services.endpoint_update(
+        endpoint_id=disabled.pk, url=disabled.url, enabled=False, now=timezone.now()
+    )
+    now = timezone.now() + timedelta(seconds=1)
+
+    behind = [services._deliveries_claim_sql(now=now, size=1)[0].due_behind for _ in range(3)]
+    assert behind == [2, 1, 0]
+    assert services._deliveries_claim_sql(now=now) == []
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim statement of PostgreSQL")
 def test_a_sender_claims_the_oldest_due_deliveries_at_once(merchant, endpoint):
     base = timezone.now() - timedelta(minutes=10)
     events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(6)]
