@@ -1140,6 +1140,18 @@ def payout_apply_provider_result(
 SUBMISSION_IN_FLIGHT_SECONDS = 300
 
 
+def call_may_be_in_flight(last_call: datetime | None, *, now: datetime) -> bool:
+    """Whether a provider call started at `last_call` (None: none started) may not have ended
+    yet."""
+    window = timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
+    return last_call is not None and now - last_call < window
+
+
+def same_time(field: str, value: datetime | None) -> dict[str, Any]:
+    """A filter that `field` still holds `value` (NULL included)."""
+    return {f"{field}__isnull": True} if value is None else {field: value}
+
+
 def payments_fail_timed_out(*, now: datetime) -> int:
     """Fail every payin/payout leg still waiting for the provider past provider_timeout_at,
     with reason provider_timeout, unless the provider, asked first about a leg it received
@@ -1152,38 +1164,40 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     payouts = Payout.objects.filter(
         status=PayoutStatus.PENDING, provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "submitted_at", "recipient")
-    failed = 0
-    for payin_id, provider_reference, submitted_at, source in list(payins):
-        failed += _timed_out(
+    legs = (
+        (
             Payin,
-            payin_id,
-            provider_reference,
-            submitted_at,
-            source,
-            kind=provider.COLLECTION,
-            callback=PAYIN_CALLBACK,
-            fail=lambda payment_id: payin_transition(
+            payins,
+            provider.COLLECTION,
+            PAYIN_CALLBACK,
+            lambda payment_id: payin_transition(
                 payin_id=payment_id, to=PayinStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
             ),
-            now=now,
-        )
-    for payout_id, provider_reference, submitted_at, recipient in list(payouts):
-        failed += _timed_out(
+        ),
+        (
             Payout,
-            payout_id,
-            provider_reference,
-            submitted_at,
-            recipient,
-            kind=provider.DISBURSEMENT,
-            callback=PAYOUT_CALLBACK,
-            fail=lambda payment_id: payout_transition(
-                payout_id=payment_id,
-                to=PayoutStatus.FAILED,
-                reason=REASON_PROVIDER_TIMEOUT,
-                at=now,
+            payouts,
+            provider.DISBURSEMENT,
+            PAYOUT_CALLBACK,
+            lambda payment_id: payout_transition(
+                payout_id=payment_id, to=PayoutStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
             ),
-            now=now,
-        )
+        ),
+    )
+    failed = 0
+    for model, rows, kind, callback, fail in legs:
+        for payment_id, provider_reference, submitted_at, party in list(rows):
+            failed += _timed_out(
+                model,
+                payment_id,
+                provider_reference,
+                submitted_at,
+                party,
+                kind=kind,
+                callback=callback,
+                fail=fail,
+                now=now,
+            )
     return failed
 
 
@@ -1213,19 +1227,12 @@ def _timed_out(
                 return 0
             fail(payment_id)
             return 1
-        recent = submitted_at is not None and now - submitted_at < timedelta(
-            seconds=SUBMISSION_IN_FLIGHT_SECONDS
-        )
-        if kind == provider.DISBURSEMENT and recent:
+        if kind == provider.DISBURSEMENT and call_may_be_in_flight(submitted_at, now=now):
             return 0  # its last call may still reach the provider: failing it frees its money
         with transaction.atomic():  # unless a call started, or its receipt came, since read
             unchanged = model.objects.select_for_update().filter(
-                pk=payment_id, provider_reference="", submitted_at=submitted_at
+                pk=payment_id, provider_reference="", **same_time("submitted_at", submitted_at)
             )
-            if submitted_at is None:
-                unchanged = model.objects.select_for_update().filter(
-                    pk=payment_id, provider_reference="", submitted_at__isnull=True
-                )
             if not unchanged.exists():
                 return 0  # the next run decides
             fail(payment_id)

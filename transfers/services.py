@@ -1032,14 +1032,13 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
         "payer",
         "recipient",
     )
-    window = timedelta(seconds=payment_services.SUBMISSION_IN_FLIGHT_SECONDS)
     for row in list(due):
         transfer_id, status, attempt, collected_as, disbursed_as, last_call = row[:6]
         payer, recipient = row[6:]
         try:
             if status == TransferStatus.DISBURSING:
                 kwargs = {"move": DISBURSEMENT_FAILED, "attempt": attempt}
-                if not disbursed_as and last_call is not None and now - last_call < window:
+                if not disbursed_as and payment_services.call_may_be_in_flight(last_call, now=now):
                     continue  # its last call may still reach the provider: the next run decides
                 asked = disbursed_as and provider.answer_before_timeout(
                     kind=provider.DISBURSEMENT,
@@ -1080,12 +1079,16 @@ def _disbursement_unchanged(
 ) -> bool:
     """Whether the disbursement attempt is as the sweep read it (no call started, no receipt
     stored since), locking the transfer until the caller's transaction ends."""
-    still = Transfer.objects.select_for_update().filter(
-        pk=transfer_id, disbursement_attempt=attempt, disbursement_reference=reference
+    return (
+        Transfer.objects.select_for_update()
+        .filter(
+            pk=transfer_id,
+            disbursement_attempt=attempt,
+            disbursement_reference=reference,
+            **payment_services.same_time("disbursement_submitted_at", last_call),
+        )
+        .exists()
     )
-    if last_call is None:
-        return still.filter(disbursement_submitted_at__isnull=True).exists()
-    return still.filter(disbursement_submitted_at=last_call).exists()
 
 
 RESUBMIT_AFTER_SECONDS = 60

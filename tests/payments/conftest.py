@@ -5,13 +5,25 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from payments import services
+from payments import provider, services
+from payments.provider.simulator import SimulatorGateway
 from tests.webhooks.conftest import receiver, webhook_settings  # noqa: F401 - a local receiver
 from tests.worker import celery_worker_process  # noqa: F401 - the real-worker fixture
 
 SN_PHONE = "+221770001234"
 DECLINED_PHONE = "+221770001000"
 SILENT_PHONE = "+221770001999"
+
+
+class DisbursementsDownGateway(SimulatorGateway):
+    """The simulator, unreachable for disbursements (the call's answer never comes back): set
+    PAYMENTS_PROVIDER_GATEWAY to DISBURSEMENTS_DOWN."""
+
+    def submit_disbursement(self, **kwargs):
+        raise provider.ProviderUnavailable("connection reset")
+
+
+DISBURSEMENTS_DOWN = f"{__name__}.DisbursementsDownGateway"
 
 
 def create_customer(api, **fields) -> dict:

@@ -9,6 +9,7 @@ from payments.models import Payin, Payout, ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
 from tests.payments.conftest import (
     DECLINED_PHONE,
+    DISBURSEMENTS_DOWN,
     SILENT_PHONE,
     SN_PHONE,
     create_quote,
@@ -395,13 +396,6 @@ def test_a_payout_submission_does_not_start_past_its_timeout(
     assert services.payments_fail_timed_out(now=due) == 1
 
 
-class ProviderDownGateway(SimulatorGateway):
-    """The simulator, unreachable for submissions (the call's answer never comes back)."""
-
-    def submit_disbursement(self, **kwargs):
-        raise provider.ProviderUnavailable("connection reset")
-
-
 def test_a_resubmission_started_just_before_the_timeout_keeps_the_payout_pending(
     enabled_api, enabled_merchant, customer, settings
 ):
@@ -409,7 +403,7 @@ def test_a_resubmission_started_just_before_the_timeout_keeps_the_payout_pending
     quote = create_quote(enabled_api, "payout")
     payout_id = enabled_api.post("/payouts", payout_body(quote, customer)).json()["id"]
     due = Payout.objects.get(pk=payout_id).provider_timeout_at
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.ProviderDownGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = DISBURSEMENTS_DOWN
     for started in (due - timedelta(minutes=30), due - timedelta(seconds=2)):  # a retry, late
         with pytest.raises(provider.ProviderUnavailable):
             services.payout_submit(payout_id=payout_id, now=started)

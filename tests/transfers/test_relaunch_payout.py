@@ -9,6 +9,7 @@ from payments import ledger
 from payments.models import ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
 from payments.services import SUBMISSION_IN_FLIGHT_SECONDS
+from tests.payments.conftest import DISBURSEMENTS_DOWN
 from tests.transfers.conftest import (
     SN_DECLINED,
     SN_OTHER_PHONE,
@@ -655,21 +656,12 @@ def test_sweep_resubmits_a_collection_whose_enqueue_was_lost(enabled_api, custom
     assert ledger_is_clean()
 
 
-class DisbursementsDownGateway(SimulatorGateway):
-    """The simulator, unreachable for disbursements (the call's answer never comes back)."""
-
-    def submit_disbursement(self, **kwargs):
-        from payments.provider import ProviderUnavailable
-
-        raise ProviderUnavailable("connection reset")
-
-
 def test_a_resubmission_started_just_before_the_timeout_keeps_the_leg_disbursing(
     enabled_api, disbursing, run, settings
 ):
     transfer = disbursing
     Transfer.objects.filter(pk=transfer.id).update(disbursement_reference="")  # never received
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.DisbursementsDownGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = DISBURSEMENTS_DOWN
     due = transfer.leg_timeout_at
     with pytest.raises(Exception, match="connection reset"):  # a retry, late
         services.transfer_submit_disbursement(
