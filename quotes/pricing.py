@@ -51,7 +51,8 @@ class TransferAmounts:
     payin_amount: Decimal
     fee: Decimal
     payout_amount: Decimal
-    # What floor((payin - fee) x rate) gives beyond a fixed payout (0 unless the rate is not 1).
+    # (payin - fee) x rate, unrounded, beyond the payout: what the rounding down keeps (in the
+    # payout currency, below one unit for a fixed payin; 0 when the rate is 1).
     rounding_residual: Decimal
 
 
@@ -65,7 +66,7 @@ def transfer_from_payin(
 ) -> TransferAmounts:
     fee = fee_for(terms=terms, amount=payin_amount, currency=payin_currency)
     payout = convert_down(amount=payin_amount - fee, rate=rate, currency=payout_currency)
-    return TransferAmounts(payin_amount, fee, payout, Decimal(0))
+    return TransferAmounts(payin_amount, fee, payout, (payin_amount - fee) * rate - payout)
 
 
 def transfer_for_payout(
@@ -106,5 +107,4 @@ def transfer_for_payout(
         else:
             low = middle + unit
     fee = fee_for(terms=terms, amount=high, currency=payin_currency)
-    reached = convert_down(amount=high - fee, rate=rate, currency=payout_currency)
-    return TransferAmounts(high, fee, payout_amount, reached - payout_amount)
+    return TransferAmounts(high, fee, payout_amount, (high - fee) * rate - payout_amount)

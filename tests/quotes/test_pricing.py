@@ -88,7 +88,8 @@ def test_fixed_payout_is_reached_by_the_smallest_payin(terms, payout, rate):
         payout_currency="XOF",
     ).payout_amount
     assert reached >= payout
-    assert reached - payout == amounts.rounding_residual
+    converted = (amounts.payin_amount - amounts.fee) * rate
+    assert amounts.rounding_residual == converted - payout >= reached - payout
     one_less = transfer_from_payin(
         terms=terms,
         payin_amount=amounts.payin_amount - 1,
@@ -97,6 +98,15 @@ def test_fixed_payout_is_reached_by_the_smallest_payin(terms, payout, rate):
         payout_currency="XOF",
     ).payout_amount
     assert one_less < payout
+
+
+@given(terms=TERMS, payin=st.integers(1, 2_000_000).map(D), rate=RATES)
+def test_a_fixed_payin_records_the_fraction_the_rounding_keeps(terms, payin, rate):
+    amounts = transfer_from_payin(
+        terms=terms, payin_amount=payin, payin_currency="XAF", rate=rate, payout_currency="XOF"
+    )
+    assert amounts.payout_amount + amounts.rounding_residual == (payin - amounts.fee) * rate
+    assert 0 <= amounts.rounding_residual < 1
 
 
 @given(terms=TERMS, amount=st.integers(0, 10**12).map(D))

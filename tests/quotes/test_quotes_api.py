@@ -183,6 +183,34 @@ def test_merchant_fx_margin_is_applied_and_locked(enabled_api):
     assert quote.fx_rate == Decimal("0.99")
 
 
+def test_what_the_fx_rounding_keeps_is_recorded_on_the_quote(enabled_api):
+    FxRate.objects.create(
+        merchant=enabled_api.merchant,
+        source_currency="XAF",
+        target_currency="XOF",
+        rate=Decimal("1"),
+        margin_percent=Decimal("1.5"),
+    )
+    fixed_payout = {
+        key: value for key, value in TRANSFER.items() if key not in ("payin_amount", "send_amount")
+    } | {"payout_amount": "9800", "payout_currency": "XOF"}
+    body = enabled_api.post("/quotes/transfer", fixed_payout).json()
+    # the smallest payin reaching 9800 at 0.985: (10154 - 204) x 0.985 = 9800.75
+    assert (body["send_amount"], body["total_fee"], body["receive_amount"]) == (
+        "10154",
+        "204",
+        "9800",
+    )
+    assert Quote.objects.get(pk=body["id"]).pricing["fx"]["rounding_residual"] == "0.75"
+    body = enabled_api.post("/quotes/transfer", TRANSFER).json()
+    # (10000 - 200) x 0.985 = 9653, exactly
+    assert Quote.objects.get(pk=body["id"]).pricing["fx"]["rounding_residual"] == "0"
+    body = enabled_api.post("/quotes/transfer", TRANSFER | {"payin_amount": "10003"}).json()
+    # (10003 - 201) x 0.985 = 9654.97: the recipient gets 9654
+    assert body["receive_amount"] == "9654"
+    assert Quote.objects.get(pk=body["id"]).pricing["fx"]["rounding_residual"] == "0.97"
+
+
 def test_merchant_fee_schedule_overrides_the_platform_default(enabled_api):
     FeeSchedule.objects.create(
         merchant=enabled_api.merchant,
