@@ -11,7 +11,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import connection, models, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -37,6 +37,7 @@ from payments.models import (
 from quotes import selectors as quote_selectors
 from quotes import services as quote_services
 from quotes.models import FlowType, Quote, RailType
+from transfers.models import LegStatus, Transfer, TransferStatus
 from webhooks import services as webhook_services
 
 logger = logging.getLogger("cowry.payments")
@@ -75,12 +76,22 @@ def wallet_credit(
 
 
 def _payment_breaches() -> list[str]:
-    """Every payin/payout has exactly the journals its status implies."""
+    """Every payin, payout and transfer has exactly the journals its status implies."""
+    transfer_done = Q(status=TransferStatus.COMPLETED)
     expected = [
         (Payin, "payin", "payin_completed", Q(status=PayinStatus.COMPLETED)),
         (Payout, "payout", "payout_reserved", None),
         (Payout, "payout", "payout_completed", Q(status=PayoutStatus.COMPLETED)),
         (Payout, "payout", "payout_released", Q(status=PayoutStatus.FAILED)),
+        (Transfer, "transfer", "transfer_collected", Q(payin_status=LegStatus.COMPLETED)),
+        (Transfer, "transfer", "transfer_disbursed", transfer_done),
+        # across two currencies the suspense is emptied in the payin currency by its own journal
+        (
+            Transfer,
+            "transfer",
+            "transfer_settled",
+            transfer_done & ~Q(payin_currency=F("payout_currency")),
+        ),
     ]
     breaches = []
     for model, resource_type, kind, should_have in expected:

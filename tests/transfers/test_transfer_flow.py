@@ -4,6 +4,8 @@ from decimal import Decimal
 import pytest
 
 from payments import ledger
+from payments import services as payment_services
+from payments.models import Journal, JournalLine
 from quotes.models import Quote
 from tests.transfers.conftest import (
     CM_DECLINED,
@@ -253,6 +255,39 @@ def test_disbursement_declined_leaves_the_money_in_suspense(
     }
     assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {}
     assert ledger_is_clean()
+
+
+@pytest.mark.parametrize("kind", ["transfer_collected", "transfer_settled", "transfer_disbursed"])
+def test_check_ledger_names_a_transfer_journal_gone_missing(
+    enabled_api, customer, quote, run, kind
+):
+    response = run(enabled_api.post, "/transfers", transfer_body(quote, customer))
+    transfer_id = response.json()["id"]
+    assert enabled_api.get(f"/transfers/{transfer_id}").json()["status"] == "completed"
+    assert ledger_is_clean()
+
+    journal = Journal.objects.get(resource_type="transfer", resource_id=transfer_id, kind=kind)
+    JournalLine.objects.filter(journal=journal).delete()
+    journal.delete()
+
+    report = payment_services.ledger_check()
+    assert f"transfer {transfer_id} (completed) has no {kind} journal" in report["breaches"]
+    assert not report["ok"]
+
+
+def test_check_ledger_names_a_transfer_journal_its_status_does_not_allow(
+    enabled_api, customer, quote, run
+):
+    response = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_DECLINED)
+    )
+    transfer_id = response.json()["id"]
+    assert ledger_is_clean()  # collected, disbursement failed: only transfer_collected
+
+    Transfer.objects.filter(pk=transfer_id).update(payin_status="failed")
+
+    breaches = payment_services.ledger_check()["breaches"]
+    assert f"transfer {transfer_id} (failed) has a transfer_collected journal" in breaches
 
 
 def test_create_replay_returns_the_same_transfer(enabled_api, customer, quote):
