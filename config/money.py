@@ -21,6 +21,7 @@ _AMOUNT_RE = re.compile(AMOUNT_PATTERN)
 
 # Amount columns are numeric(20, 2): 18 integer digits at most.
 MAX_INTEGER_DIGITS = 18
+AMOUNT_CEILING = Decimal(10) ** MAX_INTEGER_DIGITS  # the first value such a column cannot hold
 
 
 def _unit(currency: str) -> Decimal:

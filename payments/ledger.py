@@ -37,7 +37,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from config import rawsql
+from config import money, rawsql
 from config.exceptions import DomainError
 from config.rawsql import RowReader
 from config.transactions import joined_atomic
@@ -62,6 +62,12 @@ class InsufficientBalance(DomainError):
     status = 400
     reason = "insufficient_balance"
     message = "The wallet's available balance is too low for this operation."
+
+
+class BalanceOutOfRange(DomainError):
+    status = 400
+    reason = "balance_out_of_range"
+    message = "The wallet's balance would exceed the largest amount the ledger can hold."
 
 
 class UnbalancedJournal(ValueError):
@@ -208,6 +214,16 @@ def credit_rows(
     return journal, journal_lines, deltas
 
 
+def _refusal(balances: Iterable[Decimal]) -> DomainError | None:
+    """Why a wallet cannot take these balances (None: it can)."""
+    balances = list(balances)
+    if any(value < 0 for value in balances):
+        return InsufficientBalance()
+    if any(value >= money.AMOUNT_CEILING for value in balances):
+        return BalanceOutOfRange()
+    return None
+
+
 def post_journal(
     *,
     merchant_id: UUID,
@@ -227,7 +243,8 @@ def post_journal(
     Call it inside the caller's transaction, which it joins. It locks the merchant's wallet row
     for the currency first, so every posting for one merchant and currency is serialized.
     Raises InsufficientBalance (nothing posted) if the available or reserved balance would go
-    below zero. Idempotent on (resource_type, resource_id, kind)."""
+    below zero, BalanceOutOfRange if it would pass what its numeric(20, 2) column holds.
+    Idempotent on (resource_type, resource_id, kind)."""
     checked = _validated(lines)
     with joined_atomic():
         wallet = _wallet_locked(merchant_id=merchant_id, currency=currency)
@@ -243,11 +260,12 @@ def post_journal(
             memo=memo,
         )
         new_values = {column: getattr(wallet, column) + delta for column, delta in deltas.items()}
-        if any(value < 0 for value in new_values.values()):
+        refusal = _refusal(new_values.values())
+        if refusal is not None:
             existing = _JOURNAL_OF.first(resource_type, resource_id, kind)
             if existing is not None:  # posted before, when the balance allowed it
                 return existing
-            raise InsufficientBalance()
+            raise refusal
         for column, value in new_values.items():
             setattr(wallet, column, value)
         # The unique (resource_type, resource_id, kind) makes the posting idempotent in one

@@ -6,8 +6,6 @@ from decimal import Decimal
 from config import money
 
 HUNDRED = Decimal(100)
-# numeric(20, 2): nothing we compute may exceed this.
-AMOUNT_CEILING = Decimal(10) ** money.MAX_INTEGER_DIGITS
 
 
 @dataclass(frozen=True)
@@ -96,7 +94,7 @@ def transfer_for_payout(
         low = unit
     high = low
     while not reaches(high):
-        if high > AMOUNT_CEILING:
+        if high > money.AMOUNT_CEILING:
             return None
         high = high * 2
     # Invariant: reaches(high); the answer lies in [low, high].

@@ -124,6 +124,16 @@ def test_credit_wallet_command_refuses_bad_amounts(merchant, amount):
     assert Journal.objects.count() == 0
 
 
+def test_credit_wallet_past_what_the_ledger_holds_is_refused_and_changes_nothing(merchant):
+    largest = "9" * 18  # the largest amount a command accepts
+    call_command("credit_wallet", str(merchant.id), "XAF", largest, "--reason", "float")
+    with pytest.raises(CommandError, match="largest amount the ledger can hold"):
+        call_command("credit_wallet", str(merchant.id), "XAF", largest, "--reason", "float")
+    assert Wallet.objects.get(merchant=merchant, currency="XAF").available == Decimal(largest)
+    assert Journal.objects.count() == 1
+    assert services.ledger_check()["ok"]
+
+
 def test_credit_wallet_command_refuses_an_unknown_merchant():
     with pytest.raises(CommandError):
         call_command("credit_wallet", str(uuid.uuid4()), "XAF", "10", "--reason", "float")
