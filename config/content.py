@@ -6,6 +6,7 @@ from rest_framework.exceptions import NotAcceptable, ParseError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
 
 
 class JsonParser(JSONParser):
@@ -20,13 +21,34 @@ class JsonParser(JSONParser):
 
 class JsonWhateverTheAccept(DefaultContentNegotiation):
     """A client whose Accept names nothing we render (a browser's text/html) still gets the
-    view's first renderer, JSON on the API, instead of a 406."""
+    view's first renderer, JSON on the API, instead of a 406; a `?format=` naming nothing we
+    render is ignored, as other unknown query parameters are (DRF answered 404, which says the
+    resource does not exist)."""
+
+    def filter_renderers(self, renderers, format):
+        return [renderer for renderer in renderers if renderer.format == format] or renderers
 
     def select_renderer(self, request, renderers, format_suffix=None):
         try:
             return super().select_renderer(request, renderers, format_suffix)
         except NotAcceptable:
             return renderers[0], renderers[0].media_type
+
+
+class JsonErrors:
+    """For a view whose document is not JSON (a CSV statement, the OpenAPI schema, the docs
+    page): an error, or anything else that is not its document (OPTIONS metadata), keeps the
+    API's JSON shape whatever the negotiation said."""
+
+    def is_document(self, response: Response) -> bool:
+        return response.status_code < 400
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(response, Response) and not self.is_document(response):
+            response.accepted_renderer = JsonRenderer()
+            response.accepted_media_type = JsonRenderer.media_type
+        return response
 
 
 class JsonRenderer(JSONRenderer):

@@ -21,6 +21,7 @@ ISO_3166_ALPHA2 = frozenset(
 FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 PHONE_PATTERN = re.compile(r"\+?[0-9]{6,15}")
 PHONE_SEPARATORS = re.compile(r"[ .()-]")
+ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 class StrictCharField(serializers.CharField):
@@ -31,6 +32,25 @@ class StrictCharField(serializers.CharField):
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID given as a JSON string only (DRF would also take an integer or a boolean)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A query parameter's whole number in ASCII digits only (Python's int() would also take
+    "1_0", " 5", "+5" and other scripts' digits)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not ASCII_DIGITS.fullmatch(data):
+            self.fail("invalid")
         return super().to_internal_value(data)
 
 

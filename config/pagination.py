@@ -21,7 +21,7 @@ from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from config.fields import StrictCharField
+from config.fields import StrictCharField, StrictIntegerField
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -49,7 +49,10 @@ def cursor_decode(token: str) -> tuple[datetime, UUID]:
     """The (created_at, id) of a cursor; ValueError when it is not one of ours."""
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        created_text, id_text = json.loads(raw)
+        parts = json.loads(raw)
+        if not (isinstance(parts, list) and all(isinstance(part, str) for part in parts)):
+            raise ValueError("not a list of strings")
+        created_text, id_text = parts
         created_at = parse_datetime(created_text)
         if created_at is None or created_at.tzinfo is None:
             raise ValueError("bad timestamp")
@@ -106,7 +109,7 @@ class ListQueryInput(serializers.Serializer):
     """Query parameters every list takes. Subclasses add their filters (`status` ...).
     validated_data holds `page` (a PageRequest) and the filters, ready for a selector."""
 
-    limit = serializers.IntegerField(
+    limit = StrictIntegerField(
         required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT
     )
     cursor = CursorField(required=False)

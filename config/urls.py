@@ -5,15 +5,25 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
 from config import converters, views
+from config.content import JsonErrors
 
 converters.register()  # before the apps' URLs below use it
 
 PUBLIC = {"authentication_classes": [], "permission_classes": [AllowAny]}
 
+
+class SchemaView(JsonErrors, SpectacularAPIView):
+    pass
+
+
+class DocsView(JsonErrors, SpectacularSwaggerView):
+    pass
+
+
 urlpatterns = [
     path("health", views.health, name="health"),
-    path("schema", SpectacularAPIView.as_view(**PUBLIC), name="schema"),
-    path("docs", SpectacularSwaggerView.as_view(url_name="schema", **PUBLIC), name="docs"),
+    path("schema", SchemaView.as_view(**PUBLIC), name="schema"),
+    path("docs", DocsView.as_view(url_name="schema", **PUBLIC), name="docs"),
     path("admin/", admin.site.urls),
     path("", include("customers.urls")),
     path("", include("kyc.urls")),

@@ -1,7 +1,13 @@
 from rest_framework import serializers
 
 from config import pagination
-from config.fields import CountryCodeField, FullDateField, PhoneField, StrictCharField
+from config.fields import (
+    CountryCodeField,
+    FullDateField,
+    PhoneField,
+    StrictCharField,
+    StrictUUIDField,
+)
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
 from config.serializers import InputSerializer, OutputSerializer
@@ -9,15 +15,6 @@ from payments.models import PayinStatus, PayoutStatus
 from quotes.models import RailType
 
 RECIPIENT_TYPES = [("individual", "individual"), ("business", "business")]
-
-
-class PaymentUUIDField(serializers.UUIDField):
-    """A UUID given as a JSON string only (DRF would also take an integer)."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid", value=data)
-        return super().to_internal_value(data)
 
 
 class _RoutingInput(InputSerializer):
@@ -41,8 +38,8 @@ class PayinSourceInput(_RoutingInput):
 
 
 class PayinCreateInput(InputSerializer):
-    quote_id = PaymentUUIDField()
-    customer_id = PaymentUUIDField()
+    quote_id = StrictUUIDField()
+    customer_id = StrictUUIDField()
     source = PayinSourceInput()
 
 
@@ -66,8 +63,8 @@ class PayoutRecipientInput(_RoutingInput):
 
 
 class PayoutCreateInput(InputSerializer):
-    quote_id = PaymentUUIDField()
-    customer_id = PaymentUUIDField()
+    quote_id = StrictUUIDField()
+    customer_id = StrictUUIDField()
     payment_reason_code = StrictCharField(required=False, max_length=64)
     payment_reason_text = StrictCharField(required=False, max_length=255)
     recipient = PayoutRecipientInput()

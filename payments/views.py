@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import pagination
-from config.content import JsonRenderer
+from config.content import JsonErrors
 from config.schema import ErrorResponseSerializer
 from merchants.idempotency import idempotent
 from payments import selectors, services, statements
@@ -150,7 +150,7 @@ class CSVRenderer(BaseRenderer):
         return data.encode(self.charset) if isinstance(data, str) else data
 
 
-class StatementView(APIView):
+class StatementView(JsonErrors, APIView):
     renderer_classes = [CSVRenderer]
     extra_error_statuses = ["400"]
 
@@ -199,10 +199,5 @@ class StatementView(APIView):
             headers={"Content-Disposition": f'attachment; filename="{filename}"'},
         )
 
-    def finalize_response(self, request, response, *args, **kwargs):
-        response = super().finalize_response(request, response, *args, **kwargs)
-        if isinstance(response, Response) and response.status_code >= 400:
-            # Errors keep the API's JSON shape whatever the negotiation said.
-            response.accepted_renderer = JsonRenderer()
-            response.accepted_media_type = "application/json"
-        return response
+    def is_document(self, response: Response) -> bool:
+        return super().is_document(response) and isinstance(response.data, str)

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from config import money, pagination
-from config.fields import CountryCodeField, StrictCharField
+from config.fields import CountryCodeField, StrictCharField, StrictUUIDField
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
 from config.serializers import InputSerializer, OutputSerializer
@@ -11,7 +11,7 @@ from quotes.models import CorridorType, FlowType, OperatorStatus, QuoteStatus, R
 class QuoteCollectionInput(InputSerializer):
     """POST /quotes/payin and POST /quotes/payout (same shape)."""
 
-    customer_id = serializers.UUIDField(required=False)
+    customer_id = StrictUUIDField(required=False)
     country_code = CountryCodeField()
     operator_code = StrictCharField(max_length=64)
     rail_type = serializers.ChoiceField(choices=RailType.choices)
@@ -22,7 +22,7 @@ class QuoteCollectionInput(InputSerializer):
 class QuoteTransferInput(InputSerializer):
     """POST /quotes/transfer. payin_amount + payin_currency, or a fixed payout_amount."""
 
-    customer_id = serializers.UUIDField(required=False)
+    customer_id = StrictUUIDField(required=False)
     corridor_code = StrictCharField(max_length=32)
     payer_operator_code = StrictCharField(max_length=64)
     recipient_operator_code = StrictCharField(max_length=64)

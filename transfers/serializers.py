@@ -2,7 +2,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
-from config.fields import CountryCodeField, PhoneField, StrictCharField
+from config.fields import CountryCodeField, PhoneField, StrictCharField, StrictUUIDField
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
 from quotes.models import CorridorType, RailType
@@ -83,8 +83,8 @@ class TransferRecipientInput(TransferPayerInput):
 
 
 class TransferCreateInput(serializers.Serializer):
-    quote_id = serializers.UUIDField()
-    customer_id = serializers.UUIDField()
+    quote_id = StrictUUIDField()
+    customer_id = StrictUUIDField()
     payment_reason_code = StrictCharField(required=False, max_length=64)
     sender_source_of_funds = StrictCharField(required=False, max_length=100)
     sender_occupation = StrictCharField(required=False, max_length=100)
