@@ -49,7 +49,9 @@ def api_key_create(
     return IssuedApiKey(api_key=api_key, secret=secret)
 
 
-def api_key_revoke(*, key: str, now: datetime | None = None) -> ApiKey:
+def api_key_revoke(*, key: str, actor=None, now: datetime | None = None) -> ApiKey:
+    """The key stops working at once; the audit log records who revoked it (no actor: ops,
+    "system"). Revoking a revoked key changes and records nothing."""
     now = now or timezone.now()
     with transaction.atomic():
         api_key = ApiKey.objects.select_for_update().filter(key=key).first()
@@ -58,6 +60,12 @@ def api_key_revoke(*, key: str, now: datetime | None = None) -> ApiKey:
         if api_key.revoked_at is None:
             api_key.revoked_at = now
             api_key.save(update_fields=["revoked_at"])
+            audit_record(
+                merchant=api_key.merchant,
+                actor=actor,
+                action=AuditAction.API_KEY_REVOKED,
+                target=api_key.key,
+            )
     return api_key
 
 
@@ -145,6 +153,10 @@ def audit_record(
 def api_key_create_by(
     *, merchant: Merchant, actor, label: str = "", expires_at: datetime | None = None
 ) -> IssuedApiKey:
+    """A new key, recorded in the audit log with who made it (None: ops, "system"). An expiry
+    must be in the future: a key born dead would only hand out a secret."""
+    if expires_at is not None and expires_at <= timezone.now():
+        raise DomainError("The expiry must be in the future.", reason="invalid_expiry")
     with transaction.atomic():
         issued = api_key_create(merchant=merchant, label=label, expires_at=expires_at)
         audit_record(
@@ -200,14 +212,7 @@ def api_key_revoke_by(*, api_key_id: int, actor, now: datetime | None = None) ->
         key = ApiKey.objects.select_for_update().get(pk=api_key_id)
         if key.revoked_at is not None:
             raise DomainError("This key was already revoked.", reason="api_key_not_active")
-        revoked = api_key_revoke(key=key.key, now=now)
-        audit_record(
-            merchant=revoked.merchant,
-            actor=actor,
-            action=AuditAction.API_KEY_REVOKED,
-            target=revoked.key,
-        )
-    return revoked
+        return api_key_revoke(key=key.key, actor=actor, now=now)
 
 
 def staff_user_create(
@@ -219,9 +224,12 @@ def staff_user_create(
     support: bool = False,
 ):
     """A dashboard login: staff of one merchant (with a role) or support staff. Re-running it
-    for an existing username updates the password and the assignment."""
-    from django.contrib.auth import get_user_model
+    for an existing username updates the password and the assignment; an ops login (a
+    superuser) is refused, as it would keep seeing every merchant. The username and password
+    must pass Django's validators (AUTH_PASSWORD_VALIDATORS)."""
+    from django.contrib.auth import get_user_model, password_validation
     from django.contrib.auth.models import Group
+    from django.core.exceptions import ValidationError
 
     from merchants.dashboard import SUPPORT_GROUP
     from merchants.models import MembershipRole, MerchantMembership
@@ -234,7 +242,18 @@ def staff_user_create(
         )
     user_model = get_user_model()
     with transaction.atomic():
-        user, _ = user_model.objects.get_or_create(username=username)
+        user = user_model.objects.select_for_update().filter(username=username).first()
+        if user is not None and user.is_superuser:
+            raise DomainError(
+                f"{username} is an ops login; give merchant or support staff their own.",
+                reason="invalid_staff",
+            )
+        user = user or user_model(username=username)
+        try:
+            user_model.username_validator(username)
+            password_validation.validate_password(password, user)
+        except ValidationError as error:
+            raise DomainError(" ".join(error.messages), reason="invalid_staff") from error
         user.is_staff = True
         user.is_active = True
         user.set_password(password)

@@ -33,7 +33,8 @@ from config import netguard, rawsql, shared_cache
 from config.exceptions import DomainError, NotFound
 from config.rawsql import RowReader
 from config.transactions import joined_atomic
-from merchants.models import Merchant
+from merchants import services as merchant_services
+from merchants.models import AuditAction, Merchant
 from webhooks import selectors, signing
 from webhooks.models import (
     Delivery,
@@ -194,11 +195,13 @@ def event_types_validate(event_types: list[str] | tuple[str, ...]) -> list[str]:
 
 
 def endpoint_set(
-    *, merchant: Merchant, url: str, secret: str | None = None, now: datetime
+    *, merchant: Merchant, url: str, secret: str | None = None, now: datetime, actor=None
 ) -> tuple[WebhookEndpoint, str]:
     """Create or replace the merchant's primary (oldest) endpoint, enabled, and set its signing
     secret: the given one, or a new random one. Other endpoints and the primary's subscription
-    are kept. Returns the endpoint and the secret, to show once (`set_webhook`)."""
+    are kept; the audit log records the change and who made it (no actor: ops, "system").
+    Returns the endpoint and the secret, to show once (`set_webhook`)."""
+
     url = webhook_url_validate(url)
     secret = _validated_secret(secret)
     with transaction.atomic():
@@ -232,6 +235,13 @@ def endpoint_set(
                     "updated_at",
                 ]
             )
+        merchant_services.audit_record(
+            merchant=merchant,
+            actor=actor,
+            action=AuditAction.WEBHOOK_UPDATED,
+            target=endpoint.url,
+            detail={"enabled": True, "signing_secret": "set"},
+        )
     return endpoint, secret
 
 

@@ -11,10 +11,14 @@ def staff_client(db):
     def make(*, merchant=None, role=None, support=False, username=None):
         username = username or f"user-{role or 'support'}-{merchant.pk if merchant else 'x'}"
         services.staff_user_create(
-            username=username, password="pw-123456", merchant=merchant, role=role, support=support
+            username=username,
+            password="pw-123456-staff",
+            merchant=merchant,
+            role=role,
+            support=support,
         )
         client = Client()
-        assert client.login(username=username, password="pw-123456")
+        assert client.login(username=username, password="pw-123456-staff")
         return client
 
     return make

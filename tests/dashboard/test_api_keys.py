@@ -210,6 +210,7 @@ def test_changing_a_webhook_endpoint_in_the_dashboard_is_audited(merchant, staff
     )
 
     assert response.status_code == 302, response.content.decode()[:2000]
-    entry = AuditLogEntry.objects.get(merchant=merchant, action="webhook.updated")
+    entry = AuditLogEntry.objects.filter(merchant=merchant, action="webhook.updated").latest("id")
+    assert entry.actor_label == f"user-developer-{merchant.pk}"
     assert entry.target == "https://elsewhere.example.com/b"
     assert entry.detail["enabled"] is False

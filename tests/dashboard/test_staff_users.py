@@ -2,9 +2,13 @@ import json
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
+
+from customers.models import Customer
+from merchants.models import MerchantMembership
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +24,7 @@ def test_create_staff_user_for_a_merchant_can_log_in(merchant):
         "create_staff_user",
         "amina",
         "--password",
-        "s3cret-pw",
+        "s3cret-pw-staff",
         "--merchant",
         str(merchant.id),
         "--role",
@@ -28,21 +32,55 @@ def test_create_staff_user_for_a_merchant_can_log_in(merchant):
     )
     assert data == {"username": "amina", "merchant_id": str(merchant.id), "role": "owner"}
     client = Client()
-    assert client.login(username="amina", password="s3cret-pw")
+    assert client.login(username="amina", password="s3cret-pw-staff")
     assert client.get("/admin/").status_code == 200
 
 
 def test_create_support_user():
-    data = _run("create_staff_user", "sam", "--password", "pw", "--support")
+    data = _run("create_staff_user", "sam", "--password", "support-login-pw", "--support")
     assert data == {"username": "sam", "merchant_id": None, "role": "support"}
 
 
 def test_create_staff_user_needs_a_merchant_and_role_or_support():
     with pytest.raises(CommandError):
-        call_command("create_staff_user", "x", "--password", "pw")
+        call_command("create_staff_user", "x", "--password", "support-login-pw")
 
 
 def test_seed_demo_prints_a_working_dashboard_login():
     data = _run("seed_demo")
     client = Client()
     assert client.login(username=data["dashboard_username"], password=data["dashboard_password"])
+
+
+@pytest.mark.parametrize(
+    "username,password,message",
+    [
+        ("", "a-long-enough-password", "Enter a valid username"),
+        ("bad user!", "a-long-enough-password", "Enter a valid username"),
+        ("nadia", "", "too short"),
+        ("nadia", "x", "too short"),
+        ("nadia", "password1234", "too common"),
+        ("nadia", "123456789012345", "entirely numeric"),
+    ],
+)
+def test_create_staff_user_refuses_a_bad_username_or_a_weak_password(
+    merchant, username, password, message
+):
+    args = ["--merchant", str(merchant.id), "--role", "viewer"]
+    with pytest.raises(CommandError, match=message):
+        call_command("create_staff_user", username, "--password", password, *args)
+    assert not get_user_model().objects.exists()
+
+
+def test_an_ops_login_is_not_turned_into_merchant_staff(merchant, other_merchant):
+    """Its superuser flag would stay: a "viewer of B" seeing every merchant's data."""
+    ops = get_user_model().objects.create_superuser("amina", "a@example.com", "old-ops-password")
+    Customer.objects.create(merchant=merchant, first_name="Awa", last_name="Diallo")
+    args = ["--password", "a-new-long-password", "--merchant", str(other_merchant.id)]
+    with pytest.raises(CommandError, match="ops login"):
+        call_command("create_staff_user", "amina", *args, "--role", "viewer")
+    with pytest.raises(CommandError, match="ops login"):
+        call_command("create_staff_user", "amina", "--password", "a-new-long-password", "--support")
+    ops.refresh_from_db()
+    assert ops.check_password("old-ops-password")
+    assert not MerchantMembership.objects.filter(user=ops).exists()

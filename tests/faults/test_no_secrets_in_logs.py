@@ -49,10 +49,10 @@ def every_log_line() -> Iterator[list[str]]:
 def _dashboard_key(merchant) -> tuple[str, str]:
     """An owner creates an API key in the dashboard; the secret is shown once on the page."""
     merchant_services.staff_user_create(
-        username="owner-logs", password="pw-123456", merchant=merchant, role="owner"
+        username="owner-logs", password="pw-123456-staff", merchant=merchant, role="owner"
     )
     browser = Client()
-    assert browser.login(username="owner-logs", password="pw-123456")
+    assert browser.login(username="owner-logs", password="pw-123456-staff")
     page = browser.post(
         "/admin/merchants/apikey/add/", {"label": "logs", "expires_at": ""}, follow=True
     ).content.decode()

@@ -6,7 +6,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
-from merchants.models import ApiKey, Merchant
+from merchants.models import ApiKey, AuditLogEntry, Merchant
 
 pytestmark = pytest.mark.django_db
 
@@ -41,6 +41,32 @@ def test_create_api_key_then_revoke_it():
     assert _status_with(key["api_key"], key["api_secret"]) == 401
 
 
+def test_key_and_webhook_changes_made_by_ops_are_in_the_merchants_audit_log():
+    merchant_id = _run("create_merchant", "Acme", "--with-key")["merchant_id"]
+    key = _run("create_api_key", merchant_id, "--label", "batch job")["api_key"]
+    _run("revoke_api_key", key)
+    _run("revoke_api_key", key)  # already revoked: nothing changes, nothing more recorded
+    _run("set_webhook", merchant_id, "https://93.184.216.34/hook")
+    entries = AuditLogEntry.objects.filter(merchant_id=merchant_id).order_by("id")
+    assert [(entry.actor_label, entry.action) for entry in entries] == [
+        ("system", "api_key.created"),
+        ("system", "api_key.created"),
+        ("system", "api_key.revoked"),
+        ("system", "webhook.updated"),
+    ]
+    assert entries[1].target == entries[2].target == key
+    assert entries[3].target == "https://93.184.216.34/hook"
+    assert "whsec" not in json.dumps([entry.detail for entry in entries])
+
+
+@pytest.mark.parametrize("expiry", ["2020-01-01T00:00:00Z", "2020-01-01"])
+def test_create_api_key_refuses_an_expiry_in_the_past(expiry):
+    merchant_id = _run("create_merchant", "Acme")["merchant_id"]
+    with pytest.raises(CommandError, match="future"):
+        call_command("create_api_key", merchant_id, "--expires-at", expiry)
+    assert not ApiKey.objects.exists()
+
+
 def test_create_api_key_for_unknown_merchant_fails_clearly():
     with pytest.raises(CommandError, match="No merchant"):
         call_command("create_api_key", "00000000-0000-0000-0000-000000000000")
@@ -63,7 +89,7 @@ def test_create_api_key_takes_an_expiry_without_offset_as_utc(written):
             "create_staff_user",
             "u1",
             "--password",
-            "pw-123456",
+            "pw-123456-staff",
             "--merchant",
             "nope",
             "--role",

@@ -56,10 +56,10 @@ def test_payment_and_ledger_admin_pages_render_read_only(
 
 def _support_client():
     merchant_services.staff_user_create(
-        username="support-agent", password="pw-123456", support=True
+        username="support-agent", password="pw-123456-staff", support=True
     )
     client = Client()
-    assert client.login(username="support-agent", password="pw-123456")
+    assert client.login(username="support-agent", password="pw-123456-staff")
     return client
 
 
@@ -138,10 +138,10 @@ def test_marking_failed_is_refused_for_a_final_payout_and_for_merchant_staff(
     )
     assert "Only a payout stuck at the provider" in refused.content.decode()
     merchant_services.staff_user_create(
-        username="owner", password="pw-123456", merchant=enabled_merchant, role="owner"
+        username="owner", password="pw-123456-staff", merchant=enabled_merchant, role="owner"
     )
     owner = Client()
-    assert owner.login(username="owner", password="pw-123456")
+    assert owner.login(username="owner", password="pw-123456-staff")
     _mark_failed(owner, pending["id"])
 
     statuses = [

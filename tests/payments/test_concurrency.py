@@ -129,7 +129,9 @@ def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_me
     payout_id = api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
     Payout.objects.filter(pk=payout_id).update(provider_timeout_at=timezone.now())
     agents = [
-        merchant_services.staff_user_create(username=f"agent-{i}", password="pw-1", support=True)
+        merchant_services.staff_user_create(
+            username=f"agent-{i}", password="pw-1-staff-login", support=True
+        )
         for i in range(4)
     ]
 

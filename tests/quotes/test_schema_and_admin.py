@@ -113,7 +113,7 @@ def test_merchant_staff_see_only_their_own_quotes(client, enabled_merchant, djan
     enable_everything(other)
     mine = make_quote(enabled_merchant)
     theirs = make_quote(other)
-    user = django_user_model.objects.create_user("owner", password="pw-123456", is_staff=True)
+    user = django_user_model.objects.create_user("owner", password="pw-123456-staff", is_staff=True)
     MerchantMembership.objects.create(user=user, merchant=enabled_merchant, role="owner")
     client.force_login(user)
 

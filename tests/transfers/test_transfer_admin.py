@@ -21,9 +21,9 @@ CHANGELIST = "admin:transfers_transfer_changelist"
 
 
 def login(username: str, **assignment) -> Client:
-    merchant_services.staff_user_create(username=username, password="pw-123456", **assignment)
+    merchant_services.staff_user_create(username=username, password="pw-123456-staff", **assignment)
     client = Client()
-    assert client.login(username=username, password="pw-123456")
+    assert client.login(username=username, password="pw-123456-staff")
     return client
 
 

@@ -28,7 +28,9 @@ class Command(OpsCommand):
             merchant = services.merchant_get(merchant_id=merchant_id)
         except (ValueError, services.NotFound) as exc:
             raise CommandError(f"No merchant {merchant_id}.") from exc
-        issued = services.api_key_create(merchant=merchant, label=label, expires_at=expiry)
+        issued = services.api_key_create_by(
+            merchant=merchant, actor=None, label=label, expires_at=expiry
+        )
         self.emit(
             {
                 "api_key": issued.api_key.key,

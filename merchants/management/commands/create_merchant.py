@@ -17,7 +17,9 @@ class Command(OpsCommand):
         data = {"merchant_id": str(merchant.id)}
         lines = [f"Merchant {merchant.name}: {merchant.id}"]
         if with_key:
-            issued = services.api_key_create(merchant=merchant, label="created by create_merchant")
+            issued = services.api_key_create_by(
+                merchant=merchant, actor=None, label="created by create_merchant"
+            )
             data |= {"api_key": issued.api_key.key, "api_secret": issued.secret}
             lines += [
                 f"API key:    {issued.api_key.key}",

@@ -12,7 +12,7 @@ class Command(OpsCommand):
 
     def run(self, **_) -> None:
         merchant = services.demo_merchant_seed(name=DEMO_MERCHANT_NAME)
-        issued = services.api_key_create(merchant=merchant, label="seed_demo")
+        issued = services.api_key_create_by(merchant=merchant, actor=None, label="seed_demo")
         password = secrets.token_urlsafe(12)
         services.staff_user_create(
             username=DEMO_OWNER_USERNAME, password=password, merchant=merchant, role="owner"
