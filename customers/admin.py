@@ -31,3 +31,6 @@ class CustomerAdmin(MerchantScopedAdmin):
     # and the support actions that approve or reject by hand, recorded with who did it.
     inlines = [kyc_admin.KycDocumentInline, kyc_admin.KycStatusChangeInline]
     actions = [kyc_admin.approve_kyc_by_hand, kyc_admin.reject_kyc_by_hand]
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False  # customers come from the API (POST /customers), with its validation

@@ -188,6 +188,9 @@ class WalletAdmin(ReadOnlyAdmin):
     @admin.action(description="Download a statement of the selected wallet")
     def download_statement(self, request, queryset):
         wallet = queryset.first()
+        if wallet is None:  # a stale selection, or a wallet this user cannot see
+            self.message_user(request, "Select one of your wallets.", messages.WARNING)
+            return None
         query = urlencode({"merchant": wallet.merchant_id, "currency": wallet.currency})
         return redirect(f"{reverse('admin:payments_wallet_statement')}?{query}")
 

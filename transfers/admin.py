@@ -124,6 +124,15 @@ class TransferAdmin(MerchantScopedAdmin):
     def has_support_permission(self, request) -> bool:
         return is_ops(request.user) or is_support(request.user)
 
+    # Read-only for everyone, ops included: a transfer moves only through its state machine,
+    # and saving this page would write back every column as it was read, over a leg's answer
+    # applied meanwhile.
+    def has_add_permission(self, request, *args) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
     @admin.display(description="Collection and disbursement legs")
     def legs(self, obj: Transfer) -> str:
         return _table(

@@ -294,6 +294,9 @@ class EventAdmin(MerchantScopedAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # events are facts; re-sending is an action
+
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
@@ -380,6 +383,10 @@ class DeliveryAdmin(MerchantScopedAdmin):
         return super().get_queryset(request).select_related("event__merchant", "endpoint")
 
     def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # Saving the page would write back the delivery as read, over the sender's progress.
         return False
 
     def has_delete_permission(self, request, obj=None) -> bool:

@@ -1,0 +1,115 @@
+"""What the dashboard refuses, and how: a message or a 403, never a 500, and never a write that
+goes around a service."""
+
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from payments import services as payment_services
+from payments.models import Wallet
+from tests.transfers.conftest import create_customer, create_quote, transfer_body
+from transfers.models import Transfer
+from webhooks import services as webhook_services
+from webhooks.models import Delivery, Event, WebhookEndpoint
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ops_client(db) -> Client:
+    ops = get_user_model().objects.create_superuser("ops", "ops@example.com", "ops-password-long")
+    client = Client()
+    client.force_login(ops)
+    return client
+
+
+def test_a_sixth_webhook_endpoint_is_a_message_on_the_form_not_a_500(merchant, staff_client):
+    for i in range(5):
+        webhook_services.endpoint_add(
+            merchant=merchant, url=f"https://h{i}.example.com/hook", now=timezone.now()
+        )
+    owner = staff_client(merchant=merchant, role="owner")
+
+    response = owner.post(
+        "/admin/webhooks/webhookendpoint/add/",
+        {"url": "https://h6.example.com/hook", "event_types": "[]"},
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    assert "at most 5 webhook endpoints" in response.content.decode()
+    assert WebhookEndpoint.objects.filter(merchant=merchant).count() == 5
+
+
+def test_the_statement_action_on_a_wallet_out_of_sight_is_a_message(
+    merchant, other_merchant, staff_client
+):
+    payment_services.wallet_credit(
+        merchant=merchant, currency="XOF", amount=Decimal("1000"), reason="float", at=timezone.now()
+    )
+    wallet = Wallet.objects.get(merchant=merchant)
+    intruder = staff_client(merchant=other_merchant, role="viewer")
+
+    response = intruder.post(
+        "/admin/payments/wallet/",
+        {"action": "download_statement", "_selected_action": [str(wallet.pk)], "index": 0},
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    assert "Select one of your wallets" in response.content.decode()
+
+
+def test_transfers_events_and_deliveries_cannot_be_added_or_saved_even_by_ops(
+    enabled_api, enabled_merchant, ops_client, django_capture_on_commit_callbacks
+):
+    """Saving such a page wrote back every column as read, over the state machine's moves."""
+    customer = create_customer(
+        enabled_api,
+        address_line1="1 rue",
+        city="Douala",
+        occupation="trader",
+        source_of_funds="salary",
+    )
+    quote = create_quote(enabled_api, customer_id=customer["id"])
+    webhook_services.endpoint_set(
+        merchant=enabled_merchant, url="https://93.184.216.34/hook", now=timezone.now()
+    )
+    transfer_id = enabled_api.post("/transfers", transfer_body(quote, customer)).json()["id"]
+    event = Event.objects.create(
+        merchant=enabled_merchant,
+        event_type="transfer.completed",
+        data_type="transfer",
+        data_id=transfer_id,
+        payload={},
+        created_at=timezone.now(),
+    )
+    delivery = Delivery.objects.create(
+        event=event,
+        endpoint=WebhookEndpoint.objects.get(merchant=enabled_merchant),
+        status="succeeded",
+        next_attempt_at=timezone.now(),
+        delivered_at=timezone.now(),
+        created_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+    pages = [
+        "/admin/transfers/transfer/add/",
+        f"/admin/transfers/transfer/{transfer_id}/change/",
+        f"/admin/webhooks/event/{event.pk}/change/",
+        f"/admin/webhooks/delivery/{delivery.pk}/change/",
+    ]
+    assert ops_client.get(pages[0]).status_code == 403
+    for page in pages[1:]:
+        assert ops_client.get(page).status_code == 200  # still shown, read only
+        assert ops_client.post(page, {}).status_code == 403
+    assert Transfer.objects.get(pk=transfer_id).status == "pending"
+    delivery.refresh_from_db()
+    assert delivery.status == "succeeded"
+
+
+def test_customers_are_not_added_in_the_dashboard(ops_client):
+    assert ops_client.get("/admin/customers/customer/add/").status_code == 403
