@@ -46,3 +46,11 @@ def test_env_example_lists_every_variable_the_settings_read():
         )
     assert read, "no env(...) reads found: the pattern is stale"
     assert sorted(name for name in read if f"# {name}=" not in example) == []
+
+
+def test_env_example_lists_the_procfiles_variables():
+    root = README.parent
+    example = (root / ".env.example").read_text()
+    used = set(re.findall(r"\$\{([A-Z_]+)", (root / "Procfile").read_text()))
+    assert {"HOST", "PORT", "WEB_CONCURRENCY", "WORKER_CONCURRENCY"} <= used
+    assert sorted(name for name in used if f"# {name}=" not in example) == []

@@ -1,3 +1,4 @@
+import re
 from decimal import Decimal
 
 import pytest
@@ -40,3 +41,12 @@ def test_merchant_staff_land_on_their_balances_and_todays_payments(
 def test_support_staff_see_no_merchant_summary(staff_client):
     page = staff_client(support=True).get("/admin/").content.decode()
     assert 'id="merchant-summary"' not in page
+
+
+def test_the_web_process_serves_the_dashboards_css_and_js(client):
+    """DEBUG is off under `make run` and in production: the web process serves them itself."""
+    page = client.get("/admin/login/").content.decode()
+    for asset in re.findall(r'(?:href|src)="(/static/[^"]+)"', page):
+        response = client.get(asset)
+        assert response.status_code == 200, asset
+        assert b"".join(response.streaming_content), asset

@@ -283,3 +283,9 @@ def test_deliver_webhooks_command_sends_due_deliveries_without_a_broker(
     assert _run("deliver_webhooks") == {"attempted": 1}
     assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [str(event.pk)]
     assert _run("deliver_webhooks") == {"attempted": 0}
+
+
+@pytest.mark.parametrize("limit", ["-5", "0", "ten"])
+def test_deliver_webhooks_refuses_a_limit_below_one(limit, capsys):
+    with pytest.raises(CommandError, match="at least 1"):
+        call_command("deliver_webhooks", "--limit", limit)
