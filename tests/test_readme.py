@@ -4,6 +4,8 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from webhooks.signing import sign
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -32,6 +34,16 @@ def test_readme_snippet_accepts_a_real_signature_and_rejects_tampering():
     old = {**headers, "X-Cowry-Timestamp": str(now - 301)}
     old["X-Cowry-Signature"] = sign(secret="whsec_test", timestamp=now - 301, body=body)
     assert verify(body, old, "whsec_test") is False
+
+
+@pytest.mark.parametrize(
+    "timestamp,signature",
+    [("\u00b2", "sha256=00"), ("NOW", "sha256=\u00e9"), ("", ""), ("NOW", "")],
+)
+def test_readme_snippet_says_no_to_forged_headers_without_raising(timestamp, signature):
+    timestamp = str(int(time.time())) if timestamp == "NOW" else timestamp
+    headers = {"X-Cowry-Timestamp": timestamp, "X-Cowry-Signature": signature}
+    assert _readme_verifier()(b"{}", headers, "whsec_test") is False
 
 
 def test_env_example_lists_every_variable_the_settings_read():
