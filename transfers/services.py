@@ -120,6 +120,10 @@ class InvalidPayoutAmount(DomainError):
     message = "payout_amount is not a valid amount for the payout currency."
 
 
+class InvalidPayoutAmountPrecision(InvalidPayoutAmount):
+    reason = "invalid_amount_precision"  # as a quote's amount with digits below the unit
+
+
 @contextmanager
 def _nested_error_fields() -> Iterator[None]:
     """Error fields named `party.name` are reported nested, {"party": {"name": [...]}}, the
@@ -864,7 +868,7 @@ def transfer_apply_disbursement_result(
 def _relaunch_amount(*, transfer: Transfer, payout_amount: Decimal) -> Decimal:
     if not money.has_valid_precision(payout_amount, transfer.payout_currency):
         message = f"{transfer.payout_currency} has no minor unit: send a whole amount."
-        raise InvalidPayoutAmount(message, fields={"payout_amount": [message]})
+        raise InvalidPayoutAmountPrecision(message, fields={"payout_amount": [message]})
     payout_amount = money.quantize(payout_amount, transfer.payout_currency)
     if payout_amount <= 0:
         message = "payout_amount must be above zero."

@@ -230,7 +230,7 @@ def test_payout_amount_above_the_original_is_rejected_and_changes_nothing(
 @pytest.mark.parametrize(
     ("body", "reason", "field"),
     [
-        ({"payout_amount": "9000.5"}, "invalid_amount", "payout_amount"),
+        ({"payout_amount": "9000.5"}, "invalid_amount_precision", "payout_amount"),
         ({"payout_amount": "0"}, "invalid_amount", "payout_amount"),
         ({"payout_amount": "50"}, "amount_below_minimum", "payout_amount"),
         ({"payout_amount": 9000}, "invalid_request", "payout_amount"),
