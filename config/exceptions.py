@@ -13,6 +13,8 @@ from rest_framework.response import Response
 
 logger = logging.getLogger("cowry.errors")
 
+AUTH_CHALLENGE = 'ApiKey realm="cowry"'  # X-Api-Key and X-Api-Secret (spec's authentication)
+
 CODE_BY_STATUS = {
     400: "bad_request",
     401: "unauthorized",
@@ -115,6 +117,8 @@ def build_error_response(exc: Exception) -> Response | None:
     elif isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
         body = error_body(401, str(exc.detail), reason="invalid_credentials")
         status = 401
+        # RFC 9110: a 401 names the scheme to authenticate with (DRF sets it on the exception).
+        headers["WWW-Authenticate"] = getattr(exc, "auth_header", None) or AUTH_CHALLENGE
     elif isinstance(exc, Http404 | drf_exceptions.NotFound):
         body = error_body(404, "The resource does not exist.", reason="not_found")
         status = 404

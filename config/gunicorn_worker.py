@@ -3,12 +3,16 @@
 gunicorn answers a request it cannot parse (a request line or a header over its limits, a
 malformed request) before Django sees it, with an HTML page of its own. This worker class
 (the Procfile's `--worker-class`) makes those answers JSON: `{"error": {"code", "message",
-"reason"}}` with gunicorn's status (400, 414, 431, ...).
+"reason"}}` with gunicorn's status (400, 414, 431, ...). A malformed header line is named by
+its first word only, in the log and the answer: gunicorn quoted the whole line, and in
+"X-Api-Secret cs_..." (a colon missed) that is the secret.
 """
 
 import json
+import re
 
 from gunicorn import util
+from gunicorn.http.errors import InvalidHeader, InvalidHeaderName
 from gunicorn.workers.sync import SyncWorker
 
 from config.exceptions import CODE_BY_STATUS
@@ -44,5 +48,20 @@ def json_error_write(sock, status_int: int, reason: str, mesg: str) -> None:
 util.write_error = json_error_write
 
 
+_HEADER_NAME = re.compile(r"[^\s:]{0,64}")
+
+
+def _named_only(exc: Exception) -> Exception:
+    """A malformed-header error that shows the header's name, not the rest of its line."""
+    if isinstance(exc, InvalidHeader | InvalidHeaderName):
+        name = _HEADER_NAME.match(str(exc.hdr)).group()
+        hidden = f"{name} (value not shown)"
+        if isinstance(exc, InvalidHeader):
+            return InvalidHeader(hidden, req=exc.req)
+        return InvalidHeaderName(hidden)
+    return exc
+
+
 class JsonErrorSyncWorker(SyncWorker):
-    pass
+    def handle_error(self, req, client, addr, exc):
+        super().handle_error(req, client, addr, _named_only(exc))

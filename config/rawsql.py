@@ -252,6 +252,13 @@ class RowReader:
             for row in json.loads(text, parse_float=Decimal)
         ]
 
+    def placeholder(self) -> Model:
+        """An instance built from a row of NULLs the way a row read is built: what a caller
+        whose miss must cost what a hit does (credentials) holds in place of a row."""
+        self._prepare()
+        width = len(self._attnames) + sum(map(len, self._related_attnames)) + len(self.annotations)
+        return self._instances([(None,) * width], _db())[0]
+
     def first(self, *values: Any, annotation_values: Sequence[Any] = ()) -> Model | None:
         rows = self._rows(values, " LIMIT 1", annotation_values)
         return rows[0] if rows else None

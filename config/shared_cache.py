@@ -33,22 +33,46 @@ logger = logging.getLogger("cowry")
 
 WAKE_SECONDS = 30
 LINGER_BUDGET_SECONDS = 10  # < WAKE_SECONDS; then a consumer stops lingering (drain)
+# A Redis that takes connections and does not answer (stopped, swapping, a half-open
+# connection after a failover) must not hold API requests: a command gives up after this...
+REDIS_TIMEOUT_SECONDS = 0.5
+# ...and after a failure the request path leaves Redis alone for this long (fails open).
+REDIS_PAUSE_SECONDS = 5.0
 
-_clients: dict[str, redis.Redis] = {}
+_clients: dict[tuple[str, bool], redis.Redis] = {}
+_paused_until = 0.0
 
 Claimed = TypeVar("Claimed")
 
 
-def redis_client() -> redis.Redis | None:
+def redis_client(*, blocking: bool = False) -> redis.Redis | None:
     """This process's client of the shared Redis (thread-safe; its pool survives a fork), or
-    None in embedded mode."""
+    None in embedded mode. Its commands give up after REDIS_TIMEOUT_SECONDS; `blocking`: the
+    client for commands that wait on the server (BLPOP), whose reads have no such limit."""
     url = settings.REDIS_URL
     if not url:
         return None
-    client = _clients.get(url)
+    client = _clients.get((url, blocking))
     if client is None:
-        client = _clients[url] = redis.Redis.from_url(url)
+        timeouts = {"socket_connect_timeout": REDIS_TIMEOUT_SECONDS}
+        if not blocking:
+            timeouts["socket_timeout"] = REDIS_TIMEOUT_SECONDS
+        client = _clients[(url, blocking)] = redis.Redis.from_url(url, **timeouts)
     return client
+
+
+def redis_paused() -> bool:
+    """Whether the request path should leave Redis alone for now (it failed a moment ago)."""
+    return time.monotonic() < _paused_until
+
+
+def redis_failed() -> bool:
+    """Note a failure of Redis on the request path: it is left alone for REDIS_PAUSE_SECONDS.
+    True for the failure that starts a pause (the one to log)."""
+    global _paused_until
+    starts = not redis_paused()
+    _paused_until = time.monotonic() + REDIS_PAUSE_SECONDS
+    return starts
 
 
 def cache_key(name: str) -> str:
@@ -103,6 +127,8 @@ def wake(key: str, task: Task) -> bool:
         wakes[key] = task
         return True
     client = redis_client()
+    if client is not None and redis_paused():
+        return False  # it failed a moment ago: the work is left to its sweep, as below
     try:
         if client is not None:
             script = _scripts.get(id(client))
@@ -111,7 +137,8 @@ def wake(key: str, task: Task) -> bool:
             if not script(keys=[cache_key(key), _nudge_key(key)], args=[WAKE_SECONDS]):
                 return True  # a consumer is waiting to start or at work: it will find the work
     except RedisError:
-        logger.warning("Could not wake %s; the work is left to its sweep", task.name)
+        if redis_failed():
+            logger.warning("Could not wake %s; the work is left to its sweep", task.name)
         return False
     if _enqueue(task):
         return True
@@ -145,7 +172,7 @@ def wake_hold(key: str) -> None:
 
 def _nudged(key: str, seconds: float) -> bool:
     """Wait up to `seconds` for a nudge (taking it); False when none came or Redis is away."""
-    client = redis_client()
+    client = redis_client(blocking=True)
     if client is None:
         return False
     try:

@@ -1,6 +1,7 @@
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
+from config.exceptions import AUTH_CHALLENGE
 from merchants import services
 
 
@@ -22,7 +23,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         return api_key.merchant, api_key
 
     def authenticate_header(self, request) -> str:
-        return 'ApiKey realm="cowry"'
+        return AUTH_CHALLENGE
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):

@@ -1,6 +1,7 @@
 import uuid
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -18,7 +19,11 @@ class Merchant(models.Model):
     rate_limit_per_minute = models.PositiveIntegerField(
         null=True,
         blank=True,
-        help_text="Requests per minute per API key; empty means the platform default.",
+        validators=[MinValueValidator(1)],
+        help_text=(
+            "Requests per minute per API key, at least 1; empty means the platform default. "
+            "To stop a merchant's API traffic, suspend the merchant."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -28,7 +33,11 @@ class Merchant(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(status__in=MerchantStatus.values), name="merchant_status_valid"
-            )
+            ),
+            # 0 read as "no limit of its own" would lift the limit of whoever meant to stop it
+            models.CheckConstraint(
+                condition=models.Q(rate_limit_per_minute__gte=1), name="rate_limit_at_least_one"
+            ),
         ]
 
     def __str__(self) -> str:

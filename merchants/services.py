@@ -77,9 +77,12 @@ def api_key_authenticate(*, key: str, secret: str, now: datetime | None = None) 
     """The ApiKey for these credentials, or InvalidCredentials. Every failure looks the same."""
     now = now or timezone.now()
     api_key = _API_KEY.first(key)
-    expected_hash = api_key.secret_hash if api_key else key_secrets.UNKNOWN_KEY_HASH
+    known = api_key is not None
+    if not known:  # a miss builds what a hit does and checks a hash: the same cost
+        api_key = _API_KEY.placeholder()
+    expected_hash = api_key.secret_hash if known else key_secrets.UNKNOWN_KEY_HASH
     secret_ok = key_secrets.secret_matches(secret, expected_hash)
-    if api_key is None or not secret_ok:
+    if not known or not secret_ok:
         raise InvalidCredentials()
     if api_key.revoked_at is not None and api_key.revoked_at <= now:
         raise InvalidCredentials("This API key has been revoked.")
@@ -176,7 +179,8 @@ def api_key_rotate(
     grace: timedelta = DEFAULT_ROTATION_GRACE,
     now: datetime | None = None,
 ) -> IssuedApiKey:
-    """A new key replaces the old one; the old one keeps working for `grace`, then expires."""
+    """A new key replaces the old one, with the old one's lifetime if it had an expiry; the old
+    one keeps working for `grace`, then expires."""
     now = now or timezone.now()
     with transaction.atomic():
         old = ApiKey.objects.select_for_update().get(pk=api_key_id)
@@ -187,7 +191,13 @@ def api_key_rotate(
                 "This key was already rotated: rotate its replacement instead.",
                 reason="api_key_already_rotated",
             )
-        issued = api_key_create(merchant=old.merchant, label=old.label)
+        # A key minted with an expiry is replaced by one with the same lifetime, not for ever.
+        lifetime = old.expires_at - old.created_at if old.expires_at is not None else None
+        issued = api_key_create(
+            merchant=old.merchant,
+            label=old.label,
+            expires_at=now + lifetime if lifetime is not None else None,
+        )
         grace_end = now + grace
         old.rotated_at = now
         if old.expires_at is None or old.expires_at > grace_end:

@@ -39,10 +39,16 @@ class ApiKeyRateThrottle(BaseThrottle):
         now = time.time()
         window = int(now // WINDOW_SECONDS)
         counter = f"ratelimit:{api_key.pk}:{window}"
+        if shared_cache.redis_client() is not None and shared_cache.redis_paused():
+            return True  # Redis failed a moment ago: not counted, as below
         try:
             count = _count(counter)
         except RedisError:  # fail open: an outage of the counter must not stop payments
-            logger.warning("Rate limit not counted: Redis is unreachable")
+            if shared_cache.redis_failed():
+                logger.warning(
+                    "Rate limits not counted for %ss: Redis is unreachable",
+                    shared_cache.REDIS_PAUSE_SECONDS,
+                )
             return True
         self._wait = (window + 1) * WINDOW_SECONDS - now
         return count <= limit

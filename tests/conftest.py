@@ -10,12 +10,14 @@ def _eager_celery(settings):
     """Unit tests run task code in-process; the worker tests start a real worker instead."""
     from django.core.cache import cache
 
+    from config import shared_cache
     from config.celery import app
     from payments.services import SUBMITTER_WAKE_KEY
     from webhooks.services import SENDER_WAKE_KEY
 
     # no sender or submitter left "waiting to start" by another test
     cache.delete_many([SENDER_WAKE_KEY, SUBMITTER_WAKE_KEY])
+    shared_cache._paused_until = 0.0  # nor a Redis outage another test made
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
     yield

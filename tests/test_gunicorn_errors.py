@@ -23,7 +23,12 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def gunicorn_url() -> Iterator[str]:
+def gunicorn_log(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("gunicorn") / "error.log"
+
+
+@pytest.fixture(scope="module")
+def gunicorn_url(gunicorn_log) -> Iterator[str]:
     port = _free_port()
     process = subprocess.Popen(
         [
@@ -35,11 +40,13 @@ def gunicorn_url() -> Iterator[str]:
             "1",
             "--worker-class",
             "config.gunicorn_worker.JsonErrorSyncWorker",
+            "--error-logfile",
+            str(gunicorn_log),
         ],
         cwd=ROOT,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -50,7 +57,7 @@ def gunicorn_url() -> Iterator[str]:
                 break
             except requests.ConnectionError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"gunicorn did not start: {process.stderr.read().decode()[-2000:]}")
+                    pytest.fail(f"gunicorn did not start: {gunicorn_log.read_text()[-2000:]}")
                 time.sleep(0.2)
         yield url
     finally:
@@ -90,3 +97,27 @@ def test_a_malformed_request_is_a_json_400(gunicorn_url):
     assert head.startswith(b"HTTP/1.1 400")
     assert b"Content-Type: application/json" in head
     assert b'"reason": "malformed_request"' in body
+
+
+def test_a_malformed_secret_header_line_is_not_written_to_the_log_or_echoed(
+    gunicorn_url, gunicorn_log
+):
+    """A colon missed in "X-Api-Secret: cs_..." made gunicorn quote the whole line."""
+    secret = "cs_THISISTHESECRETVALUE0123456789abcdefghijkl"
+    port = int(gunicorn_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(
+            b"GET /balances HTTP/1.1\r\nHost: x\r\nX-Api-Key: ck_0\r\n"
+            + f"X-Api-Secret {secret}\r\nConnection: close\r\n\r\n".encode()
+        )
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400")
+    assert b"X-Api-Secret (value not shown)" in answer
+    deadline = time.monotonic() + 10
+    while "X-Api-Secret" not in gunicorn_log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    log = gunicorn_log.read_text()
+    assert "X-Api-Secret (value not shown)" in log
+    assert secret not in log and secret.encode() not in answer

@@ -214,3 +214,19 @@ def test_changing_a_webhook_endpoint_in_the_dashboard_is_audited(merchant, staff
     assert entry.actor_label == f"user-developer-{merchant.pk}"
     assert entry.target == "https://elsewhere.example.com/b"
     assert entry.detail["enabled"] is False
+
+
+def test_rotating_an_expiring_key_gives_a_replacement_with_the_same_lifetime(merchant):
+    created = timezone.now()
+    old = services.api_key_create_by(
+        merchant=merchant, actor=None, expires_at=created + timedelta(days=30)
+    )
+    never = services.api_key_create_by(merchant=merchant, actor=None)
+    later = created + timedelta(days=10)
+
+    new = services.api_key_rotate(api_key_id=old.api_key.pk, actor=None, now=later)
+    forever = services.api_key_rotate(api_key_id=never.api_key.pk, actor=None, now=later)
+
+    lifetime = old.api_key.expires_at - ApiKey.objects.get(pk=old.api_key.pk).created_at
+    assert ApiKey.objects.get(pk=new.api_key.pk).expires_at == later + lifetime
+    assert ApiKey.objects.get(pk=forever.api_key.pk).expires_at is None

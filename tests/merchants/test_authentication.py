@@ -20,6 +20,7 @@ def _get(headers: dict, path: str = "/customers/00000000-0000-0000-0000-00000000
 
 def _assert_unauthorized(response) -> None:
     assert response.status_code == 401
+    assert response["WWW-Authenticate"] == 'ApiKey realm="cowry"'  # RFC 9110 15.5.2
     assert response["Content-Type"] == "application/json"
     assert response.json()["error"]["code"] == "unauthorized"
     assert response.json()["error"]["message"]
@@ -106,3 +107,36 @@ def test_failed_authentication_never_logs_the_secret(merchant, caplog):
         _get({"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret + "wrong"})
         _get({"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret})
     assert issued.secret not in caplog.text
+
+
+def test_an_unknown_key_does_the_work_of_a_known_key_with_a_wrong_secret(merchant, monkeypatch):
+    """So the time a 401 takes does not tell which keys exist (counted, not timed: the work a
+    hit does is building its key and merchant and comparing one hash)."""
+    from django.db.models import Model
+
+    from merchants import secrets as key_secrets
+    from merchants.models import Merchant
+
+    work: list[str] = []
+    original_from_db = Model.from_db.__func__
+    original_matches = key_secrets.secret_matches
+
+    def from_db(cls, *args, **kwargs):
+        work.append(cls.__name__)
+        return original_from_db(cls, *args, **kwargs)
+
+    def secret_matches(secret, secret_hash):
+        work.append("hash compared")
+        return original_matches(secret, secret_hash)
+
+    known = services.api_key_create(merchant=merchant).api_key.key
+    monkeypatch.setattr(ApiKey, "from_db", classmethod(from_db))
+    monkeypatch.setattr(Merchant, "from_db", classmethod(from_db))
+    monkeypatch.setattr(key_secrets, "secret_matches", secret_matches)
+    done = {}
+    for label, key in (("unknown", "ck_" + "0" * 32), ("wrong secret", known)):
+        work.clear()
+        with pytest.raises(services.InvalidCredentials):
+            services.api_key_authenticate(key=key, secret="cs_wrong")
+        done[label] = sorted(work)
+    assert done["unknown"] == done["wrong secret"] == ["ApiKey", "Merchant", "hash compared"]

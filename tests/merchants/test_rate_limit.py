@@ -54,3 +54,27 @@ def test_rate_limited_post_creates_nothing(api):
     assert api.post("/customers", {"first_name": "A"}).status_code == 201
     assert api.post("/customers", {"first_name": "B"}).status_code == 429
     assert Customer.objects.count() == 1
+
+
+def test_a_merchant_limit_of_zero_is_refused_not_read_as_no_limit(merchant):
+    """0 used to mean "the platform default" (6000/min): an ops engineer entering 0 to stop a
+    merchant lifted its limit instead. The form says why; the database refuses it anyway."""
+    from django.contrib.admin.sites import site
+    from django.db import IntegrityError, transaction
+    from django.test import RequestFactory
+
+    from merchants.models import Merchant
+
+    admin = site._registry[Merchant]
+    request = RequestFactory().get("/")
+    form_class = admin.get_form(
+        request, merchant, fields=["name", "status", "rate_limit_per_minute"]
+    )
+    form = form_class(
+        data={"name": merchant.name, "status": "active", "rate_limit_per_minute": "0"},
+        instance=merchant,
+    )
+    assert not form.is_valid()
+    assert "rate_limit_per_minute" in form.errors
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Merchant.objects.filter(pk=merchant.pk).update(rate_limit_per_minute=0)
