@@ -27,6 +27,7 @@ from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import ledger, provider
 from payments import services as payment_services
+from payments.models import ProviderDiscrepancy
 from quotes import selectors as quote_selectors
 from quotes import services as quote_services
 from quotes.models import CorridorType, FlowType, Operator, RailType
@@ -915,6 +916,17 @@ def _within_limits(*, operator: Operator, amount: Decimal) -> None:
         )
 
 
+def _disbursement_reported_paid(transfer: Transfer) -> bool:
+    """Whether the provider said "completed" for a disbursement attempt we had failed, and
+    support has not resolved it yet (a ProviderDiscrepancy)."""
+    return ProviderDiscrepancy.objects.filter(
+        resource_type="transfer_disbursement",
+        resource_id=transfer.id,
+        provider_outcome=provider.COMPLETED,
+        resolved_at__isnull=True,
+    ).exists()
+
+
 def transfer_relaunch_payout(
     *,
     merchant: Merchant,
@@ -939,6 +951,11 @@ def transfer_relaunch_payout(
                 f"{TransferNotRelaunchable.message} This one is {transfer.status} with "
                 f"payin_status {transfer.payin_status} and payout_status "
                 f"{transfer.payout_status}."
+            )
+        if _disbursement_reported_paid(transfer):
+            raise TransferNotRelaunchable(
+                "The provider reported this transfer's failed disbursement as paid after all: "
+                "a relaunch would pay the recipient twice. Support reconciles it first."
             )
         changes: dict[str, Any] = {}
         amount = transfer.payout_amount

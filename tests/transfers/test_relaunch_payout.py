@@ -458,6 +458,38 @@ def test_stuck_disbursement_times_out_then_relaunches(enabled_api, disbursing, r
     assert ledger_is_clean()
 
 
+def test_no_relaunch_while_the_provider_says_the_timed_out_attempt_paid(
+    enabled_api, disbursing, run
+):
+    """The provider answered "completed" for the attempt the sweep had failed: a relaunch
+    would pay the recipient a second time. Refused until support resolves the discrepancy."""
+    from payments import provider
+
+    transfer = disbursing
+    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
+    provider.deliver_answer(
+        callback=services.DISBURSEMENT_CALLBACK,
+        reference=f"{transfer.id}:1",
+        provider_reference=transfer.disbursement_reference,
+        outcome="completed",
+    )
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=transfer.id)
+    assert discrepancy.provider_outcome == "completed"
+
+    refused = run(enabled_api.post, f"/transfers/{transfer.id}/relaunch-payout", {})
+
+    assert refused.status_code == 409
+    assert refused.json()["error"]["reason"] == "transfer_not_relaunchable"
+    assert "paid after all" in refused.json()["error"]["message"]
+    assert Transfer.objects.get(pk=transfer.id).disbursement_attempt == 1
+
+    discrepancy.resolved_at, discrepancy.resolved_by = timezone.now(), "support"
+    discrepancy.save()  # support reconciled it (the provider reversed its payment, say)
+    relaunched = run(enabled_api.post, f"/transfers/{transfer.id}/relaunch-payout", {})
+    assert relaunched.status_code == 202
+    assert ledger_is_clean()
+
+
 class StatusUnavailableGateway(SimulatorGateway):
     """The simulator, whose status query cannot be reached."""
 
