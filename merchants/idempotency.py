@@ -42,7 +42,9 @@ class IdempotencyKeyMissing(DomainError):
 class IdempotencyKeyInvalid(DomainError):
     status = 400
     reason = "idempotency_key_invalid"
-    message = f"The Idempotency-Key header must be 1 to {MAX_KEY_LENGTH} printable characters."
+    message = (
+        f"The Idempotency-Key header must be 1 to {MAX_KEY_LENGTH} printable ASCII characters."
+    )
 
 
 class IdempotencyKeyReused(DomainError):
@@ -224,17 +226,21 @@ def run_idempotent(
     key = request.headers.get(HEADER)
     if key is None or key.strip() == "":
         raise IdempotencyKeyMissing()
-    if len(key) > MAX_KEY_LENGTH or not key.isprintable():
+    # ASCII only (an HTTP structured-field string): a server hands other bytes over decoded as
+    # latin-1, so "clé" would be stored and echoed garbled and "€" refused as unprintable.
+    if len(key) > MAX_KEY_LENGTH or not (key.isascii() and key.isprintable()):
         raise IdempotencyKeyInvalid()
     merchant: Merchant = request.merchant
     body = request.data  # parse first: malformed JSON is a 400 that claims nothing
-    fingerprint = request_fingerprint(method=request.method, path=request.path, body=body)
+    # Path ids are taken in either case: a retry that spells one in capitals is the same request.
+    path = request.path.lower()
+    fingerprint = request_fingerprint(method=request.method, path=path, body=body)
     claim = functools.partial(
         _claim,
         merchant=merchant,
         key=key,
         method=request.method,
-        path=request.path,
+        path=path,
         fingerprint=fingerprint,
     )
     # Writes are held on PostgreSQL only; elsewhere a transaction keeps them together.
@@ -253,7 +259,7 @@ def run_idempotent(
             merchant=merchant,
             key=key,
             method=request.method,
-            path=request.path,
+            path=path,
             fingerprint=fingerprint,
         )
         try:
@@ -333,7 +339,7 @@ def _run_claimed(
         if owned or (ride is not None and ride.sent):
             _release(merchant=merchant, key=key, record_id=ride.value if ride else None)
         raise
-    response.data = body_out  # rendered as the stored copy was: the replay is byte for byte
+    response.data = body_out  # a replay is this JSON (its keys in jsonb's order, not this one's)
     return response
 
 

@@ -95,6 +95,38 @@ def test_failed_request_releases_its_key(api):
     assert good.json()["_meta"]["idempotency_replayed"] is False
 
 
+@pytest.mark.parametrize("key", ["clé-1", "prix-€-1", "tab\tkey"])
+def test_a_key_outside_printable_ascii_is_refused_alike(api, key):
+    """A server hands a header's other bytes over decoded as latin-1: "clé" was stored and
+    echoed as "clÃ©" while "€" (0x82 once decoded) was refused."""
+    as_received = key.encode("utf-8").decode("latin-1")
+    response = api.post("/customers", {"first_name": "A"}, idempotency_key=as_received)
+    assert response.status_code == 400
+    assert response.json()["error"]["reason"] == "idempotency_key_invalid"
+    assert not Customer.objects.exists()
+
+
+def test_a_retry_spelling_the_path_id_in_capitals_is_the_same_request(api):
+    from webhooks import services as webhook_services
+    from webhooks.models import Event
+
+    webhook_services.endpoint_set(
+        merchant=api.merchant, url="https://93.184.216.34/hook", now=timezone.now()
+    )
+    event = Event.objects.create(
+        merchant=api.merchant,
+        event_type="payin.completed",
+        data_type="payin",
+        data_id=uuid.uuid4(),
+        payload={},
+        created_at=timezone.now(),
+    )
+    first = api.post(f"/events/{event.id}/resend", idempotency_key="resend-1")
+    again = api.post(f"/events/{str(event.id).upper()}/resend", idempotency_key="resend-1")
+    assert first.status_code == again.status_code == 202, (first.json(), again.json())
+    assert again.json()["_meta"]["idempotency_replayed"] is True
+
+
 def test_keys_are_scoped_per_merchant(api, other_api):
     first = api.post("/customers", {"first_name": "Awa"}, idempotency_key="shared")
     second = other_api.post("/customers", {"first_name": "Awa"}, idempotency_key="shared")
