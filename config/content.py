@@ -45,7 +45,8 @@ class JsonErrors:
 
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
-        if isinstance(response, Response) and not self.is_document(response):
+        metadata = request.method == "OPTIONS"
+        if isinstance(response, Response) and (metadata or not self.is_document(response)):
             response.accepted_renderer = JsonRenderer()
             response.accepted_media_type = JsonRenderer.media_type
         return response

@@ -48,15 +48,19 @@ Claimed = TypeVar("Claimed")
 def redis_client(*, blocking: bool = False) -> redis.Redis | None:
     """This process's client of the shared Redis (thread-safe; its pool survives a fork), or
     None in embedded mode. Its commands give up after REDIS_TIMEOUT_SECONDS; `blocking`: the
-    client for commands that wait on the server (BLPOP), whose reads have no such limit."""
+    client for commands that wait on the server (BLPOP, at most LINGER_BUDGET_SECONDS), whose
+    reads may take that long."""
     url = settings.REDIS_URL
     if not url:
         return None
     client = _clients.get((url, blocking))
     if client is None:
-        timeouts = {"socket_connect_timeout": REDIS_TIMEOUT_SECONDS}
-        if not blocking:
-            timeouts["socket_timeout"] = REDIS_TIMEOUT_SECONDS
+        timeouts = {
+            "socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
+            "socket_timeout": (
+                LINGER_BUDGET_SECONDS + REDIS_TIMEOUT_SECONDS if blocking else REDIS_TIMEOUT_SECONDS
+            ),
+        }
         client = _clients[(url, blocking)] = redis.Redis.from_url(url, **timeouts)
     return client
 
@@ -128,7 +132,7 @@ def wake(key: str, task: Task) -> bool:
         return True
     client = redis_client()
     if client is not None and redis_paused():
-        return False  # it failed a moment ago: the work is left to its sweep, as below
+        return _enqueue(task)  # it failed a moment ago: a consumer of its own, as below
     try:
         if client is not None:
             script = _scripts.get(id(client))
@@ -137,9 +141,12 @@ def wake(key: str, task: Task) -> bool:
             if not script(keys=[cache_key(key), _nudge_key(key)], args=[WAKE_SECONDS]):
                 return True  # a consumer is waiting to start or at work: it will find the work
     except RedisError:
+        # The script may have run and set the key even so (an answer later than the timeout):
+        # later wakes would then only nudge, and no consumer would come. One of its own does;
+        # at worst it is one task more.
         if redis_failed():
-            logger.warning("Could not wake %s; the work is left to its sweep", task.name)
-        return False
+            logger.warning("Could not wake %s through Redis; enqueued it directly", task.name)
+        return _enqueue(task)
     if _enqueue(task):
         return True
     if client is not None:  # no consumer is coming: let the next commit try again

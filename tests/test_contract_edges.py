@@ -6,6 +6,7 @@ import json
 import uuid
 
 import pytest
+from django.test import Client
 
 from customers.models import Customer
 from quotes.models import Quote
@@ -111,6 +112,13 @@ def test_options_on_statements_is_json_metadata_not_csv(api):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/json"), response.content
     assert response.json()["name"]
+
+
+@pytest.mark.parametrize("path", ["/docs", "/schema"])
+def test_options_on_the_docs_and_schema_is_json_metadata(path):
+    response = Client(raise_request_exception=False).options(path)
+    assert response.status_code == 200, response.content[:200]
+    assert response["Content-Type"] == "application/json"
 
 
 def test_a_statement_is_still_csv(api):

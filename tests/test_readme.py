@@ -66,3 +66,39 @@ def test_env_example_lists_the_procfiles_variables():
     used = set(re.findall(r"\$\{([A-Z_]+)", (root / "Procfile").read_text()))
     assert {"HOST", "PORT", "WEB_CONCURRENCY", "WORKER_CONCURRENCY"} <= used
     assert sorted(name for name in used if f"# {name}=" not in example) == []
+
+
+def test_make_run_takes_the_procfiles_variables_from_env_as_the_settings_read_them(tmp_path):
+    """bin/run-procfile exports HOST, PORT, WEB_CONCURRENCY and WORKER_CONCURRENCY from .env
+    (the environment wins) and nothing else: the settings read the rest themselves."""
+    import os
+    import subprocess
+
+    script = (README.parent / "bin" / "run-procfile").read_text()
+    block = re.search(r"\nif \[\[ -f \.env \]\]; then\n.*?\n  done < \.env\nfi\n", script, re.S)
+    (tmp_path / ".env").write_text(
+        "PORT=18434  # mine\n"
+        'HOST="0.0.0.0" # every interface\n'
+        "# WEB_CONCURRENCY=9\n"
+        "export WORKER_CONCURRENCY=3\n"
+        'SECRET_KEY="local dev #2 abc"\n'
+    )
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("PORT", "HOST", "WEB_CONCURRENCY", "WORKER_CONCURRENCY", "SECRET_KEY")
+    }
+    shell = f"set -euo pipefail\ncd {tmp_path}\n{block.group()}\nenv -0\n"
+    printed = subprocess.run(
+        ["bash", "-c", shell],
+        env={**environment, "WORKER_CONCURRENCY": "5"},
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    exported = dict(item.split("=", 1) for item in printed.split("\0") if "=" in item)
+    assert (exported["PORT"], exported["HOST"], exported["WORKER_CONCURRENCY"]) == (
+        "18434",
+        "0.0.0.0",
+        "5",
+    )
+    assert "WEB_CONCURRENCY" not in exported and "SECRET_KEY" not in exported

@@ -394,3 +394,63 @@ def test_a_redis_that_does_not_answer_holds_one_request_briefly_and_no_other(
     # left alone: no command of the other requests, nor the first one's wake-up, waited on it
     assert len(accepted) == 1
     assert caplog.text.count("Redis is unreachable") == 1
+
+
+@pytest.fixture
+def slow_redis():
+    """A proxy to the real Redis whose answers arrive 0.7 s late once `slow` is set (a fork for
+    a save, a busy moment): later than REDIS_TIMEOUT_SECONDS, far below redis-py's own 5 s."""
+    from urllib.parse import urlparse
+
+    real = urlparse(settings.REDIS_URL)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.1)
+    stop, slow = threading.Event(), threading.Event()
+
+    def pipe(source: socket.socket, target: socket.socket, late: bool) -> None:
+        with contextlib.suppress(OSError):
+            while not stop.is_set() and (data := source.recv(65536)):
+                if late and slow.is_set():
+                    time.sleep(0.7)
+                target.sendall(data)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = server.accept()
+            except OSError:
+                continue
+            upstream = socket.create_connection((real.hostname, real.port or 6379))
+            threading.Thread(target=pipe, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=pipe, args=(upstream, client, True), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"redis://127.0.0.1:{server.getsockname()[1]}{real.path}", slow
+    stop.set()
+    thread.join()
+    server.close()
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="needs the shared Redis")
+def test_a_wake_whose_answer_comes_too_late_still_brings_a_consumer(slow_redis, settings):
+    """The script ran and set the key, but its answer came after the client gave up: later
+    wakes would only nudge, and no consumer would come for WAKE_SECONDS. It enqueues one."""
+    key = f"late-wake-{uuid.uuid4()}"
+    task = RecordingTask()
+    shared_cache.redis_client().script_load(shared_cache._WAKE_SCRIPT)  # cached, as in service
+    real_url = settings.REDIS_URL
+    settings.REDIS_URL, slow = slow_redis
+    shared_cache._clients.clear()
+    shared_cache.redis_client().ping()  # the process's pooled connection, made earlier
+    slow.set()
+    try:
+        shared_cache.wake(key, task)
+    finally:
+        settings.REDIS_URL = real_url
+        shared_cache._clients.clear()
+    time.sleep(0.9)  # the late answer has been written: the key is set
+    assert shared_cache.redis_client().exists(shared_cache.cache_key(key))
+    assert task.enqueued == 1
