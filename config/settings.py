@@ -185,6 +185,9 @@ else:
         # A broker that is down must fail a publish fast: the API answers 201 and the beat
         # sweeps resubmit what could not be enqueued.
         "socket_connect_timeout": 2,
+        # ...and one that takes connections and never answers too: kombu waits for ever
+        # otherwise (its BRPOP answers within brpop_timeout, 1 s, so consumers are unaffected).
+        "socket_timeout": 5,
     }
 # Publishing gives up after ~1 s of retries (the default retries for seconds per message).
 CELERY_TASK_PUBLISH_RETRY_POLICY = {

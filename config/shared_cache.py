@@ -132,7 +132,9 @@ def wake(key: str, task: Task) -> bool:
         return True
     client = redis_client()
     if client is not None and redis_paused():
-        return _enqueue(task)  # it failed a moment ago: a consumer of its own, as below
+        # It failed a moment ago, and the broker is often the same server: the request does
+        # not wait on either; the sweep resubmits, as when both are down.
+        return False
     try:
         if client is not None:
             script = _scripts.get(id(client))

@@ -4,6 +4,7 @@ drains every payment waiting for its provider submission, each exactly once."""
 import re
 import threading
 import uuid
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -226,7 +227,7 @@ def test_payments_created_back_to_back_all_complete_through_a_real_worker(
     assert ledger.ledger_breaches() == []
 
 
-def test_with_redis_unreachable_a_payin_is_still_created_and_submitted(
+def test_with_redis_unreachable_a_payin_is_still_created_and_left_to_the_sweep(
     enabled_merchant, settings, caplog
 ):
     api = MerchantClient(enabled_merchant)
@@ -236,8 +237,10 @@ def test_with_redis_unreachable_a_payin_is_still_created_and_submitted(
 
     response = api.post("/payins", payin_body(quote, customer))
 
-    assert response.status_code == 201  # the rate limit fails open
-    # the wake-up could not go through Redis: a consumer was enqueued directly (run eagerly)
-    assert Payin.objects.get(pk=response.json()["id"]).status == "completed"
-    # logged once, by the rate limit: the wake-up then leaves Redis alone for the pause
+    assert response.status_code == 201  # the rate limit fails open, the wake-up fails quietly
+    payin = Payin.objects.get(pk=response.json()["id"])
+    assert payin.status == "created"
+    # logged once, by the rate limit: the wake-up then leaves Redis (and the broker) alone
     assert caplog.text.count("Rate limits not counted for 5.0s: Redis is unreachable") == 1
+    later = payin.created_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
+    assert services.payments_stale_submissions(now=later)[0] == [payin.pk]
