@@ -61,9 +61,12 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 
 
 def _redirect_target(current_url: str, location: str) -> str:
-    target = urljoin(current_url, location)
-    scheme, host, port = _origin(current_url)
-    target_scheme, target_host, target_port = _origin(target)
+    try:
+        target = urljoin(current_url, location)
+        scheme, host, port = _origin(current_url)
+        target_scheme, target_host, target_port = _origin(target)
+    except ValueError:  # a port out of range, a broken IPv6 literal: no URL at all
+        raise FetchFailed("redirect_not_allowed", "the redirect's Location is not a URL") from None
     if target_scheme not in ("http", "https"):
         raise FetchFailed("redirect_not_allowed", f"redirect to a {target_scheme or '?'} URL")
     upgrade = (scheme, port, target_scheme, target_port) == ("http", 80, "https", 443)
@@ -111,6 +114,8 @@ def _get(session: requests.Session, url: str) -> requests.Response:
         raise FetchFailed("timeout", "the file server did not answer in time") from None
     except requests.exceptions.RequestException as exc:
         raise FetchFailed("connection_failed", type(exc).__name__) from None
+    except ValueError:  # requests parses a redirect's Location even when it does not follow it
+        raise FetchFailed("redirect_not_allowed", "the redirect's Location is not a URL") from None
 
 
 def _read_body(response: requests.Response, deadline: float) -> FetchedFile:

@@ -100,15 +100,20 @@ def kyc_document_fetch(*, document_id: UUID, at: datetime) -> KycDocument:
     if document.status == DocumentStatus.UPLOADED:
         stored: dict[str, str] = {}
         failure = ""
-        for side, url in document.file_urls().items():
-            try:
-                fetched = fetching.fetch_file(url)
-            except fetching.FetchFailed as exc:
-                failure = f"{side}_file_url: {exc.reason}"
-                logger.info("KYC document %s %s fetch failed: %s", document.id, side, exc)
-                break
-            name = f"kyc/{document.customer_id}/{document.id}/{side}{fetched.extension}"
-            stored[side] = default_storage.save(name, ContentFile(fetched.content))
+        try:
+            for side, url in document.file_urls().items():
+                try:
+                    fetched = fetching.fetch_file(url)
+                except fetching.FetchFailed as exc:
+                    failure = f"{side}_file_url: {exc.reason}"
+                    logger.info("KYC document %s %s fetch failed: %s", document.id, side, exc)
+                    break
+                name = f"kyc/{document.customer_id}/{document.id}/{side}{fetched.extension}"
+                stored[side] = default_storage.save(name, ContentFile(fetched.content))
+        except Exception:  # the run fails: what it stored is nobody's (the retry fetches anew)
+            for name in stored.values():
+                default_storage.delete(name)
+            raise
         with transaction.atomic():
             KycSubmission.objects.select_for_update().get(pk=document.submission_id)
             document = KycDocument.objects.select_for_update().get(pk=document_id)

@@ -78,6 +78,10 @@ def file_server():
                 self._redirect(state.url("/id.png", host="localhost"))
             elif path == "/same-host":
                 self._redirect("/id.png")
+            elif path == "/bad-port":  # a Location that is no URL at all
+                self._redirect("http://127.0.0.1:99999/id.png")
+            elif path == "/bad-ipv6":
+                self._redirect("http://[::1/id.png")
             else:
                 self._send(404, "text/plain", b"not found")
 

@@ -285,3 +285,24 @@ def test_redirects_stay_on_the_same_host_and_port(location, followed):
     else:
         with pytest.raises(fetching.FetchFailed):
             fetching._redirect_target("http://files.example/a", location)
+
+
+@pytest.mark.parametrize("location", ["/bad-port", "/bad-ipv6"])
+def test_a_redirect_to_no_url_fails_the_document_and_keeps_none_of_its_files(
+    private_urls_allowed, file_server, customer, submit_and_settle, location
+):
+    """urlsplit raised ValueError on the Location: the fetch crashed with the front side saved,
+    the document never settled, and the stalled-KYC sweep saved another copy every minute."""
+    state = submit_and_settle(
+        customer,
+        [document(file_server.url("/id.png"), back_file_url=file_server.url(location))],
+    )
+
+    [doc] = state["documents"]
+    assert (doc["status"], doc["failure_reason"]) == (
+        "fetch_failed",
+        "back_file_url: redirect_not_allowed",
+    )
+    assert state["kyc_status"] == "rejected"
+    directory = f"kyc/{customer.id}/{doc['id']}"
+    assert not default_storage.exists(directory) or default_storage.listdir(directory) == ([], [])
