@@ -21,6 +21,7 @@ from django.db.models import Q
 
 from config import money
 from config.exceptions import DomainError
+from config.rawsql import RowReader
 from customers import selectors as customer_selectors
 from customers.models import Customer, KycStatus
 from merchants import services as merchant_services
@@ -790,39 +791,47 @@ def _apply_quietly(**kwargs) -> Transfer | None:
         return None
 
 
+_TRANSFER_LOCKED = RowReader(Transfer, where=("id",), for_update=True)
+
+
 def _apply_answer(
     *, leg: str, reference: str, outcome: str, provider_reason: str, **transition: Any
 ) -> None:
     """Apply a provider answer; one that no longer fits changes nothing, and one that
     contradicts what we recorded (money moved that our books do not show, or the reverse, or a
-    superseded disbursement attempt that paid after all) is kept for support to reconcile."""
-    try:
-        transfer_transition(**transition)
-        return
-    except (InvalidTransferTransition, StaleDisbursementAnswer) as exc:
-        logger.warning(
-            "Provider answer ignored for transfer %s: %s", transition["transfer_id"], exc
+    superseded disbursement attempt that paid after all) is kept for support to reconcile, in
+    the same transaction and under the transfer's row lock: a relaunch waiting for that lock
+    then sees a "paid after all" and is refused."""
+    with transaction.atomic():
+        # Taken before the transition's savepoint, whose rollback would release it.
+        _TRANSFER_LOCKED.first(transition["transfer_id"])
+        try:
+            transfer_transition(**transition)
+            return
+        except (InvalidTransferTransition, StaleDisbursementAnswer) as exc:
+            logger.warning(
+                "Provider answer ignored for transfer %s: %s", transition["transfer_id"], exc
+            )
+            stale = isinstance(exc, StaleDisbursementAnswer)
+        transfer = Transfer.objects.select_related("merchant").get(pk=transition["transfer_id"])
+        ours = transfer.payin_status if leg == "collection" else transfer.payout_status
+        if stale:
+            ours = "superseded"
+        contradicts = (outcome == provider.COMPLETED and ours != provider.COMPLETED) or (
+            outcome == provider.FAILED and ours == provider.COMPLETED
         )
-        stale = isinstance(exc, StaleDisbursementAnswer)
-    transfer = Transfer.objects.get(pk=transition["transfer_id"])
-    ours = transfer.payin_status if leg == "collection" else transfer.payout_status
-    if stale:
-        ours = "superseded"
-    contradicts = (outcome == provider.COMPLETED and ours != provider.COMPLETED) or (
-        outcome == provider.FAILED and ours == provider.COMPLETED
-    )
-    if contradicts:
-        payment_services.provider_discrepancy_record(
-            merchant=transfer.merchant,
-            resource_type=f"transfer_{leg}",
-            resource_id=transfer.id,
-            reference=reference,
-            provider_reference=transition.get("provider_reference", ""),
-            outcome=outcome,
-            reason=provider_reason,
-            our_status=ours,
-            at=transition["at"],
-        )
+        if contradicts:
+            payment_services.provider_discrepancy_record(
+                merchant=transfer.merchant,
+                resource_type=f"transfer_{leg}",
+                resource_id=transfer.id,
+                reference=reference,
+                provider_reference=transition.get("provider_reference", ""),
+                outcome=outcome,
+                reason=provider_reason,
+                our_status=ours,
+                at=transition["at"],
+            )
 
 
 def transfer_apply_collection_result(

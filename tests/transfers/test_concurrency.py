@@ -116,3 +116,99 @@ def test_two_transfers_racing_for_one_quote_create_one(enabled_api):
     assert transfer.status == "completed"
     assert Event.objects.filter(data_id=transfer.id, event_type="transfer.completed").count() == 1
     assert ledger_is_clean()
+
+
+def _a_backend_waits_on_a_lock(timeout: float = 10) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.05)
+    return False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_relaunch_after_a_paid_after_all_answer_is_refused_even_mid_answer(
+    enabled_api, monkeypatch
+):
+    """The provider says attempt 1, which we had failed, paid after all. Its transition is
+    refused and the ProviderDiscrepancy that blocks a relaunch is recorded: a relaunch that
+    came in between took the lock the answer had released and paid the recipient twice. The
+    answer now keeps the transfer locked until the discrepancy is recorded."""
+    from payments import provider
+    from payments import services as payment_services
+    from payments.models import ProviderDiscrepancy
+    from transfers import services
+
+    record = payment_services.provider_discrepancy_record
+    recording, go = threading.Event(), threading.Event()
+
+    def record_once_the_relaunch_came(**kwargs):
+        recording.set()
+        go.wait(timeout=30)
+        return record(**kwargs)
+
+    monkeypatch.setattr(
+        payment_services, "provider_discrepancy_record", record_once_the_relaunch_came
+    )
+    customer = create_customer(enabled_api, **SENDER_DETAILS)
+    quote = create_quote(enabled_api, customer_id=customer["id"])
+    body = transfer_body(quote, customer, recipient_phone=SN_DECLINED)
+    transfer_id = enabled_api.post("/transfers", body).json()["id"]
+    assert Transfer.objects.get(pk=transfer_id).payout_status == "failed"
+
+    def answer() -> None:
+        try:
+            provider.deliver_answer(
+                callback=services.DISBURSEMENT_CALLBACK,
+                reference=f"{transfer_id}:1",
+                provider_reference="SIM-attempt-1",
+                outcome=provider.COMPLETED,
+            )
+        finally:
+            connection.close()
+
+    relaunched: list = []
+
+    def relaunch() -> None:
+        client = APIClient()
+        client.credentials(
+            HTTP_X_API_KEY=enabled_api.api_key, HTTP_X_API_SECRET=enabled_api.api_secret
+        )
+        try:
+            relaunched.append(
+                client.post(
+                    f"/transfers/{transfer_id}/relaunch-payout",
+                    None,
+                    format="json",
+                    HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4()),
+                )
+            )
+        finally:
+            connection.close()
+
+    answering = threading.Thread(target=answer)
+    answering.start()
+    assert recording.wait(timeout=30)  # the answer was refused; the discrepancy is next
+    relaunching = threading.Thread(target=relaunch)
+    relaunching.start()
+    relaunching.join(timeout=2)  # done already if nothing held it back
+    if relaunching.is_alive():
+        assert _a_backend_waits_on_a_lock()  # waiting for the answer's lock, as it should
+    go.set()
+    answering.join(timeout=30)
+    relaunching.join(timeout=30)
+
+    [response] = relaunched
+    assert response.status_code == 409, response.json()
+    assert "paid after all" in response.json()["error"]["message"]
+    assert Transfer.objects.get(pk=transfer_id).disbursement_attempt == 1
+    assert ProviderDiscrepancy.objects.get(resource_id=transfer_id).our_status == "failed"
+    assert ledger_is_clean()
