@@ -45,6 +45,7 @@ def verify_signature(
         not signature
         or not timestamp_text
         or not (timestamp_text.isascii() and timestamp_text.isdigit())
+        or len(timestamp_text) > 12  # a Unix time; int() refuses 4,300 digits and more
     ):
         return False
     timestamp = int(timestamp_text)

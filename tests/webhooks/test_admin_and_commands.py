@@ -244,6 +244,9 @@ def test_set_webhook_human_output(merchant):
         ("https://[::1]/x", "public address"),
         ("https://", "valid URL"),
         ("not a url", "https"),
+        ("https://hooks.example.com:65536/x", "port"),  # every delivery failed to parse it
+        ("https://hooks.example.com:99999/x", "port"),
+        ("https://hooks.example.com:0/x", "port"),
     ],
 )
 def test_set_webhook_refuses_bad_urls_and_changes_nothing(merchant, settings, url, message):

@@ -58,5 +58,8 @@ def test_missing_or_malformed_headers_are_rejected():
     headers["X-Cowry-Timestamp"] = "١٢٣"  # non-ASCII digits
     assert not verify_signature(payload=BODY, headers=headers, secret=SECRET, now=NOW)
     headers = _headers()
+    headers["X-Cowry-Timestamp"] = "9" * 5000  # more digits than int() takes: it raised
+    assert not verify_signature(payload=BODY, headers=headers, secret=SECRET, now=NOW)
+    headers = _headers()
     headers["X-Cowry-Signature"] = headers["X-Cowry-Signature"].removeprefix("sha256=")
     assert not verify_signature(payload=BODY, headers=headers, secret=SECRET, now=NOW)
