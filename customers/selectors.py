@@ -2,9 +2,9 @@ from datetime import datetime
 from uuid import UUID
 
 from config import pagination
-from config.exceptions import NotFound
+from config.exceptions import DomainError, NotFound
 from config.rawsql import RowReader
-from customers.models import Customer
+from customers.models import Customer, CustomerStatus
 from merchants.models import Merchant
 
 
@@ -16,11 +16,26 @@ class CustomerNotFound(NotFound):
 _CUSTOMER_BY_ID = RowReader(Customer, where=("id", "merchant"))  # on every quote and payment
 
 
+class CustomerBlocked(DomainError):
+    status = 400
+    reason = "customer_blocked"
+    message = "This customer is blocked: no new quote or payment can be made for them."
+
+
 def customer_get(*, merchant: Merchant, customer_id: UUID) -> Customer:
     """The merchant's customer; another merchant's customer is indistinguishable from none."""
     customer = _CUSTOMER_BY_ID.first(customer_id, merchant.pk)
     if customer is None:
         raise CustomerNotFound()
+    return customer
+
+
+def customer_get_active(*, merchant: Merchant, customer_id: UUID) -> Customer:
+    """customer_get(), for a new quote or payment: a blocked customer is a 400 naming
+    customer_id (CustomerBlocked)."""
+    customer = customer_get(merchant=merchant, customer_id=customer_id)
+    if customer.status != CustomerStatus.ACTIVE:
+        raise CustomerBlocked(fields={"customer_id": [CustomerBlocked.message]})
     return customer
 
 

@@ -14,7 +14,7 @@ from django.db.models import Q
 from config import pagination
 from config.exceptions import DomainError, NotFound
 from config.rawsql import RowReader
-from customers.models import Customer
+from customers.models import Customer, CustomerStatus
 from merchants.models import Merchant, MerchantCorridor, MerchantOperator
 from quotes.models import (
     Corridor,
@@ -105,9 +105,10 @@ _OPERATOR_AND_CUSTOMER = RowReader(
     where=("code",),
     annotations={
         "enabled_for_merchant": _ENABLED_FOR_MERCHANT,
+        # known and active: anything else takes the slow path, which says which it is
         "customer_known": (
             f"EXISTS (SELECT 1 FROM {Customer._meta.db_table} c"  # noqa: S608 (model metadata)
-            " WHERE c.id = %s AND c.merchant_id = %s)",
+            f" WHERE c.id = %s AND c.merchant_id = %s AND c.status = '{CustomerStatus.ACTIVE}')",
             [Customer._meta.pk, Customer._meta.get_field("merchant")],
         ),
     },
@@ -210,6 +211,13 @@ def _check_enabled(code: str, active: bool | None, enabled: bool, field: str) ->
 # (NULL: no such operator) and enabled for the quote's merchant, as `operator_active` and
 # `operator_enabled_for_merchant`.
 QUOTE_OPERATOR_ANNOTATIONS = {
+    # the customer the quote names is still active (not blocked since): see quote_consume
+    "customer_active": (
+        f"EXISTS (SELECT 1 FROM {Customer._meta.db_table} c"  # noqa: S608 (model metadata)
+        f" WHERE c.id = {Quote._meta.db_table}.customer_id"
+        f" AND c.status = '{CustomerStatus.ACTIVE}')",
+        [],
+    ),
     "operator_active": (
         f"SELECT o.active FROM {Operator._meta.db_table} o"  # noqa: S608 (model metadata)
         f" WHERE o.code = {Quote._meta.db_table}.operator_code",

@@ -192,7 +192,7 @@ def _customer(*, merchant: Merchant, customer_id: UUID | None) -> Customer | Non
     if customer_id is None:
         return None
     try:
-        return customer_selectors.customer_get(merchant=merchant, customer_id=customer_id)
+        return customer_selectors.customer_get_active(merchant=merchant, customer_id=customer_id)
     except customer_selectors.CustomerNotFound:
         raise CustomerNotFound(field="customer_id") from None
 
@@ -592,7 +592,8 @@ def quote_consume(
     """Lock the merchant's quote, check it can pay for this flow and customer, mark it consumed.
     `customer_check` is the caller's check that `customer_id` is one of the merchant's customers
     (it raises), run before the quote is checked, unless the quote names that customer itself
-    (it was checked then; customers are never deleted or moved): one read fewer.
+    (it was checked then; customers are never deleted or moved) and is still active (read
+    with the quote): one read fewer.
     `validate` runs the caller's own checks of the quote (it raises) before anything is written.
     `written_with` builds the caller's new rows for the consumed quote (the payment and its
     first history row), inserted in the same statement as the quote's update.
@@ -610,7 +611,9 @@ def quote_consume(
     if not in_transaction and held is None:
         raise RuntimeError("quote_consume() must run inside the caller's transaction.atomic().")
     quote = (_QUOTE_LOCKED if in_transaction else _QUOTE).first(quote_id, merchant.pk)
-    if customer_check is not None and (quote is None or not _names(quote, customer_id)):
+    if customer_check is not None and (
+        quote is None or not _names(quote, customer_id) or not quote.customer_active
+    ):
         customer_check()
     _check_consumable(quote, flow_type=flow_type, customer_id=customer_id, now=now)
     if validate is not None:

@@ -477,7 +477,7 @@ def transfer_transition(
 
 def _customer(*, merchant: Merchant, customer_id: UUID) -> Customer:
     try:
-        return customer_selectors.customer_get(merchant=merchant, customer_id=customer_id)
+        return customer_selectors.customer_get_active(merchant=merchant, customer_id=customer_id)
     except customer_selectors.CustomerNotFound:
         raise CustomerNotFound(fields={"customer_id": [CustomerNotFound.message]}) from None
 
