@@ -34,3 +34,10 @@ class CustomerAdmin(MerchantScopedAdmin):
 
     def has_add_permission(self, request, *args) -> bool:
         return False  # customers come from the API (POST /customers), with its validation
+
+    def save_model(self, request, obj, form, change) -> None:
+        # Only what the form changed: a whole-row save would write back kyc_status as read,
+        # over a review decided meanwhile (with no history row for that move).
+        changed = [name for name in form.changed_data if name not in self.readonly_fields]
+        if changed:
+            obj.save(update_fields=[*changed, "updated_at"])

@@ -113,3 +113,44 @@ def test_transfers_events_and_deliveries_cannot_be_added_or_saved_even_by_ops(
 
 def test_customers_are_not_added_in_the_dashboard(ops_client):
     assert ops_client.get("/admin/customers/customer/add/").status_code == 403
+
+
+def test_saving_a_customer_in_the_dashboard_writes_only_what_the_form_changed(
+    merchant, ops_client, monkeypatch
+):
+    """A whole-row save wrote back kyc_status as read: a review decided while the form was
+    posted was undone, with no history row for that move."""
+    from django.urls import reverse
+
+    from customers import services as customer_services
+    from customers.admin import CustomerAdmin
+    from kyc.models import KycStatusChange
+    from tests.factories import CustomerFactory
+
+    customer = CustomerFactory(merchant=merchant)
+    customer_services.customer_kyc_transition(
+        customer_id=customer.id, to="pending", at=timezone.now()
+    )
+    url = reverse("admin:customers_customer_change", args=[customer.pk])
+    form = ops_client.get(url).context["adminform"].form
+    data = {key: ("" if value is None else value) for key, value in form.initial.items()}
+    data["city"] = "Dakar"
+    for prefix in ("kyc_documents", "kyc_status_changes"):
+        data.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
+    get_object = CustomerAdmin.get_object
+
+    def review_decides_meanwhile(self, request, object_id, from_field=None):
+        customer_read = get_object(self, request, object_id, from_field)
+        if request.method == "POST":
+            customer_services.customer_kyc_transition(
+                customer_id=customer.id, to="approved", at=timezone.now()
+            )
+        return customer_read
+
+    monkeypatch.setattr(CustomerAdmin, "get_object", review_decides_meanwhile)
+    assert ops_client.post(url, data).status_code == 302
+
+    customer.refresh_from_db()
+    assert customer.city == "Dakar"
+    assert customer.kyc_status == "approved"
+    assert KycStatusChange.objects.filter(customer=customer).latest("id").to_status == "approved"
