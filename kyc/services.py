@@ -92,6 +92,20 @@ def _blank(field: str) -> Any:
     return None if field in ("issue_date", "expiry_date") else ""
 
 
+def _download(document: KycDocument, stored: dict[str, str]) -> str:
+    """Fetch and store the document's files side by side, noting each in `stored` as it is
+    saved; the failure ("<side>_file_url: <reason>") that stopped it, or ""."""
+    for side, url in document.file_urls().items():
+        try:
+            fetched = fetching.fetch_file(url)
+        except fetching.FetchFailed as exc:
+            logger.info("KYC document %s %s fetch failed: %s", document.id, side, exc)
+            return f"{side}_file_url: {exc.reason}"
+        name = f"kyc/{document.customer_id}/{document.id}/{side}{fetched.extension}"
+        stored[side] = default_storage.save(name, ContentFile(fetched.content))
+    return ""
+
+
 def kyc_document_fetch(*, document_id: UUID, at: datetime) -> KycDocument:
     """Download the document's files (no lock held), store them, then record fetched or
     fetch_failed. Running it again for a settled document changes nothing. When the last
@@ -99,49 +113,41 @@ def kyc_document_fetch(*, document_id: UUID, at: datetime) -> KycDocument:
     document = KycDocument.objects.get(pk=document_id)
     if document.status == DocumentStatus.UPLOADED:
         stored: dict[str, str] = {}
-        failure = ""
+        kept: set[str] = set()
         try:
-            for side, url in document.file_urls().items():
-                try:
-                    fetched = fetching.fetch_file(url)
-                except fetching.FetchFailed as exc:
-                    failure = f"{side}_file_url: {exc.reason}"
-                    logger.info("KYC document %s %s fetch failed: %s", document.id, side, exc)
-                    break
-                name = f"kyc/{document.customer_id}/{document.id}/{side}{fetched.extension}"
-                stored[side] = default_storage.save(name, ContentFile(fetched.content))
-        except Exception:  # the run fails: what it stored is nobody's (the retry fetches anew)
+            failure = _download(document, stored)
+            with transaction.atomic():
+                KycSubmission.objects.select_for_update().get(pk=document.submission_id)
+                document = KycDocument.objects.select_for_update().get(pk=document_id)
+                recorded = document.status == DocumentStatus.UPLOADED and not failure
+                if document.status == DocumentStatus.UPLOADED:
+                    if failure:
+                        document.status = DocumentStatus.FETCH_FAILED
+                        document.failure_reason = failure
+                    else:
+                        document.status = DocumentStatus.FETCHED
+                        for side, name in stored.items():
+                            getattr(document, f"{side}_file").name = name
+                    document.fetched_at = at
+                    document.save(
+                        update_fields=[
+                            "status",
+                            "failure_reason",
+                            "fetched_at",
+                            "front_file",
+                            "back_file",
+                            "selfie_file",
+                        ]
+                    )
+                _schedule_review_when_settled(submission_id=document.submission_id)
+            if recorded:  # committed: the document refers to them
+                kept = set(stored.values())
+        finally:
+            # Files of a document that failed on a later side, that another run recorded
+            # first, or of a run that failed (the retry fetches anew): nothing refers to them.
             for name in stored.values():
-                default_storage.delete(name)
-            raise
-        with transaction.atomic():
-            KycSubmission.objects.select_for_update().get(pk=document.submission_id)
-            document = KycDocument.objects.select_for_update().get(pk=document_id)
-            if document.status == DocumentStatus.UPLOADED:
-                if failure:
-                    document.status = DocumentStatus.FETCH_FAILED
-                    document.failure_reason = failure
-                else:
-                    document.status = DocumentStatus.FETCHED
-                    for side, name in stored.items():
-                        getattr(document, f"{side}_file").name = name
-                    stored = {}  # kept; a failed document's files are deleted below
-                document.fetched_at = at
-                document.save(
-                    update_fields=[
-                        "status",
-                        "failure_reason",
-                        "fetched_at",
-                        "front_file",
-                        "back_file",
-                        "selfie_file",
-                    ]
-                )
-            _schedule_review_when_settled(submission_id=document.submission_id)
-        # Files of a document that failed on a later side, or that another run recorded
-        # first: nothing refers to them, so they are not kept.
-        for name in stored.values():
-            default_storage.delete(name)
+                if name not in kept:
+                    default_storage.delete(name)
     else:
         with transaction.atomic():
             _schedule_review_when_settled(submission_id=document.submission_id)

@@ -306,3 +306,40 @@ def test_a_redirect_to_no_url_fails_the_document_and_keeps_none_of_its_files(
     assert state["kyc_status"] == "rejected"
     directory = f"kyc/{customer.id}/{doc['id']}"
     assert not default_storage.exists(directory) or default_storage.listdir(directory) == ([], [])
+
+
+def test_a_run_failing_to_record_its_result_keeps_none_of_its_files(
+    private_urls_allowed,
+    file_server,
+    customer,
+    api,
+    django_capture_on_commit_callbacks,
+    monkeypatch,
+):
+    """The database went away during the (long) download: the run fails after saving the
+    files, and the stalled-KYC sweep runs it again. Each run used to leave a copy behind."""
+    from django.db import OperationalError
+    from django.utils import timezone
+
+    from kyc import services
+
+    with django_capture_on_commit_callbacks(execute=False):  # the fetch is run by hand below
+        response = api.post(
+            f"/customers/{customer.id}/kyc",
+            {"documents": [document(file_server.url("/id.png"))]},
+            idempotency_key=None,
+        )
+    assert response.status_code == 201, response.content
+    doc = KycDocument.objects.get()
+
+    def database_gone(**kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(services, "_schedule_review_when_settled", database_gone)
+    for _ in range(2):
+        with pytest.raises(OperationalError):
+            services.kyc_document_fetch(document_id=doc.id, at=timezone.now())
+
+    assert KycDocument.objects.get().status == "uploaded"  # nothing recorded: it is retried
+    directory = f"kyc/{customer.id}/{doc.id}"
+    assert not default_storage.exists(directory) or default_storage.listdir(directory) == ([], [])
