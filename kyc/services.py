@@ -11,6 +11,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Max
 
+from config.exceptions import DomainError
 from customers import services as customer_services
 from customers.models import Customer, KycStatus
 from customers.selectors import CustomerNotFound
@@ -225,9 +226,20 @@ def kyc_submission_review(*, submission_id: UUID, at: datetime) -> KycSubmission
         return submission
 
 
+class KycAlreadyDecided(DomainError):
+    status = 409
+    reason = "kyc_already_decided"
+    message = "This customer's KYC already has that status: nothing to decide."
+
+
 def kyc_decide_by_hand(*, customer_id: UUID, approve: bool, user: Any, at: datetime) -> Customer:
-    """A support user's decision, recorded with who made it."""
+    """A support user's decision, recorded with who made it. A customer already in that status
+    is refused (KycAlreadyDecided): the move would record nothing, and support would be told a
+    decision was made."""
     username = getattr(user, "get_username", lambda: str(user))()
+    to = KycStatus.APPROVED if approve else KycStatus.REJECTED
+    if Customer.objects.filter(pk=customer_id, kyc_status=to).exists():
+        raise KycAlreadyDecided(f"This customer's KYC is already {to}: nothing to decide.")
     return customer_services.customer_kyc_transition(
         customer_id=customer_id,
         to=KycStatus.APPROVED if approve else KycStatus.REJECTED,

@@ -894,11 +894,14 @@ def _relaunch_amount(*, transfer: Transfer, payout_amount: Decimal) -> Decimal:
 
 def _relaunch_operator(*, transfer: Transfer, recipient: dict[str, Any] | None) -> Operator:
     """The operator of the (replacement) recipient: same country, rail and currency as the
-    corridor's recipient side, active and enabled for the merchant."""
+    corridor's recipient side, active and enabled for the merchant, and, when it is not the
+    transfer's own (a route the quote did not lock), not closed by support."""
     code = (recipient or {}).get("operator_code") or transfer.recipient_operator_code
     operator = quote_selectors.operator_enabled_for(
         merchant=transfer.merchant, code=code, field="recipient.operator_code"
     )
+    if code != transfer.recipient_operator_code:
+        quote_selectors.operator_check_quotable(operator, field="recipient.operator_code")
     if (
         operator.country_code != transfer.recipient_country_code
         or operator.rail_type != transfer.recipient_rail_type

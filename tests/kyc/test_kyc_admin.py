@@ -91,3 +91,20 @@ def test_support_action_refusing_an_impossible_move_changes_nothing(support_clie
     customer.refresh_from_db()
     assert customer.kyc_status == "not_started"
     assert not KycStatusChange.objects.filter(customer=customer).exists()
+
+
+def test_a_decision_by_hand_on_a_customer_already_there_is_refused_not_counted(
+    support_client, reviewed_customer
+):
+    """It used to say "KYC rejected by hand for 1 customer(s)" with nothing recorded."""
+    changes = KycStatusChange.objects.filter(customer=reviewed_customer).count()
+    response = support_client.post(
+        reverse("admin:customers_customer_changelist"),
+        {"action": "reject_kyc_by_hand", "_selected_action": [str(reviewed_customer.pk)]},
+        follow=True,
+    )
+
+    shown = [str(message) for message in response.context["messages"]]
+    assert not any("by hand for" in message for message in shown), shown
+    assert any("already rejected" in message for message in shown), shown
+    assert KycStatusChange.objects.filter(customer=reviewed_customer).count() == changes

@@ -363,6 +363,30 @@ def test_relaunch_to_an_operator_not_enabled_is_rejected(
     _unchanged(before.id, before)
 
 
+def test_relaunch_to_another_operator_closed_by_support_is_rejected_its_own_is_not(
+    enabled_api, failed_payout, run
+):
+    """A replacement operator is a route the quote never locked: closed, it is refused as a
+    new quote would be. The transfer's own operator, closed since, still pays (its route was
+    locked by the quote)."""
+    from quotes.models import Operator
+
+    Operator.objects.filter(code__in=["SN_FREE_MOMO", "SN_WAVE_MOMO"]).update(status="closed")
+    before = Transfer.objects.get(pk=failed_payout["id"])
+    elsewhere = {"first_name": "A", "last_name": "B", "phone": "+221770001111"}
+    response = enabled_api.post(
+        f"/transfers/{before.id}/relaunch-payout",
+        {"recipient": {**elsewhere, "operator_code": "SN_FREE_MOMO"}},
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["reason"] == "operator_closed"
+    assert "recipient.operator_code" in field_paths(response.json()["error"]["fields"])
+    _unchanged(before.id, before)
+    assert before.recipient_operator_code == "SN_WAVE_MOMO"
+    assert run(enabled_api.post, f"/transfers/{before.id}/relaunch-payout").status_code == 202
+
+
 def assert_not_relaunchable(api, transfer_id) -> None:
     before = Transfer.objects.get(pk=transfer_id)
     history = TransferHistory.objects.filter(transfer_id=transfer_id).count()
