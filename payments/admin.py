@@ -256,18 +256,11 @@ class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
     def mark_resolved(self, request, queryset) -> None:
         from django.utils import timezone
 
-        from merchants import services as merchant_services
-
         now = timezone.now()
-        for discrepancy in queryset.filter(resolved_at__isnull=True):
-            discrepancy.resolved_at = now
-            discrepancy.resolved_by = request.user.get_username()
-            discrepancy.save(update_fields=["resolved_at", "resolved_by"])
-            merchant_services.audit_record(
-                merchant=discrepancy.merchant,
-                actor=request.user,
-                action="support.action",
-                target=str(discrepancy.resource_id),
-                detail={"action": "provider_discrepancy_resolved", "id": str(discrepancy.id)},
+        resolved = sum(
+            services.provider_discrepancy_resolve(
+                discrepancy_id=discrepancy_id, actor=request.user, now=now
             )
-        self.message_user(request, "Marked resolved.")
+            for discrepancy_id in queryset.values_list("pk", flat=True)
+        )
+        self.message_user(request, f"Marked {resolved} discrepancy(ies) resolved.")

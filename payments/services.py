@@ -576,6 +576,33 @@ def _payin_answered_as_claimed(payin: Payin, receipt: provider.ProviderReceipt) 
     )
 
 
+def provider_discrepancy_resolve(*, discrepancy_id: UUID, actor: Any, now: datetime) -> bool:
+    """Support marks a discrepancy reconciled, recorded with who did it, once: of two racing
+    clicks, the second waits for the row lock and finds it resolved. False when it was."""
+    from merchants import services as merchant_services
+
+    with transaction.atomic():
+        discrepancy = (
+            ProviderDiscrepancy.objects.select_for_update(of=("self",))
+            .select_related("merchant")
+            .filter(pk=discrepancy_id, resolved_at__isnull=True)
+            .first()
+        )
+        if discrepancy is None:
+            return False
+        discrepancy.resolved_at = now
+        discrepancy.resolved_by = actor.get_username()
+        discrepancy.save(update_fields=["resolved_at", "resolved_by"])
+        merchant_services.audit_record(
+            merchant=discrepancy.merchant,
+            actor=actor,
+            action="support.action",
+            target=str(discrepancy.resource_id),
+            detail={"action": "provider_discrepancy_resolved", "id": str(discrepancy.id)},
+        )
+    return True
+
+
 def provider_discrepancy_record(
     *,
     merchant: Merchant,

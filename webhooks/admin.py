@@ -9,6 +9,7 @@ import json
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path
@@ -314,17 +315,18 @@ class EventAdmin(MerchantScopedAdmin):
     def resend_events(self, request, queryset) -> None:
         for event in queryset:
             try:
-                services.event_resend(event_id=event.pk, now=timezone.now())
+                with transaction.atomic():  # no re-send goes out without its audit entry
+                    services.event_resend(event_id=event.pk, now=timezone.now())
+                    merchant_services.audit_record(
+                        merchant=event.merchant,
+                        actor=request.user,
+                        action=AuditAction.EVENT_RESENT,
+                        target=str(event.pk),
+                        detail={"event_type": event.event_type},
+                    )
             except DomainError as exc:
                 self.message_user(request, f"Event {event.pk}: {exc.message}", messages.ERROR)
             else:
-                merchant_services.audit_record(
-                    merchant=event.merchant,
-                    actor=request.user,
-                    action=AuditAction.EVENT_RESENT,
-                    target=str(event.pk),
-                    detail={"event_type": event.event_type},
-                )
                 self.message_user(request, f"Event {event.pk} queued for delivery.")
 
 

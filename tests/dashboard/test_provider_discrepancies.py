@@ -44,3 +44,48 @@ def test_merchant_staff_do_not_see_the_reconciliation_queue(discrepancy, merchan
     assert owner.get(CHANGELIST).status_code == 403
     owner.post(CHANGELIST, {"action": "mark_resolved", "_selected_action": [discrepancy.pk]})
     assert ProviderDiscrepancy.objects.get(pk=discrepancy.pk).resolved_at is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_clicks_on_mark_resolved_record_one_resolution(merchant):
+    """Each click read the discrepancy unresolved and wrote its own audit entry; the row is
+    locked first now, and the second finds it resolved."""
+    import threading
+
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    discrepancy = services.provider_discrepancy_record(
+        merchant=merchant,
+        resource_type="payout",
+        resource_id=uuid.uuid4(),
+        reference="ref-race",
+        provider_reference="SIM-late",
+        outcome="completed",
+        reason="",
+        our_status="failed",
+        at=timezone.now(),
+    )
+    agents = [get_user_model().objects.create_user(f"agent-{i}", is_staff=True) for i in range(6)]
+    barrier = threading.Barrier(len(agents), timeout=60)
+    results: list[bool] = []
+
+    def click(agent) -> None:
+        try:
+            barrier.wait()
+            results.append(
+                services.provider_discrepancy_resolve(
+                    discrepancy_id=discrepancy.pk, actor=agent, now=timezone.now()
+                )
+            )
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=click, args=(agent,)) for agent in agents]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(results) == [False] * 5 + [True]
+    assert AuditLogEntry.objects.filter(target=str(discrepancy.resource_id)).count() == 1
