@@ -21,6 +21,7 @@ from config.rawsql import RowReader
 from config.transactions import joined_atomic
 from customers import selectors as customer_selectors
 from customers.models import Customer
+from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import (
@@ -579,8 +580,6 @@ def _payin_answered_as_claimed(payin: Payin, receipt: provider.ProviderReceipt) 
 def provider_discrepancy_resolve(*, discrepancy_id: UUID, actor: Any, now: datetime) -> bool:
     """Support marks a discrepancy reconciled, recorded with who did it, once: of two racing
     clicks, the second waits for the row lock and finds it resolved. False when it was."""
-    from merchants import services as merchant_services
-
     with transaction.atomic():
         discrepancy = (
             ProviderDiscrepancy.objects.select_for_update(of=("self",))
@@ -1127,8 +1126,6 @@ def payout_mark_failed(*, payout_id: UUID, actor: Any, now: datetime) -> Payout:
     Stuck means pending, past its provider timeout and received by the provider: one without
     a provider reference may be on its way to the provider right now (the submitter calls it
     without a lock), and releasing its reservation then would let it be paid unfunded."""
-    from merchants import services as merchant_services
-
     with transaction.atomic():
         # locked first: of two racing clicks the second sees the payout failed and is refused
         stuck = Payout.objects.select_for_update().filter(

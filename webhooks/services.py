@@ -207,7 +207,6 @@ def endpoint_set(
     secret: the given one, or a new random one. Other endpoints and the primary's subscription
     are kept; the audit log records the change and who made it (no actor: ops, "system").
     Returns the endpoint and the secret, to show once (`set_webhook`)."""
-
     url = webhook_url_validate(url)
     secret = _validated_secret(secret)
     with transaction.atomic():

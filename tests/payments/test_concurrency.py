@@ -85,14 +85,19 @@ def test_two_payments_racing_for_one_quote_have_exactly_one_winner(enabled_merch
     assert Payin.objects.count() == 1
 
 
+def _silent_payout(merchant) -> str:
+    """A payout of 10000 XOF from a 20000 float, waiting for a provider that never answers."""
+    api = MerchantClient(merchant)
+    customer = create_customer(api)
+    fund(merchant, "20000")
+    quote = create_quote(api, "payout")
+    return api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
+
+
 def test_concurrent_provider_answers_post_the_ledger_once(enabled_merchant):
     from payments import provider, services
 
-    api = MerchantClient(enabled_merchant)
-    customer = create_customer(api)
-    fund(enabled_merchant, "20000")
-    quote = create_quote(api, "payout")
-    payout_id = api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
+    payout_id = _silent_payout(enabled_merchant)
 
     def work(i):
         provider.deliver_answer(
@@ -122,11 +127,7 @@ def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_me
     from payments import services
     from webhooks.models import Event
 
-    api = MerchantClient(enabled_merchant)
-    customer = create_customer(api)
-    fund(enabled_merchant, "20000")
-    quote = create_quote(api, "payout")
-    payout_id = api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
+    payout_id = _silent_payout(enabled_merchant)
     Payout.objects.filter(pk=payout_id).update(provider_timeout_at=timezone.now())
     agents = [
         merchant_services.staff_user_create(
