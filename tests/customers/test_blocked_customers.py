@@ -6,6 +6,7 @@ import pytest
 from customers.models import Customer
 from payments.models import Payin, Payout
 from tests.payments.conftest import create_customer, create_quote, fund, payin_body, payout_body
+from tests.quotes.test_quotes_api import TRANSFER
 from tests.transfers.conftest import SENDER_DETAILS, transfer_body
 from tests.transfers.conftest import create_quote as create_transfer_quote
 from transfers.models import Transfer
@@ -42,16 +43,7 @@ def test_a_blocked_customer_gets_no_quote(enabled_api, flow):
 def test_a_blocked_customer_gets_no_transfer_quote(enabled_api):
     customer = create_customer(enabled_api, **SENDER_DETAILS)
     _block(customer)
-    body = {
-        "customer_id": customer["id"],
-        "corridor_code": "CM-SN-XAF-XOF",
-        "payer_operator_code": "CM_MTN_MOMO",
-        "recipient_operator_code": "SN_WAVE_MOMO",
-        "payin_amount": "10000",
-        "payin_currency": "XAF",
-        "payout_currency": "XOF",
-    }
-    _refused(enabled_api.post("/quotes/transfer", body))
+    _refused(enabled_api.post("/quotes/transfer", {**TRANSFER, "customer_id": customer["id"]}))
 
 
 @pytest.mark.parametrize("quote_names_the_customer", [True, False])
