@@ -2,7 +2,8 @@
 
     DJANGO_SETTINGS_MODULE=config.settings_production
 
-SECRET_KEY and ALLOWED_HOSTS must come from the environment (no development fallback here);
+SECRET_KEY, ALLOWED_HOSTS, DATABASE_URL (PostgreSQL), REDIS_URL and CELERY_BROKER_URL (Redis)
+must come from the environment (no development fallback here);
 TLS is terminated by the load balancer, which sets X-Forwarded-Proto.
 """
 
@@ -20,6 +21,16 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[])
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("Set ALLOWED_HOSTS to the host names the service answers on.")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# The embedded defaults of `make run` (SQLite, a filesystem broker, a per-process cache) would
+# start, and quietly break the guarantees that need shared state: row locks, a broker every
+# worker reads, and one rate-limit count for every gunicorn worker.
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":  # noqa: F405
+    raise ImproperlyConfigured("Set DATABASE_URL to the PostgreSQL database (postgres://...).")
+if not env("REDIS_URL", default="").startswith(("redis://", "rediss://")):
+    raise ImproperlyConfigured("Set REDIS_URL to the Redis server (redis://...).")
+if not env("CELERY_BROKER_URL", default="").startswith(("redis://", "rediss://")):
+    raise ImproperlyConfigured("Set CELERY_BROKER_URL to the Redis broker (redis://...).")
 
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
