@@ -1,6 +1,7 @@
 """Dashboard views of payments and the ledger. Everything here is read-only: money only moves
-through the services (and credit_wallet for manual adjustments); support's one action, marking a
-payout stuck at the provider failed, is a service call too."""
+through the services (and credit_wallet for manual adjustments); support's actions (marking a
+payout stuck at the provider failed, resolving a provider discrepancy, applying a provider's late
+completion to a failed transfer disbursement) are service calls too."""
 
 from django import forms
 from django.contrib import admin, messages
@@ -29,6 +30,7 @@ from payments.models import (
     ProviderDiscrepancy,
     Wallet,
 )
+from transfers import services as transfer_services
 
 
 class ReadOnlyAdmin(MerchantScopedAdmin):
@@ -248,14 +250,12 @@ class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
     list_filter = ["resource_type", "provider_outcome", ("resolved_at", admin.EmptyFieldListFilter)]
     search_fields = ["=resource_id", "reference", "provider_reference"]
     readonly_fields = [f.name for f in ProviderDiscrepancy._meta.fields]
-    actions = ["mark_resolved"]
+    actions = ["mark_resolved", "apply_provider_completion"]
 
     @admin.action(
         description="Mark resolved (reconciled with the provider)", permissions=["support"]
     )
     def mark_resolved(self, request, queryset) -> None:
-        from django.utils import timezone
-
         now = timezone.now()
         resolved = sum(
             services.provider_discrepancy_resolve(
@@ -264,3 +264,22 @@ class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
             for discrepancy_id in queryset.values_list("pk", flat=True)
         )
         self.message_user(request, f"Marked {resolved} discrepancy(ies) resolved.")
+
+    @admin.action(
+        description=(
+            "Apply the provider's completion (a failed transfer disbursement the provider paid)"
+        ),
+        permissions=["support"],
+    )
+    def apply_provider_completion(self, request, queryset) -> None:
+        for discrepancy_id in queryset.values_list("pk", flat=True):
+            try:
+                transfer = transfer_services.transfer_apply_provider_completion(
+                    discrepancy_id=discrepancy_id, actor=request.user, now=timezone.now()
+                )
+            except DomainError as exc:
+                self.message_user(request, f"{discrepancy_id}: {exc.message}", messages.ERROR)
+            else:
+                self.message_user(
+                    request, f"Transfer {transfer.pk} completed with the provider's answer."
+                )

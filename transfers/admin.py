@@ -1,6 +1,7 @@
 """Transfers in the dashboard: both legs, history, execution, events and ledger journals on
 one page, and the support actions (relaunch payout, mark disbursement failed), each written to
-the audit log with who did it."""
+the audit log with who did it. A provider's late completion of a failed disbursement is applied
+from the reconciliation queue (payments.admin.ProviderDiscrepancyAdmin)."""
 
 import json
 

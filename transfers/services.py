@@ -50,6 +50,7 @@ REASON_DISBURSEMENT_COMPLETED = "disbursement_completed"
 REASON_PAYOUT_RELAUNCHED = "payout_relaunched"
 REASON_PROVIDER_TIMEOUT = "provider_timeout"
 REASON_MARKED_FAILED = "marked_failed_by_support"
+REASON_PROVIDER_COMPLETION_APPLIED = "provider_completion_applied_by_support"
 
 RAIL_FIELDS = {
     RailType.MOBILE_MONEY: ("phone",),
@@ -74,6 +75,15 @@ class InvalidTransferTransition(DomainError):
     status = 409
     reason = "invalid_transition"
     message = "The transfer cannot make that move now."
+
+
+class ProviderCompletionNotApplicable(DomainError):
+    status = 409
+    reason = "provider_completion_not_applicable"
+    message = (
+        'Only an unresolved "completed" answer for the current disbursement attempt of a '
+        "transfer whose disbursement leg failed can be applied."
+    )
 
 
 class StaleDisbursementAnswer(Exception):
@@ -166,6 +176,7 @@ COLLECTION_FAILED = "collection_failed"
 DISBURSEMENT_COMPLETED = "disbursement_completed"
 DISBURSEMENT_FAILED = "disbursement_failed"
 PAYOUT_RELAUNCHED = "payout_relaunched"
+PROVIDER_COMPLETION_APPLIED = "provider_completion_applied"
 
 _CREATED: State = (S.PENDING, L.PENDING, L.NOT_STARTED)
 _COLLECTING: State = (S.COLLECTING, L.PENDING, L.NOT_STARTED)
@@ -193,8 +204,17 @@ MOVES: dict[str, Move] = {
         frozenset({_DISBURSING}), _PAYOUT_FAILED, events=("transfer.payout.failed",)
     ),
     PAYOUT_RELAUNCHED: Move(frozenset({_PAYOUT_FAILED}), _DISBURSING, repeat_is_noop=False),
+    # Support applies a "completed" answer that came after we had failed the attempt: the
+    # disbursement completes as it would have, from the failed state (never by a provider
+    # answer on its own: see transfer_apply_provider_completion).
+    PROVIDER_COMPLETION_APPLIED: Move(
+        frozenset({_PAYOUT_FAILED}),
+        (S.COMPLETED, L.COMPLETED, L.COMPLETED),
+        events=("transfer.payout.completed", "transfer.completed"),
+        repeat_is_noop=False,
+    ),
 }
-DISBURSEMENT_MOVES = {DISBURSEMENT_COMPLETED, DISBURSEMENT_FAILED}
+DISBURSEMENT_MOVES = {DISBURSEMENT_COMPLETED, DISBURSEMENT_FAILED, PROVIDER_COMPLETION_APPLIED}
 
 
 def _state(transfer: Transfer) -> State:
@@ -413,10 +433,14 @@ def transfer_transition(
             transfer.collection_failure_reason = reason
             transfer.leg_timeout_at = None
             fields |= {"collection_failed_at", "collection_failure_reason", "leg_timeout_at"}
-        elif move == DISBURSEMENT_COMPLETED:
+        elif move in (DISBURSEMENT_COMPLETED, PROVIDER_COMPLETION_APPLIED):
             transfer.disbursement_completed_at = at
             transfer.leg_timeout_at = None
             fields |= {"disbursement_completed_at", "leg_timeout_at"}
+            if move == PROVIDER_COMPLETION_APPLIED:  # the attempt did not fail after all
+                transfer.disbursement_failed_at = None
+                transfer.disbursement_failure_reason = ""
+                fields |= {"disbursement_failed_at", "disbursement_failure_reason"}
             _post_disbursed(transfer, at)
         elif move == DISBURSEMENT_FAILED:
             transfer.disbursement_failed_at = at
@@ -967,7 +991,8 @@ def transfer_relaunch_payout(
         if _disbursement_reported_paid(transfer):
             raise TransferNotRelaunchable(
                 "The provider reported this transfer's failed disbursement as paid after all: "
-                "a relaunch would pay the recipient twice. Support reconciles it first."
+                "a relaunch would pay the recipient twice. Support reconciles it first (applies "
+                "the provider's completion, or marks it resolved)."
             )
         changes: dict[str, Any] = {}
         amount = transfer.payout_amount
@@ -1040,6 +1065,97 @@ def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: dat
             detail={
                 "action": "transfer.mark_disbursement_failed",
                 "disbursement_attempt": transfer.disbursement_attempt,
+            },
+        )
+    return transfer
+
+
+def transfer_apply_provider_completion(
+    *, discrepancy_id: UUID, actor: Any, now: datetime
+) -> Transfer:
+    """Support: the provider's "completed" for a disbursement attempt we had failed (timeout
+    sweep, or marked failed by support) is true, so the transfer completes as that answer would
+    have completed it: the transition's journals (suspense emptied, fee, FX, the part a lowered
+    relaunch did not pay out back to the wallet) and events (transfer.payout.completed,
+    transfer.completed), history reason provider_completion_applied_by_support; the
+    discrepancy is resolved by the actor and the action audited, all in one transaction.
+
+    Only an unresolved "completed" transfer_disbursement discrepancy for the transfer's
+    current attempt, with the transfer failed / payin completed / payout failed; 409
+    provider_completion_not_applicable otherwise, changing nothing. The transfer is locked
+    first, then the discrepancy, and both are checked under the locks: of two clicks, or a
+    click and a relaunch, a provider answer or a "Mark resolved", one wins."""
+    refused = ProviderCompletionNotApplicable
+    with transaction.atomic():
+        # resource_type, resource_id and merchant never change: read without a lock, so the
+        # transfer's row is locked before the discrepancy's, as every transfer action does.
+        found = (
+            ProviderDiscrepancy.objects.filter(pk=discrepancy_id)
+            .values_list("resource_type", "resource_id", "merchant_id")
+            .first()
+        )
+        if found is None:
+            raise refused("The discrepancy does not exist.")
+        resource_type, transfer_id, merchant_id = found
+        if resource_type != "transfer_disbursement":
+            raise refused(
+                "Only a transfer disbursement's discrepancy can be applied; this one is about "
+                f"a {resource_type.replace('_', ' ')}: reconcile it by hand, then mark it "
+                "resolved."
+            )
+        transfer = (
+            Transfer.objects.select_for_update(of=("self",))
+            .filter(pk=transfer_id, merchant_id=merchant_id)
+            .first()
+        )
+        discrepancy = ProviderDiscrepancy.objects.select_for_update().get(pk=discrepancy_id)
+        if discrepancy.resolved_at is not None:
+            raise refused(
+                f"This discrepancy was already resolved by {discrepancy.resolved_by or 'support'}"
+                f" at {discrepancy.resolved_at.isoformat(timespec='seconds')}."
+            )
+        if discrepancy.provider_outcome != provider.COMPLETED:
+            raise refused(
+                f'The provider answered "{discrepancy.provider_outcome}", not "completed": '
+                "there is no completion to apply."
+            )
+        if transfer is None:
+            raise refused("The discrepancy's transfer does not exist.")
+        if not is_relaunchable(transfer):
+            raise refused(
+                "Only a transfer whose disbursement leg failed (status failed, payin_status "
+                f"completed, payout_status failed) can complete; this one is {transfer.status} "
+                f"with payin_status {transfer.payin_status} and payout_status "
+                f"{transfer.payout_status}."
+            )
+        current = disbursement_reference(transfer.id, transfer.disbursement_attempt)
+        if discrepancy.reference != current:
+            raise refused(
+                f"The answer is for disbursement attempt {discrepancy.reference}, not the "
+                f"current one ({current}): that attempt's recipient, amount or operator may not "
+                "be the transfer's now. Reconcile it by hand, then mark it resolved."
+            )
+        transfer = transfer_transition(
+            transfer_id=transfer.id,
+            move=PROVIDER_COMPLETION_APPLIED,
+            reason=REASON_PROVIDER_COMPLETION_APPLIED,
+            at=now,
+            provider_reference=discrepancy.provider_reference,
+            attempt=transfer.disbursement_attempt,
+        )
+        discrepancy.resolved_at = now
+        discrepancy.resolved_by = actor.get_username()
+        discrepancy.save(update_fields=["resolved_at", "resolved_by"])
+        merchant_services.audit_record(
+            merchant=transfer.merchant,
+            actor=actor,
+            action="support.action",
+            target=str(transfer.id),
+            detail={
+                "action": "transfer.provider_completion_applied",
+                "discrepancy": str(discrepancy.id),
+                "disbursement_attempt": transfer.disbursement_attempt,
+                "provider_reference": discrepancy.provider_reference,
             },
         )
     return transfer

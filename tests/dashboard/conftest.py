@@ -1,7 +1,30 @@
+import uuid
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from merchants import services
+from payments import services as payment_services
+from payments.models import ProviderDiscrepancy
+
+
+def late_completion(
+    merchant, reference: str = "ref-1", *, resource_type: str = "payout"
+) -> ProviderDiscrepancy:
+    """A payment failed on our side (a payout unless told) that the provider says it
+    completed."""
+    return payment_services.provider_discrepancy_record(
+        merchant=merchant,
+        resource_type=resource_type,
+        resource_id=uuid.uuid4(),
+        reference=reference,
+        provider_reference="SIM-late",
+        outcome="completed",
+        reason="",
+        our_status="failed",
+        at=timezone.now(),
+    )
 
 
 @pytest.fixture

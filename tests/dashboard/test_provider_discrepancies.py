@@ -1,35 +1,19 @@
-import uuid
-
 import pytest
 from django.utils import timezone
 
 from merchants.models import AuditLogEntry
 from payments import services
 from payments.models import ProviderDiscrepancy
+from tests.dashboard.conftest import late_completion
 
 pytestmark = pytest.mark.django_db
 
 CHANGELIST = "/admin/payments/providerdiscrepancy/"
 
 
-def _late_completion(merchant, reference: str = "ref-1") -> ProviderDiscrepancy:
-    """A payout failed on our side that the provider says it completed."""
-    return services.provider_discrepancy_record(
-        merchant=merchant,
-        resource_type="payout",
-        resource_id=uuid.uuid4(),
-        reference=reference,
-        provider_reference="SIM-late",
-        outcome="completed",
-        reason="",
-        our_status="failed",
-        at=timezone.now(),
-    )
-
-
 @pytest.fixture
 def discrepancy(merchant):
-    return _late_completion(merchant)
+    return late_completion(merchant)
 
 
 def test_support_sees_and_resolves_a_discrepancy_with_an_audit_entry(discrepancy, staff_client):
@@ -60,7 +44,7 @@ def test_racing_clicks_on_mark_resolved_record_one_resolution(merchant):
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    discrepancy = _late_completion(merchant, reference="ref-race")
+    discrepancy = late_completion(merchant, reference="ref-race")
     agents = [get_user_model().objects.create_user(f"agent-{i}", is_staff=True) for i in range(6)]
     barrier = threading.Barrier(len(agents), timeout=60)
     results: list[bool] = []

@@ -3,6 +3,8 @@
 import pytest
 
 from payments import services as payment_services
+from tests.dashboard.conftest import staff_client  # noqa: F401 - dashboard logins
+from tests.webhooks.conftest import receiver, webhook_settings  # noqa: F401 - HTTP receiver
 
 CM_PHONE = "+237670001234"
 SN_PHONE = "+221770001234"
