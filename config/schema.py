@@ -1,6 +1,7 @@
 """drf-spectacular wiring: the Idempotency-Key header and the error shape on every operation."""
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
@@ -42,6 +43,14 @@ class CowryAutoSchema(AutoSchema):
         if self._is_idempotent():
             params.append(IDEMPOTENCY_HEADER)
         return params
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        # drf-spectacular drops a nested list's allow_empty=False; the spec shows it (KYC
+        # documents: minimum 1 item).
+        if is_list_serializer(field) and not field.allow_empty and schema is not None:
+            schema["minItems"] = max(1, field.min_length or 1)
+        return schema
 
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)

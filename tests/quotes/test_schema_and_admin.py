@@ -122,3 +122,9 @@ def test_merchant_staff_see_only_their_own_quotes(client, enabled_merchant, djan
     assert str(mine.pk).encode() in listing.content
     assert str(theirs.pk).encode() not in listing.content
     assert client.get(reverse("admin:quotes_quote_change", args=[theirs.pk])).status_code == 404
+
+
+def test_schema_says_a_kyc_submission_needs_at_least_one_document(schema):
+    body = _request_schema(schema, "/customers/{customer_id}/kyc")  # spec 4.2: minimum 1 item
+    assert body["required"] == ["documents"]
+    assert body["properties"]["documents"]["minItems"] == 1
