@@ -205,16 +205,24 @@ def _whole(amount: Decimal, currency: str, *, field: str) -> Decimal:
     return money.quantize(amount, currency)
 
 
-def _within_limits(amount: Decimal, operator: Operator, *, field: str) -> None:
+def _within_limits(
+    amount: Decimal, operator: Operator, *, field: str, what: str | None = None
+) -> None:
+    """`what` names the amount checked when it is not `field` itself but follows from it (the
+    payout a payin_amount leaves), so the message does not blame the amount that was sent; its
+    `{amount}` is filled in only on a refusal."""
+    if operator.min_amount <= amount <= operator.max_amount:
+        return
+    what = (what or field).format(amount=f"{money.format_amount(amount)} {operator.currency}")
     if amount < operator.min_amount:
         raise AmountBelowMinimum(
-            f"{field} is below {operator.code}'s minimum of "
+            f"{what} is below {operator.code}'s minimum of "
             f"{money.format_amount(operator.min_amount)} {operator.currency}.",
             field=field,
         )
     if amount > operator.max_amount:
         raise AmountAboveMaximum(
-            f"{field} is above {operator.code}'s maximum of "
+            f"{what} is above {operator.code}'s maximum of "
             f"{money.format_amount(operator.max_amount)} {operator.currency}.",
             field=field,
         )
@@ -452,7 +460,12 @@ def quote_create_transfer(
                 "to pay out.",
                 field="payin_amount",
             )
-        _within_limits(amounts.payout_amount, recipient, field="payin_amount")
+        _within_limits(
+            amounts.payout_amount,
+            recipient,
+            field="payin_amount",
+            what="The payout of {amount} this payin_amount leaves",
+        )
         fixed = "payin"
     else:
         payout_amount = _whole(payout_amount, payout_currency, field="payout_amount")
@@ -466,7 +479,12 @@ def quote_create_transfer(
         )
         if amounts is None:
             raise AmountAboveMaximum(field="payout_amount")
-        _within_limits(amounts.payin_amount, payer, field="payout_amount")
+        _within_limits(
+            amounts.payin_amount,
+            payer,
+            field="payout_amount",
+            what="The payin of {amount} this payout_amount needs",
+        )
         fixed = "payout"
 
     wallet_impact = {

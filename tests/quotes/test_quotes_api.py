@@ -608,6 +608,20 @@ def test_transfer_payout_below_the_recipient_minimum_is_rejected(enabled_api):
         "/quotes/transfer", {**TRANSFER, "payin_amount": "150"}
     )  # 150 - 100 = 50
     assert_rejected(response, "amount_below_minimum", "payin_amount")
+    # the message names the amount that is short, not the 150 XAF sent
+    assert response.json()["error"]["message"] == (
+        "The payout of 50 XOF this payin_amount leaves is below SN_WAVE_MOMO's minimum of 100 XOF."
+    )
+
+
+def test_transfer_fixed_payout_needing_a_payin_above_the_maximum_names_that_payin(enabled_api):
+    body = {k: v for k, v in TRANSFER.items() if k != "payin_amount"} | {"payout_amount": "999999"}
+    response = enabled_api.post("/quotes/transfer", body)
+    assert_rejected(response, "amount_above_maximum", "payout_amount")
+    assert response.json()["error"]["message"] == (
+        "The payin of 1019999 XAF this payout_amount needs is above CM_MTN_MOMO's maximum of "
+        "1000000 XAF."
+    )
 
 
 def test_cross_border_transfer_without_fx_rate_is_rejected(enabled_api):
