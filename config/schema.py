@@ -79,3 +79,39 @@ def meta_is_optional(result, generator, request, public):
             if not required:
                 del component["required"]
     return result
+
+
+# Request components the spec names (sections 2.2, 2.3, 2.5, 2.7), so a merchant's generated
+# client has the spec's type names; the rest keep drf-spectacular's names.
+SPEC_COMPONENT_NAMES = {
+    "CustomerCreateInputRequest": "CreateCustomerRequest",
+    "KycDocumentInputRequest": "KycDocumentInput",
+    "PayinSourceInputRequest": "PayinSourceRequest",
+    "TransferPayerInputRequest": "RailParty",
+}
+
+
+def spec_component_names(result, generator, request, public):
+    """Rename the components the spec names, and every reference to them."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for ours, spec_name in SPEC_COMPONENT_NAMES.items():
+        if ours in schemas:
+            schemas[spec_name] = schemas.pop(ours)
+    refs = {
+        f"#/components/schemas/{ours}": f"#/components/schemas/{spec_name}"
+        for ours, spec_name in SPEC_COMPONENT_NAMES.items()
+    }
+
+    def rewrite(node):
+        if isinstance(node, dict):
+            return {
+                key: refs.get(value, value) if key == "$ref" else rewrite(value)
+                for key, value in node.items()
+            }
+        if isinstance(node, list):
+            return [rewrite(item) for item in node]
+        return node
+
+    result = rewrite(result)
+    result["components"]["schemas"] = dict(sorted(result["components"]["schemas"].items()))
+    return result

@@ -155,6 +155,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.meta_is_optional",
+        "config.schema.spec_component_names",
     ],
     "SECURITY": [{"ApiKey": [], "ApiSecret": []}],
     "DISABLE_ERRORS_AND_WARNINGS": False,
