@@ -49,6 +49,7 @@ test: $(STAMP) check-services lint
 # `check --deploy` under the production settings, with throwaway values for what they require.
 DEPLOY_ENV := DJANGO_SETTINGS_MODULE=config.settings_production \
 	SECRET_KEY=$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(64))') \
+	WEBHOOK_SECRETS_KEYS=$$($(BIN)/python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())') \
 	ALLOWED_HOSTS=api.cowry.example
 
 # The dependency audit on its own, strict: fails when anything could not be audited.

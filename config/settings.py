@@ -251,6 +251,12 @@ WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=[60, 300, 900, 3600, 14400, 43200])
 ]
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10)
+# Webhook signing secrets are stored Fernet-encrypted (webhooks.secrets_at_rest). Comma-separated
+# Fernet keys: the first encrypts, every one decrypts (rotation: put the new key first, run
+# `reencrypt_webhook_secrets`, then drop the old key). The default is a fixed DEVELOPMENT-ONLY
+# key, public in this file; config.settings_production refuses it.
+DEV_WEBHOOK_SECRETS_KEY = "Y293cnktREVWLU9OTFktd2ViaG9vay1rZXktMDAwMDA="
+WEBHOOK_SECRETS_KEYS = env.list("WEBHOOK_SECRETS_KEYS", default=[DEV_WEBHOOK_SECRETS_KEY])
 # A submitter or webhook sender in a worker waits this long for more work before it stops
 # (config.shared_cache.drain); 0 turns lingering off.
 CONSUMER_LINGER_SECONDS = env.float("CONSUMER_LINGER_SECONDS", default=0.5)

@@ -21,6 +21,14 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[])
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("Set ALLOWED_HOSTS to the host names the service answers on.")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# Fernet keys for the webhook signing secrets (webhooks.secrets_at_rest); never the dev key.
+WEBHOOK_SECRETS_KEYS = env.list("WEBHOOK_SECRETS_KEYS", default=[])
+if not WEBHOOK_SECRETS_KEYS or DEV_WEBHOOK_SECRETS_KEY in WEBHOOK_SECRETS_KEYS:  # noqa: F405
+    raise ImproperlyConfigured(
+        "Set WEBHOOK_SECRETS_KEYS to one or more Fernet keys, comma-separated, the first one"
+        " encrypting (not the development key); make one with: python -c 'from"
+        " cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
+    )
 
 # The embedded defaults of `make run` (SQLite, a filesystem broker, a per-process cache) would
 # start, and quietly break the guarantees that need shared state: row locks, a broker every

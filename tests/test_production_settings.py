@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,6 +17,7 @@ REQUIRED = {
     "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/cowry_settings_check",
     "REDIS_URL": "redis://127.0.0.1:6379/0",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/1",
+    "WEBHOOK_SECRETS_KEYS": Fernet.generate_key().decode(),
 }
 
 

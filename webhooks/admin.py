@@ -5,6 +5,7 @@ developers of the endpoint's merchant can reveal it on explicit request (audited
 staff never can."""
 
 import json
+import logging
 
 from django import forms
 from django.contrib import admin, messages
@@ -21,8 +22,10 @@ from merchants import dashboard
 from merchants import services as merchant_services
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import AuditAction
-from webhooks import services
+from webhooks import secrets_at_rest, selectors, services
 from webhooks.models import Delivery, DeliveryAttempt, Event, WebhookEndpoint
+
+logger = logging.getLogger("cowry.webhooks")
 
 
 def _attempts_table(delivery: Delivery):
@@ -199,8 +202,18 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
         if not dashboard.can_manage_credentials(request.user):
             raise PermissionDenied
         secret = None
+        unreadable = False
         if request.method == "POST":
-            secret = endpoint.signing_secret
+            try:
+                secret = selectors.endpoint_signing_secret(endpoint=endpoint)
+            except secrets_at_rest.UnreadableSecret:
+                unreadable = True
+                logger.error(
+                    "The signing secret of webhook endpoint %s cannot be decrypted with any key"
+                    " of WEBHOOK_SECRETS_KEYS",
+                    endpoint.pk,
+                )
+        if secret is not None:
             merchant_services.audit_record(
                 merchant=endpoint.merchant,
                 actor=request.user,
@@ -214,6 +227,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
                 **self.admin_site.each_context(request),
                 "endpoint": endpoint,
                 "secret": secret,
+                "unreadable": unreadable,
                 "opts": self.model._meta,
                 "title": "Webhook signing secret",
             },

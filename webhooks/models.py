@@ -13,16 +13,19 @@ class EndpointDisabledReason(models.TextChoices):
 class WebhookEndpoint(models.Model):
     """Where a merchant's events go: up to MAX_ENDPOINTS_PER_MERCHANT per merchant, each with
     its own URL, signing secret and subscribed event types (empty: every event). The oldest is
-    the primary endpoint, the one `set_webhook` sets. The signing secret is stored in clear
-    because the signer needs it back (HMAC); it is `editable=False` so no admin form or page
-    ever renders it, and it is shown only once, when it is set or rotated."""
+    the primary endpoint, the one `set_webhook` sets. The signing secret is stored encrypted
+    (webhooks.secrets_at_rest: the signer needs it back, so it cannot be hashed); it is
+    `editable=False` so no admin form or page ever renders it, and it is shown only once, when
+    it is set or rotated, or on an owner's audited reveal."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     merchant = models.ForeignKey(
         Merchant, on_delete=models.CASCADE, related_name="webhook_endpoints", db_index=False
     )  # endpoint_merchant leads with it
     url = models.URLField(max_length=2048)
-    signing_secret = models.CharField(max_length=200, editable=False)
+    # A Fernet token of the secret (200 characters at most, up to 800 bytes of UTF-8): 1164
+    # characters at most.
+    signing_secret = models.CharField(max_length=1200, editable=False)
     event_types = models.JSONField(
         default=list,
         blank=True,

@@ -7,6 +7,7 @@ from django.db.models import Case, Exists, OuterRef, QuerySet, Value, When
 from config import pagination
 from config.exceptions import NotFound
 from merchants.models import Merchant
+from webhooks import secrets_at_rest
 from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
 
 OPEN_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.DELIVERING)
@@ -15,6 +16,12 @@ OPEN_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.DELIVERING)
 def endpoint_for_merchant(*, merchant: Merchant) -> WebhookEndpoint | None:
     """The merchant's primary (oldest) endpoint."""
     return WebhookEndpoint.objects.filter(merchant=merchant).order_by("created_at", "id").first()
+
+
+def endpoint_signing_secret(*, endpoint: WebhookEndpoint) -> str:
+    """The endpoint's signing secret in clear (an owner's audited reveal);
+    secrets_at_rest.UnreadableSecret when no key of WEBHOOK_SECRETS_KEYS decrypts it."""
+    return secrets_at_rest.decrypt(endpoint.signing_secret)
 
 
 def deliveries_due(*, now: datetime, limit: int) -> list[UUID]:

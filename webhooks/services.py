@@ -35,7 +35,7 @@ from config.rawsql import RowReader
 from config.transactions import joined_atomic
 from merchants import services as merchant_services
 from merchants.models import AuditAction, Merchant
-from webhooks import selectors, signing
+from webhooks import secrets_at_rest, selectors, signing
 from webhooks.models import (
     Delivery,
     DeliveryAttempt,
@@ -218,14 +218,14 @@ def endpoint_set(
             endpoint = WebhookEndpoint.objects.create(
                 merchant=merchant,
                 url=url,
-                signing_secret=secret,
+                signing_secret=secrets_at_rest.encrypt(secret),
                 enabled=True,
                 created_at=now,
                 updated_at=now,
             )
         else:
             endpoint.url = url
-            endpoint.signing_secret = secret
+            endpoint.signing_secret = secrets_at_rest.encrypt(secret)
             endpoint.enabled = True
             endpoint.disabled_reason = ""
             endpoint.disabled_at = None
@@ -270,7 +270,7 @@ def endpoint_add(
         endpoint = WebhookEndpoint.objects.create(
             merchant=merchant,
             url=url,
-            signing_secret=secret,
+            signing_secret=secrets_at_rest.encrypt(secret),
             event_types=event_types,
             enabled=True,
             created_at=now,
@@ -286,10 +286,48 @@ def endpoint_rotate_secret(*, endpoint_id: UUID, now: datetime) -> str:
         endpoint = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint_id).first()
         if endpoint is None:
             raise NotFound()
-        endpoint.signing_secret = secret
+        endpoint.signing_secret = secrets_at_rest.encrypt(secret)
         endpoint.updated_at = now
         endpoint.save(update_fields=["signing_secret", "updated_at"])
     return secret
+
+
+def endpoint_secrets_reencrypt() -> dict[str, Any]:
+    """Encrypt every stored signing secret afresh under the first key of WEBHOOK_SECRETS_KEYS
+    (the `reencrypt_webhook_secrets` command, after a new key was put first), so the old keys
+    can then be removed. Each endpoint under its row lock, in a transaction of its own; one
+    already under the first key is left alone, so a second run changes nothing. The secrets
+    themselves do not change. Returns the counts and the ids of the endpoints whose secret no
+    key decrypts (left as they are)."""
+    endpoints = reencrypted = already_current = 0
+    unreadable: list[str] = []
+    for endpoint_id in list(WebhookEndpoint.objects.order_by("pk").values_list("pk", flat=True)):
+        with transaction.atomic():
+            endpoint = (
+                WebhookEndpoint.objects.select_for_update()
+                .only("pk", "signing_secret")
+                .filter(pk=endpoint_id)
+                .first()
+            )
+            if endpoint is None:  # deleted meanwhile
+                continue
+            endpoints += 1
+            if secrets_at_rest.under_first_key(endpoint.signing_secret):
+                already_current += 1
+                continue
+            try:
+                endpoint.signing_secret = secrets_at_rest.reencrypt(endpoint.signing_secret)
+            except secrets_at_rest.UnreadableSecret:
+                unreadable.append(str(endpoint_id))
+                continue
+            endpoint.save(update_fields=["signing_secret"])
+            reencrypted += 1
+    return {
+        "endpoints": endpoints,
+        "reencrypted": reencrypted,
+        "already_current": already_current,
+        "unreadable": unreadable,
+    }
 
 
 def endpoint_update(
@@ -637,8 +675,9 @@ class _Claim:
     delivery_id: UUID
     attempt_id: int
     number: int
+    endpoint_id: UUID
     url: str
-    secret: str
+    secret: str | None  # decrypted; None: no key of WEBHOOK_SECRETS_KEYS opens it (never sent)
     body: bytes
     event_id: UUID
     event_type: str
@@ -684,7 +723,7 @@ WITH target AS (
     FROM claimed c JOIN webhooks_webhookendpoint e ON e.id = c.endpoint_id
     RETURNING id, delivery_id
 )
-SELECT c.id, a.id, c.attempts, e.url, e.signing_secret, ev.body,
+SELECT c.id, a.id, c.attempts, e.id, e.url, e.signing_secret, ev.body,
        CASE WHEN ev.body = '' THEN ev.payload END, ev.id, ev.event_type, {more}
 FROM claimed c
 JOIN attempt a ON a.delivery_id = c.id
@@ -740,20 +779,30 @@ LEFT JOIN moved m ON m.id = o.delivery_id
 
 
 def _claim_from_row(row: tuple) -> _Claim:
-    claimed_id, attempt_id, number, url, secret, body, payload, event_id, event_type, more = row
+    claimed_id, attempt_id, number, endpoint_id, url, stored_secret = row[:6]
+    body, payload, event_id, event_type, more = row[6:]
     if not body:  # an event stored before bodies were kept: its payload, serialized
         body = _serialize(payload if isinstance(payload, dict) else json.loads(payload))
     return _Claim(
         delivery_id=claimed_id,
         attempt_id=attempt_id,
         number=number,
+        endpoint_id=endpoint_id,
         url=url,
-        secret=secret,
+        secret=_signing_secret(stored_secret),
         body=body.encode("utf-8"),
         event_id=event_id,
         event_type=event_type,
         due_behind=more,
     )
+
+
+def _signing_secret(stored: str) -> str | None:
+    """The endpoint's signing secret in clear, or None when no key decrypts it."""
+    try:
+        return secrets_at_rest.decrypt(stored)
+    except secrets_at_rest.UnreadableSecret:
+        return None
 
 
 def _lease_end(now: datetime) -> datetime:
@@ -829,8 +878,9 @@ def _delivery_claim(*, delivery_id: UUID, now: datetime) -> _Claim | None:
             delivery_id=delivery.id,
             attempt_id=attempt.id,
             number=number,
+            endpoint_id=endpoint.id,
             url=endpoint.url,
-            secret=endpoint.signing_secret,
+            secret=_signing_secret(endpoint.signing_secret),
             body=(event.body or _serialize(event.payload)).encode("utf-8"),
             event_id=event.id,
             event_type=event.event_type,
@@ -1017,6 +1067,46 @@ def _deliveries_give_back(claims: list[_Claim], *, now: datetime) -> None:
         )
 
 
+# A delivery whose endpoint's signing secret no key of WEBHOOK_SECRETS_KEYS decrypts (a key
+# missing from the setting, a corrupt value) is never sent: it waits, pending, and is tried again
+# after this long, until the keys are fixed. Cowry's fault, not the receiver's: no attempt is
+# counted (the delivery never fails for it) or logged (it never counts toward disabling the
+# endpoint).
+UNREADABLE_SECRET_RETRY_SECONDS = 60
+UNREADABLE_SECRET_ERROR = (
+    "Not sent: Cowry could not decrypt this endpoint's signing secret (a problem on Cowry's"
+    " side); retried every minute, it is sent once it can be signed."
+)
+
+
+def _deliveries_hold(claims: list[_Claim], *, now: datetime) -> None:
+    """Claimed deliveries whose signing secret cannot be decrypted: not sent, their attempt
+    neither counted nor logged, pending again after UNREADABLE_SECRET_RETRY_SECONDS with the
+    reason as their last error; each is logged as an error (ids only, never the secret)."""
+    retry_at = now + timedelta(seconds=UNREADABLE_SECRET_RETRY_SECONDS)
+    with transaction.atomic():
+        for claim in claims:
+            held = Delivery.objects.filter(
+                pk=claim.delivery_id, status=DeliveryStatus.DELIVERING, attempts=claim.number
+            ).update(
+                status=DeliveryStatus.PENDING,
+                attempts=claim.number - 1,
+                next_attempt_at=retry_at,
+                last_error=UNREADABLE_SECRET_ERROR,
+                updated_at=now,
+            )
+            if held:
+                DeliveryAttempt.objects.filter(pk=claim.attempt_id).delete()
+    for claim in claims:
+        logger.error(
+            "Webhook delivery %s not sent: the signing secret of endpoint %s cannot be decrypted"
+            " with any key of WEBHOOK_SECRETS_KEYS; retried in %d s",
+            claim.delivery_id,
+            claim.endpoint_id,
+            UNREADABLE_SECRET_RETRY_SECONDS,
+        )
+
+
 def _delivery_record(*, claim: _Claim, outcome: _Outcome, now: datetime) -> str:
     """Record the attempt sent at `now` and move the delivery on; returns its status."""
     return _deliveries_record([(claim, outcome, now)])[claim.delivery_id]
@@ -1050,6 +1140,9 @@ def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> str |
     now = now or timezone.now()
     claim = _delivery_claim(delivery_id=delivery_id, now=now)
     if claim is None:
+        return None
+    if claim.secret is None:
+        _deliveries_hold([claim], now=now)
         return None
     outcome = _post(claim=claim, now=now)
     return _delivery_record(claim=claim, outcome=outcome, now=now)
@@ -1085,17 +1178,23 @@ def deliveries_send(
 
     def send(claims: list[_Claim]) -> None:
         nonlocal made
-        attempts, given_back = [], []
+        attempts, given_back, unreadable = [], [], []
         claimed_at = time.monotonic()
         for claim in claims:
+            if claim.secret is None:
+                unreadable.append(claim)
+                continue
             if attempts and time.monotonic() - claimed_at > CLAIM_FRESH_SECONDS:
                 given_back.append(claim)  # its endpoint was read too long ago
                 continue
             sent_at = timezone.now()
             attempts.append((claim, _post(claim=claim, now=sent_at), sent_at))
+        if unreadable:
+            _deliveries_hold(unreadable, now=timezone.now())
         if given_back:  # first: a crash before the record then loses no unsent attempt
             _deliveries_give_back(given_back, now=timezone.now())
-        _deliveries_record(attempts)
+        if attempts:
+            _deliveries_record(attempts)
         made += len(attempts)
         if given_back:
             _sender_wake()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 from django.utils import timezone
 
-from webhooks import services
+from webhooks import selectors, services
 
 
 @dataclass
@@ -118,6 +118,11 @@ def webhook_settings(settings):
     settings.WEBHOOK_TIMEOUT_SECONDS = 2
     settings.WEBHOOK_RETRY_SCHEDULE = [60, 300, 900, 3600, 14400, 43200]
     return settings
+
+
+def signing_secret(endpoint) -> str:
+    """The endpoint's signing secret in clear (it is stored encrypted)."""
+    return selectors.endpoint_signing_secret(endpoint=endpoint)
 
 
 @pytest.fixture

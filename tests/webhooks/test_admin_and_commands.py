@@ -8,7 +8,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from merchants.models import AuditLogEntry
-from tests.webhooks.conftest import record_event
+from tests.webhooks.conftest import record_event, signing_secret
 from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
 from webhooks.verify import verify_signature
 
@@ -52,7 +52,7 @@ def test_resend_from_the_admin_arrives_with_the_same_event_id(
     assert second.headers["X-Cowry-Webhook-Id"] == str(event.pk)
     assert second.body == first.body
     assert verify_signature(
-        payload=second.body, headers=second.headers, secret=endpoint.signing_secret
+        payload=second.body, headers=second.headers, secret=signing_secret(endpoint)
     )
     assert Delivery.objects.filter(event=event, status=DeliveryStatus.SUCCEEDED).count() == 2
     entry = AuditLogEntry.objects.get(merchant=merchant, action="event.resent")
@@ -83,7 +83,7 @@ def test_send_test_event_from_the_admin_arrives_signed(
     received = receiver.requests[0]
     assert received.headers["X-Cowry-Event"] == "webhook.test"
     assert verify_signature(
-        payload=received.body, headers=received.headers, secret=endpoint.signing_secret
+        payload=received.body, headers=received.headers, secret=signing_secret(endpoint)
     )
     assert json.loads(received.body)["data"]["type"] == "test"
 
@@ -131,7 +131,8 @@ def test_admin_pages_never_render_the_signing_secret(
     for page in pages:
         response = admin_client.get(page)
         assert response.status_code == 200, page
-        assert endpoint.signing_secret not in response.content.decode(), page
+        assert signing_secret(endpoint) not in response.content.decode(), page
+        assert endpoint.signing_secret not in response.content.decode(), page  # nor as stored
     detail = admin_client.get(f"/admin/webhooks/event/{event.pk}/change/").content.decode()
     assert "answer 200" in detail  # the attempt log is shown inline
 
@@ -157,22 +158,22 @@ def test_event_list_filters_by_merchant_status_and_type(
 def test_rotating_the_secret_in_the_admin_shows_it_once_and_signs_with_it(
     merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
 ):
-    old_secret = endpoint.signing_secret
+    old_secret = signing_secret(endpoint)
     response = admin_client.post(
         "/admin/webhooks/webhookendpoint/",
         {"action": "rotate_signing_secret", "_selected_action": [str(endpoint.pk)]},
         follow=True,
     )
     endpoint.refresh_from_db()
-    assert endpoint.signing_secret != old_secret
-    assert endpoint.signing_secret in response.content.decode()
+    assert signing_secret(endpoint) != old_secret
+    assert signing_secret(endpoint) in response.content.decode()
     page = admin_client.get(f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/")
-    assert endpoint.signing_secret not in page.content.decode()
+    assert signing_secret(endpoint) not in page.content.decode()
 
     with django_capture_on_commit_callbacks(execute=True):
         _record(merchant)
     received = receiver.requests[-1]
-    secret = endpoint.signing_secret
+    secret = signing_secret(endpoint)
     assert verify_signature(payload=received.body, headers=received.headers, secret=secret)
     assert not verify_signature(payload=received.body, headers=received.headers, secret=old_secret)
 
@@ -197,7 +198,7 @@ def test_admin_add_endpoint_refuses_http_and_shows_the_secret_once(
     endpoint = WebhookEndpoint.objects.get(merchant=merchant)
     assert endpoint.url == "https://hooks.example.com/cowry"
     assert endpoint.enabled
-    assert endpoint.signing_secret in response.content.decode()
+    assert signing_secret(endpoint) in response.content.decode()
 
 
 # set_webhook / deliver_webhooks ----------------------------------------------------------
@@ -210,7 +211,7 @@ def test_set_webhook_prints_url_and_a_generated_secret(merchant, settings):
     assert data["signing_secret"].startswith("whsec_")
     assert len(data["signing_secret"]) >= 40
     endpoint = WebhookEndpoint.objects.get(merchant=merchant)
-    assert endpoint.signing_secret == data["signing_secret"]
+    assert signing_secret(endpoint) == data["signing_secret"]
     assert endpoint.enabled
 
     again = _run("set_webhook", str(merchant.pk), "https://hooks.example.com/v2")
@@ -228,7 +229,7 @@ def test_set_webhook_uses_the_given_secret(merchant):
 def test_set_webhook_human_output(merchant):
     out = StringIO()
     call_command("set_webhook", str(merchant.pk), "https://hooks.example.com/x", stdout=out)
-    secret = WebhookEndpoint.objects.get(merchant=merchant).signing_secret
+    secret = signing_secret(WebhookEndpoint.objects.get(merchant=merchant))
     assert "https://hooks.example.com/x" in out.getvalue()
     assert secret in out.getvalue()
 

@@ -1,0 +1,45 @@
+"""Encrypt the signing secrets stored in clear (webhooks.secrets_at_rest, WEBHOOK_SECRETS_KEYS);
+backwards, decrypt them again."""
+
+from django.db import migrations
+
+from webhooks import secrets_at_rest
+
+
+def encrypt_plaintext_secrets(apps, schema_editor) -> int:
+    """Encrypt every secret still in clear under the first key; returns how many. A value some
+    key already decrypts is left alone, so a second run changes nothing."""
+    WebhookEndpoint = apps.get_model("webhooks", "WebhookEndpoint")
+    encrypted = 0
+    for pk, stored in WebhookEndpoint.objects.values_list("pk", "signing_secret").iterator():
+        if secrets_at_rest.readable(stored):
+            continue
+        WebhookEndpoint.objects.filter(pk=pk).update(
+            signing_secret=secrets_at_rest.encrypt(stored)
+        )
+        encrypted += 1
+    return encrypted
+
+
+def decrypt_secrets(apps, schema_editor) -> int:
+    """Put every secret back in clear (the keys must open them all: an unreadable one stops
+    the migration); returns how many."""
+    WebhookEndpoint = apps.get_model("webhooks", "WebhookEndpoint")
+    decrypted = 0
+    for pk, stored in WebhookEndpoint.objects.values_list("pk", "signing_secret").iterator():
+        WebhookEndpoint.objects.filter(pk=pk).update(
+            signing_secret=secrets_at_rest.decrypt(stored)
+        )
+        decrypted += 1
+    return decrypted
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('webhooks', '0005_signing_secret_encrypted_width'),
+    ]
+
+    operations = [
+        migrations.RunPython(encrypt_plaintext_secrets, decrypt_secrets, elidable=False),
+    ]

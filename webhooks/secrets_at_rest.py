@@ -1,0 +1,76 @@
+"""Webhook signing secrets encrypted at rest.
+
+The signer needs each secret back to compute its HMAC, so it cannot be hashed like an API
+secret; it is stored as a Fernet token (AES-128-CBC and HMAC-SHA256, from `cryptography`), so a
+copy of the database alone does not let anyone forge Cowry webhooks. `WEBHOOK_SECRETS_KEYS` is
+a list of Fernet keys: the first encrypts, every one decrypts (MultiFernet). A key is rotated
+by putting a new key first, running `reencrypt_webhook_secrets`, then removing the old key.
+
+A token none of the keys opens (a key missing from the setting, a corrupt value) raises
+UnreadableSecret: nothing is ever signed with anything but the secret the merchant was given.
+"""
+
+from functools import lru_cache
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+
+class UnreadableSecret(Exception):
+    """A stored signing secret that no key of WEBHOOK_SECRETS_KEYS decrypts."""
+
+
+@lru_cache(maxsize=8)
+def _fernets(keys: tuple[str, ...]) -> tuple[MultiFernet, Fernet]:
+    """Every key (decrypts) and the first (encrypts), built once per setting value."""
+    if not keys:
+        raise ImproperlyConfigured("WEBHOOK_SECRETS_KEYS is empty.")
+    try:
+        each = [Fernet(key) for key in keys]
+    except ValueError:
+        raise ImproperlyConfigured(
+            "WEBHOOK_SECRETS_KEYS holds a value that is not a Fernet key"
+            " (32 url-safe base64-encoded bytes)."
+        ) from None
+    return MultiFernet(each), each[0]
+
+
+def _keys() -> tuple[MultiFernet, Fernet]:
+    return _fernets(tuple(settings.WEBHOOK_SECRETS_KEYS))
+
+
+def encrypt(secret: str) -> str:
+    """The value to store for `secret`: a Fernet token under the first key."""
+    return _keys()[1].encrypt(secret.encode("utf-8")).decode("ascii")
+
+
+def decrypt(stored: str) -> str:
+    """The secret `stored` holds; UnreadableSecret when no key opens it."""
+    try:
+        return _keys()[0].decrypt(stored.encode("ascii")).decode("utf-8")
+    except (InvalidToken, UnicodeError):
+        raise UnreadableSecret("No key of WEBHOOK_SECRETS_KEYS decrypts this secret.") from None
+
+
+def readable(stored: str) -> bool:
+    """Whether `stored` is a token some key opens (false for a secret still in clear)."""
+    try:
+        decrypt(stored)
+    except UnreadableSecret:
+        return False
+    return True
+
+
+def under_first_key(stored: str) -> bool:
+    """Whether `stored` is already encrypted with the first (current) key."""
+    try:
+        _keys()[1].decrypt(stored.encode("ascii"))
+    except (InvalidToken, UnicodeError):
+        return False
+    return True
+
+
+def reencrypt(stored: str) -> str:
+    """`stored`, encrypted afresh under the first key; UnreadableSecret when no key opens it."""
+    return encrypt(decrypt(stored))
