@@ -253,7 +253,11 @@ class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
     actions = ["mark_resolved", "apply_provider_completion"]
 
     @admin.action(
-        description="Mark resolved (reconciled with the provider)", permissions=["support"]
+        description=(
+            "Mark resolved (reconciled by hand; a transfer disbursement reported paid: the"
+            " provider confirmed it did not pay, so it can be relaunched)"
+        ),
+        permissions=["support"],
     )
     def mark_resolved(self, request, queryset) -> None:
         now = timezone.now()
