@@ -73,6 +73,9 @@ class CowryAutoSchema(AutoSchema):
 def meta_is_optional(result, generator, request, public):
     """`_meta` only appears on the answers of idempotent POSTs, never on GETs."""
     for component in result.get("components", {}).get("schemas", {}).values():
+        meta = component.get("properties", {}).get("_meta")
+        if meta is not None:
+            meta.pop("title", None)  # drf-spectacular's label of "_meta" is " meta"
         required = component.get("required")
         if required and "_meta" in required:
             required.remove("_meta")

@@ -157,7 +157,6 @@ SPECTACULAR_SETTINGS = {
         "config.schema.meta_is_optional",
         "config.schema.spec_component_names",
     ],
-    "SECURITY": [{"ApiKey": [], "ApiSecret": []}],
     "DISABLE_ERRORS_AND_WARNINGS": False,
 }
 

@@ -166,3 +166,17 @@ def _all_refs(node):
     elif isinstance(node, list):
         for item in node:
             yield from _all_refs(item)
+
+
+def test_schema_operations_name_the_api_key_pair_once(schema):
+    """Both headers together, stated once per operation (not the same requirement twice)."""
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            assert operation["security"] == [{"ApiKey": [], "ApiSecret": []}], (method, path)
+
+
+def test_schema_meta_is_optional_and_untitled(schema):
+    for name, component in schema["components"]["schemas"].items():
+        if "_meta" in component.get("properties", {}):
+            assert "_meta" not in component.get("required", []), name
+            assert "title" not in component["properties"]["_meta"], name
