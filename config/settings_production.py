@@ -7,6 +7,7 @@ must come from the environment (no development fallback here);
 TLS is terminated by the load balancer, which sets X-Forwarded-Proto.
 """
 
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings import *  # noqa: F403
@@ -29,6 +30,14 @@ if not WEBHOOK_SECRETS_KEYS or DEV_WEBHOOK_SECRETS_KEY in WEBHOOK_SECRETS_KEYS: 
         " encrypting (not the development key); make one with: python -c 'from"
         " cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
     )
+for _key in WEBHOOK_SECRETS_KEYS:  # a typo would only surface at the first delivery or write
+    try:
+        Fernet(_key)
+    except ValueError:
+        raise ImproperlyConfigured(
+            "WEBHOOK_SECRETS_KEYS holds a value that is not a Fernet key (32 url-safe"
+            " base64-encoded bytes)."
+        ) from None
 
 # The embedded defaults of `make run` (SQLite, a filesystem broker, a per-process cache) would
 # start, and quietly break the guarantees that need shared state: row locks, a broker every

@@ -412,6 +412,22 @@ def test_production_settings_refuse_to_start_without_a_real_webhook_secrets_key(
     assert "ImproperlyConfigured: Set WEBHOOK_SECRETS_KEYS" in started.stderr
 
 
+@pytest.mark.parametrize(
+    "keys",
+    ["not-a-fernet-key", f"{NEW_KEY},{OLD_KEY[:-2]}"],
+    ids=["not a key", "a truncated old key after a real one"],
+)
+def test_production_settings_refuse_to_start_with_a_value_that_is_not_a_fernet_key(keys):
+    # Started, every claimed delivery would stay `delivering` with an attempt spent and every
+    # endpoint write would be a 500: the first use of the keys raises, not the start.
+    started = _import_production_settings(WEBHOOK_SECRETS_KEYS=keys)
+
+    assert started.returncode != 0
+    assert "ImproperlyConfigured: WEBHOOK_SECRETS_KEYS" in started.stderr
+    assert "not a Fernet key" in started.stderr
+    assert keys.split(",")[-1] not in started.stderr  # a key is never printed
+
+
 def test_production_settings_start_with_real_keys():
     started = _import_production_settings(WEBHOOK_SECRETS_KEYS=f"{NEW_KEY},{OLD_KEY}")
 
