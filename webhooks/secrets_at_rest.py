@@ -71,6 +71,17 @@ def under_first_key(stored: str) -> bool:
     return True
 
 
+# Every Fernet token starts with these characters (the version byte 0x80, then the high bytes of
+# a 64-bit timestamp, zero until 2106), a damaged one too.
+FERNET_PREFIX = "gAAAAA"
+
+
+def in_clear(stored: str) -> bool:
+    """Whether `stored` is a secret in clear (written by code older than the encryption), not a
+    token (possibly damaged, or under a key no longer listed)."""
+    return not stored.startswith(FERNET_PREFIX)
+
+
 def reencrypt(stored: str) -> str:
     """`stored`, encrypted afresh under the first key; UnreadableSecret when no key opens it."""
     return encrypt(decrypt(stored))

@@ -297,8 +297,9 @@ def endpoint_secrets_reencrypt() -> dict[str, Any]:
     (the `reencrypt_webhook_secrets` command, after a new key was put first), so the old keys
     can then be removed. Each endpoint under its row lock, in a transaction of its own; one
     already under the first key is left alone, so a second run changes nothing. The secrets
-    themselves do not change. Returns the counts and the ids of the endpoints whose secret no
-    key decrypts (left as they are)."""
+    themselves do not change; one still in clear (set by a process on the code before the
+    encryption, after the migration ran) is encrypted. Returns the counts and the ids of the
+    endpoints whose secret no key decrypts (left as they are)."""
     endpoints = reencrypted = already_current = 0
     unreadable: list[str] = []
     for endpoint_id in list(WebhookEndpoint.objects.order_by("pk").values_list("pk", flat=True)):
@@ -318,8 +319,11 @@ def endpoint_secrets_reencrypt() -> dict[str, Any]:
             try:
                 endpoint.signing_secret = secrets_at_rest.reencrypt(endpoint.signing_secret)
             except secrets_at_rest.UnreadableSecret:
-                unreadable.append(str(endpoint_id))
-                continue
+                if not secrets_at_rest.in_clear(endpoint.signing_secret):
+                    unreadable.append(str(endpoint_id))
+                    continue
+                # set by a process still on the code before the encryption, after 0006 ran
+                endpoint.signing_secret = secrets_at_rest.encrypt(endpoint.signing_secret)
             endpoint.save(update_fields=["signing_secret"])
             reencrypted += 1
     return {

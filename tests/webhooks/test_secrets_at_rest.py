@@ -357,6 +357,42 @@ def test_reencrypt_names_a_secret_no_key_decrypts_and_exits_non_zero(merchant, s
     assert stored_secret(lost.pk) == before
 
 
+def test_reencrypt_encrypts_a_secret_left_in_clear_by_code_older_than_the_migration(
+    merchant, receiver, webhook_settings, django_capture_on_commit_callbacks
+):
+    """Migrations run before the processes restart: a web process still on the old code that
+    sets a secret after 0006 ran stores it in clear. Its deliveries wait (no key opens it);
+    reencrypt_webhook_secrets encrypts it, and they go out signed with it, nothing for the
+    merchant to change."""
+    webhook_settings.WEBHOOK_SECRETS_KEYS = [NEW_KEY]
+    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    corrupt, _ = services.endpoint_add(
+        merchant=merchant, url="https://hooks.example.com/b", now=timezone.now()
+    )
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(signing_secret=GIVEN_SECRET)
+    broken = stored_secret(corrupt.pk)[:-8]  # a damaged token is never taken for a secret
+    WebhookEndpoint.objects.filter(pk=corrupt.pk).update(signing_secret=broken)
+    event = record_event(merchant, "payout.completed")
+    assert services.deliveries_send_due(now=timezone.now()) == 0  # held
+
+    summary, failure = _reencrypt()
+
+    assert summary == {
+        "endpoints": 2,
+        "reencrypted": 1,
+        "already_current": 0,
+        "unreadable": [str(corrupt.pk)],
+    }
+    assert "1 signing secret(s) could not be decrypted" in failure
+    assert_encrypted(stored_secret(endpoint.pk), GIVEN_SECRET, key=NEW_KEY)
+    assert stored_secret(corrupt.pk) == broken
+    later = timezone.now() + timedelta(minutes=2)
+    assert services.deliveries_send_due(now=later) == 1
+    assert_valid_request(
+        receiver.requests[0], secret=GIVEN_SECRET, event=event, now=int(later.timestamp())
+    )
+
+
 def test_reencrypt_human_output(merchant, settings):
     services.endpoint_add(merchant=merchant, url="https://hooks.example.com/a", now=timezone.now())
     out = StringIO()
