@@ -283,6 +283,24 @@ def test_the_data_migration_encrypts_secrets_stored_in_clear_once_and_back(merch
     assert {pk: stored_secret(pk) for pk in clear} == clear
 
 
+def test_the_data_migration_backwards_keeps_a_secret_already_in_clear(merchant, settings):
+    """A deploy rolled back: a process still on the old code stored a secret in clear after
+    the migration ran; going back to 0004 decrypts the rest and keeps it as it is."""
+    settings.WEBHOOK_SECRETS_KEYS = [NEW_KEY]
+    encrypted, secret = services.endpoint_add(
+        merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
+    )
+    in_clear, _ = services.endpoint_add(
+        merchant=merchant, url="https://hooks.example.com/b", now=timezone.now()
+    )
+    WebhookEndpoint.objects.filter(pk=in_clear.pk).update(signing_secret=GIVEN_SECRET)
+
+    assert migration.decrypt_secrets(apps, connection.schema_editor()) == 1
+
+    assert stored_secret(encrypted.pk) == secret
+    assert stored_secret(in_clear.pk) == GIVEN_SECRET
+
+
 # reencrypt_webhook_secrets ---------------------------------------------------------------
 
 

@@ -23,10 +23,13 @@ def encrypt_plaintext_secrets(apps, schema_editor) -> int:
 
 def decrypt_secrets(apps, schema_editor) -> int:
     """Put every secret back in clear (the keys must open them all: an unreadable one stops
-    the migration); returns how many."""
+    the migration); returns how many. One already in clear (set by a process still on the old
+    code after the migration ran, as during a deploy rolled back) stays as it is."""
     WebhookEndpoint = apps.get_model("webhooks", "WebhookEndpoint")
     decrypted = 0
     for pk, stored in WebhookEndpoint.objects.values_list("pk", "signing_secret").iterator():
+        if secrets_at_rest.in_clear(stored):
+            continue
         WebhookEndpoint.objects.filter(pk=pk).update(
             signing_secret=secrets_at_rest.decrypt(stored)
         )
