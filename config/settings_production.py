@@ -44,9 +44,10 @@ for _key in WEBHOOK_SECRETS_KEYS:  # a typo would only surface at the first deli
 # worker reads, and one rate-limit count for every gunicorn worker.
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":  # noqa: F405
     raise ImproperlyConfigured("Set DATABASE_URL to the PostgreSQL database (postgres://...).")
-if not env("REDIS_URL", default="").startswith(("redis://", "rediss://")):
+if not env("REDIS_URL", default="").startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured("Set REDIS_URL to the Redis server (redis://...).")
-if not env("CELERY_BROKER_URL", default="").startswith(("redis://", "rediss://")):
+_REDIS_BROKERS = ("redis://", "rediss://", "redis+socket://", "sentinel://")
+if not env("CELERY_BROKER_URL", default="").startswith(_REDIS_BROKERS):
     raise ImproperlyConfigured("Set CELERY_BROKER_URL to the Redis broker (redis://...).")
 
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).

@@ -32,8 +32,17 @@ def _load_production_settings(**overrides: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_production_settings_start_with_every_required_variable():
-    result = _load_production_settings()
+@pytest.mark.parametrize(
+    "redis",
+    [
+        {},
+        {"REDIS_URL": "unix:///run/redis/redis.sock?db=0"},
+        {"CELERY_BROKER_URL": "sentinel://10.0.0.1:26379;sentinel://10.0.0.2:26379"},
+        {"CELERY_BROKER_URL": "rediss://broker.cowry.internal:6380/1"},
+    ],
+)
+def test_production_settings_start_with_every_required_variable(redis):
+    result = _load_production_settings(**redis)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "started"
 
