@@ -1042,6 +1042,32 @@ def _submission_claim(*, now: datetime, size: int = SUBMITTER_CLAIM_SIZE) -> lis
         return claimed
 
 
+# A claimed payment's provider call starts within milliseconds of its claim, whose time is the
+# call's recorded start (submitted_at) as the timeout sweep reads it. One that would start later
+# (the calls before it in its claim were slow: ten calls in turn, each within the gateway's
+# timeouts, can outlast SUBMISSION_IN_FLIGHT_SECONDS) records its start again first.
+CLAIM_CALL_SLACK_SECONDS = 1.0
+
+
+def _claimed_call_start(payment: Payin | Payout, *, now: datetime) -> bool:
+    """Record `now` as the start of a claimed payment's provider call, only while it still waits
+    for one: pending, without a provider reference, not past its timeout (payout_submit's guard).
+    False when it no longer does (the timeout sweep failed it since the claim, say): no call is
+    made, as the sweep, which fails a payment only while no call has started since it read it,
+    decided without this one."""
+    pending = PayinStatus.PENDING if isinstance(payment, Payin) else PayoutStatus.PENDING
+    started = (
+        type(payment)
+        .objects.filter(
+            pk=payment.pk, status=pending, provider_reference="", provider_timeout_at__gt=now
+        )
+        .update(submitted_at=now)
+    )
+    if started:
+        payment.submitted_at = now
+    return bool(started)
+
+
 def payments_submit_waiting(
     *,
     limit: int = SUBMITTER_BATCH_LIMIT,
@@ -1064,6 +1090,11 @@ def payments_submit_waiting(
         return (now, payments) if payments else None
 
     def submit_one(payment: Payin | Payout, now: datetime) -> None:
+        started = timezone.now()
+        if started - now > timedelta(seconds=CLAIM_CALL_SLACK_SECONDS) and not _claimed_call_start(
+            payment, now=started
+        ):
+            return  # failed by the timeout sweep, answered or past its timeout since the claim
         try:
             if isinstance(payment, Payin):
                 _payin_send(payment, now=now)
