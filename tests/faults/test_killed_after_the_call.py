@@ -1,0 +1,249 @@
+"""A worker SIGKILLed right after the provider took a request (it decided: the payer charged,
+the recipient paid) and before the worker heard the answer: the provider's decision is only
+at the provider. After a restart (and the beat sweeps run by hand when they are next due) the
+same request goes out again under the same reference, and its answer is applied exactly once:
+one outcome, each event once, each journal once, the payout's reservation consumed once.
+
+The kill is made by the worker's own provider gateway (tests.faults.gateways), at that exact
+point of the call, in a real worker process with the test's settings module."""
+
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from config import shared_cache
+from payments import ledger, selectors, services, tasks
+from payments.models import Journal, Payout
+from tests.faults.conftest import WORKER_ENV
+from tests.faults.gateways import CUT_ENV, KILL_ENV, RUN_ENV, requests_key
+from tests.payments.conftest import create_customer, create_quote, fund, payout_body
+from tests.support import MerchantClient
+from tests.transfers import conftest as transfers
+from tests.worker import celery_worker, wait_until
+from transfers.models import Transfer
+from webhooks.models import Event
+
+pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def faulty_provider():
+    """(worker env, the provider's requests so far): env(kill=kinds, cut=kinds) is a worker
+    whose gateway kills it, or cuts its database connection, after the first call of those
+    kinds for each reference."""
+    run = uuid.uuid4().hex
+    client = shared_cache.redis_client()
+
+    def env(*, kill: tuple[str, ...] = (), cut: tuple[str, ...] = ()) -> dict[str, str]:
+        return {
+            **WORKER_ENV,
+            "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings",
+            RUN_ENV: run,
+            KILL_ENV: ",".join(kill),
+            CUT_ENV: ",".join(cut),
+        }
+
+    def requests() -> list[str]:
+        return [item.decode() for item in client.lrange(requests_key(run), 0, -1)]
+
+    yield env, requests
+    client.delete(*client.keys(shared_cache.cache_key(f"faults:{run}:*")))
+
+
+def _killed(worker) -> bool:
+    return worker.poll() is not None
+
+
+def test_worker_killed_after_the_provider_paid_a_payout_pays_it_once(
+    enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver, faulty_provider
+):
+    env, provider_requests = faulty_provider
+    api = MerchantClient(enabled_merchant)
+    webhook_endpoint(enabled_merchant)
+    fund(enabled_merchant, "20000")
+    customer = create_customer(api)
+    quote = create_quote(api, "payout")
+
+    with celery_worker(extra_env=env(kill=("disbursement",))) as worker:
+        response = api.post("/payouts", payout_body(quote, customer))
+        assert response.status_code == 201
+        assert wait_until(lambda: _killed(worker), timeout=60), "the worker was never killed"
+    payout_id = response.json()["id"]
+
+    # The provider paid; we have no answer, no reference: still pending, still reserved.
+    assert provider_requests() == [f"disbursement:{payout_id}"]
+    payout = Payout.objects.get(pk=payout_id)
+    assert (payout.status, payout.provider_reference) == ("pending", "")
+    assert not Event.objects.filter(data_id=payout_id).exists()
+    debit = payout.debit_amount  # 10000 + 1% + 100
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("20000") - debit,
+        debit,
+    )
+
+    with celery_worker(extra_env=env()) as worker:
+        # The sweep of lost submissions, when next due (fail_timed_out_payments' body then).
+        later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
+        assert services.payments_fail_timed_out(now=later) == 0
+        assert services.payments_stale_submissions(now=later) == ([], [uuid.UUID(payout_id)])
+        tasks.submit_payout.delay(payout_id=payout_id)
+        assert wait_until(
+            lambda: Payout.objects.get(pk=payout_id).status == "completed", timeout=60
+        )
+        (event,) = Event.objects.filter(data_id=payout_id)
+        assert wait_until(lambda: str(event.id) in hanging_receiver.webhook_ids(), timeout=60)
+        assert worker.poll() is None
+
+    # The same request again (the provider's idempotency key is our reference): paid once.
+    assert provider_requests() == [f"disbursement:{payout_id}"] * 2
+    assert event.event_type == "payout.completed"
+    kinds = sorted(Journal.objects.filter(resource_id=payout_id).values_list("kind", flat=True))
+    assert kinds == ["payout_completed", "payout_reserved"]
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("20000") - debit,
+        Decimal(0),
+    )
+    assert ledger.ledger_breaches() == []
+    assert set(hanging_receiver.webhook_ids()) == {str(event.id)}
+
+
+def test_worker_killed_after_each_provider_call_of_a_transfer_completes_it_once(
+    enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver, faulty_provider
+):
+    env, provider_requests = faulty_provider
+    api = MerchantClient(enabled_merchant)
+    webhook_endpoint(enabled_merchant)
+    customer = transfers.create_customer(api, **transfers.SENDER_DETAILS)
+    quote = transfers.create_quote(api, customer_id=customer["id"])
+
+    with celery_worker(extra_env=env(kill=("collection", "disbursement"))) as worker:
+        response = api.post("/transfers", transfers.transfer_body(quote, customer))
+        assert response.status_code == 201, response.json()
+        assert wait_until(lambda: _killed(worker), timeout=60), "never killed at the collection"
+    transfer_id = response.json()["id"]
+    transfer = Transfer.objects.get(pk=transfer_id)
+    assert (transfer.status, transfer.collection_reference) == ("collecting", "")
+
+    # The killed task is handed out again (acks late, visibility timeout): the collection is
+    # asked again, completes, and the disbursement's first call kills this worker too.
+    with celery_worker(extra_env=env(kill=("collection", "disbursement"))) as worker:
+        assert wait_until(lambda: _killed(worker), timeout=60), "never killed at the disbursement"
+    transfer = Transfer.objects.get(pk=transfer_id)
+    assert (transfer.status, transfer.disbursement_reference) == ("disbursing", "")
+
+    with celery_worker(extra_env=env()) as worker:
+        assert wait_until(
+            lambda: Transfer.objects.get(pk=transfer_id).status == "completed", timeout=60
+        )
+        events = Event.objects.filter(data_id=transfer_id)
+        ids = {str(event_id) for event_id in events.values_list("id", flat=True)}
+        assert wait_until(lambda: ids <= set(hanging_receiver.webhook_ids()), timeout=60)
+        assert worker.poll() is None
+
+    assert provider_requests() == [
+        f"collection:{transfer_id}",
+        f"collection:{transfer_id}",
+        f"disbursement:{transfer_id}:1",
+        f"disbursement:{transfer_id}:1",
+    ]
+    assert sorted(events.values_list("event_type", flat=True)) == [
+        "transfer.completed",
+        "transfer.payin.completed",
+        "transfer.payout.completed",
+    ]
+    kinds = sorted(Journal.objects.filter(resource_id=transfer_id).values_list("kind", flat=True))
+    assert kinds == ["transfer_collected", "transfer_disbursed", "transfer_settled"]
+    body = api.get(f"/transfers/{transfer_id}").json()
+    assert [h["reason"] for h in body["history"]] == [
+        "created",
+        "collection_submitted",
+        "collection_completed",
+        "disbursement_completed",
+    ]
+    assert ledger.ledger_breaches() == []
+    assert set(hanging_receiver.webhook_ids()) == ids
+
+
+def test_connection_cut_after_the_provider_paid_a_payout_pays_it_once(
+    enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver, faulty_provider
+):
+    """The submitter's database connection is terminated between the provider's payment and
+    the answer's recording: the answer is lost, the worker lives on, and the sweep of lost
+    submissions asks again under the same reference."""
+    env, provider_requests = faulty_provider
+    api = MerchantClient(enabled_merchant)
+    webhook_endpoint(enabled_merchant)
+    fund(enabled_merchant, "20000")
+    customer = create_customer(api)
+    quote = create_quote(api, "payout")
+
+    with celery_worker(extra_env=env(cut=("disbursement",))) as worker:
+        response = api.post("/payouts", payout_body(quote, customer))
+        assert response.status_code == 201
+        payout_id = response.json()["id"]
+        assert wait_until(lambda: provider_requests() == [f"disbursement:{payout_id}"])
+        payout = Payout.objects.get(pk=payout_id)
+        assert (payout.status, payout.provider_reference) == ("pending", "")
+
+        later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
+        assert services.payments_stale_submissions(now=later) == ([], [uuid.UUID(payout_id)])
+        tasks.submit_payout.delay(payout_id=payout_id)
+        assert wait_until(
+            lambda: Payout.objects.get(pk=payout_id).status == "completed", timeout=60
+        )
+        (event,) = Event.objects.filter(data_id=payout_id)
+        assert wait_until(lambda: str(event.id) in hanging_receiver.webhook_ids(), timeout=60)
+        assert worker.poll() is None
+
+    assert provider_requests() == [f"disbursement:{payout_id}"] * 2
+    assert event.event_type == "payout.completed"
+    kinds = sorted(Journal.objects.filter(resource_id=payout_id).values_list("kind", flat=True))
+    assert kinds == ["payout_completed", "payout_reserved"]
+    debit = payout.debit_amount
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("20000") - debit,
+        Decimal(0),
+    )
+    assert ledger.ledger_breaches() == []
+
+
+def test_connection_cut_after_each_provider_call_of_a_transfer_completes_it_once(
+    enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver, faulty_provider
+):
+    """Each leg's task retries a dropped connection: the same request again, its answer
+    applied once."""
+    env, provider_requests = faulty_provider
+    api = MerchantClient(enabled_merchant)
+    webhook_endpoint(enabled_merchant)
+    customer = transfers.create_customer(api, **transfers.SENDER_DETAILS)
+    quote = transfers.create_quote(api, customer_id=customer["id"])
+
+    with celery_worker(extra_env=env(cut=("collection", "disbursement"))) as worker:
+        response = api.post("/transfers", transfers.transfer_body(quote, customer))
+        assert response.status_code == 201, response.json()
+        transfer_id = response.json()["id"]
+        assert wait_until(
+            lambda: Transfer.objects.get(pk=transfer_id).status == "completed", timeout=60
+        )
+        events = Event.objects.filter(data_id=transfer_id)
+        ids = {str(event_id) for event_id in events.values_list("id", flat=True)}
+        assert wait_until(lambda: ids <= set(hanging_receiver.webhook_ids()), timeout=60)
+        assert worker.poll() is None
+
+    assert provider_requests() == [
+        f"collection:{transfer_id}",
+        f"collection:{transfer_id}",
+        f"disbursement:{transfer_id}:1",
+        f"disbursement:{transfer_id}:1",
+    ]
+    assert sorted(events.values_list("event_type", flat=True)) == [
+        "transfer.completed",
+        "transfer.payin.completed",
+        "transfer.payout.completed",
+    ]
+    kinds = sorted(Journal.objects.filter(resource_id=transfer_id).values_list("kind", flat=True))
+    assert kinds == ["transfer_collected", "transfer_disbursed", "transfer_settled"]
+    assert ledger.ledger_breaches() == []
