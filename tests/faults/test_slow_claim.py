@@ -63,7 +63,7 @@ def slow_provider(settings):
     SlowFirstCallGateway.released.set()
 
 
-def _waiting(api, create) -> list[str]:
+def _waiting(create) -> list[str]:
     """Two payments committed while a submitter is "waiting to start": nothing is enqueued for
     them."""
     cache.set(services.SUBMITTER_WAKE_KEY, 1, timeout=60)
@@ -101,7 +101,6 @@ def test_a_payout_failed_by_the_sweep_while_its_claim_waits_is_never_sent(
     customer = create_customer(api)
     fund(enabled_merchant, "100000")
     first, late = _waiting(
-        api,
         lambda: api.post("/payouts", payout_body(create_quote(api, "payout"), customer)).json()[
             "id"
         ],
@@ -140,7 +139,6 @@ def test_a_payin_failed_by_the_sweep_while_its_claim_waits_is_never_collected(
     api = MerchantClient(enabled_merchant)
     customer = create_customer(api)
     first, late = _waiting(
-        api,
         lambda: api.post("/payins", payin_body(create_quote(api, "payin"), customer)).json()["id"],
     )
     Payin.objects.filter(pk=late).update(provider_timeout_at=timezone.now() + timedelta(minutes=1))
