@@ -5,8 +5,8 @@ see the same keys.
 
 A coalesced wake-up: many producers (committed payins, new webhook deliveries), one consumer
 task waiting to start or at work. `wake(key, task)` enqueues the task only when no consumer is:
-the key is set (SET NX) from the enqueue until that consumer, about to stop, clears it (see
-`drain`), or for WAKE_SECONDS if the consumer is lost. A consumer whose claim leaves work
+the key is set (SET NX) from the enqueue until that consumer, about to stop or failing, clears
+it (see `drain`), or for WAKE_SECONDS if its process is lost. A consumer whose claim leaves work
 waiting enqueues one more, so a backlog is drained by every process of the task's queue.
 A consumer running in a worker lingers: when nothing is left it waits a moment for a nudge,
 which a wake that finds the key held leaves, so a steady stream of work costs no task per piece.
@@ -241,8 +241,10 @@ def drain(
     hands the key to a fresh task at its limit); a commit whose wake finds the key clear
     enqueues a consumer of its own. A nudge is left after its commit, so a consumer that takes
     it claims that work; and a claim that said nothing was waiting saw every commit before it,
-    while every later one leaves a nudge. A consumer lost with the key set delays new work by
-    at most WAKE_SECONDS (the key expires), and its sweep catches the rest."""
+    while every later one leaves a nudge. A consumer that fails (an exception: its database
+    connection lost twice, a piece it could not record) clears the key as it stops, so the next
+    commit wakes another; one lost with its process delays new work by at most WAKE_SECONDS
+    (the key expires). What either left unclaimed or unrecorded is for its sweep."""
     claimed = 0
     helped = False
     waiting = True
@@ -250,32 +252,34 @@ def drain(
     if linger and not helper:
         lingers_until = time.monotonic() + LINGER_BUDGET_SECONDS
         wake_hold(key)  # a chain of hand-overs may have outlived the key
-    waited = False
-    while claimed < limit:
-        work = _claim(claim, waited) if waiting else None
-        if work is None:
-            if helper:
-                return claimed
-            wait = min(linger, lingers_until - time.monotonic())
-            if wait > 0:
-                waited = True
-                quiet_since = time.monotonic()
-                if _nudged(key, wait):
-                    if time.monotonic() - quiet_since < gather:  # a stream, not a lone piece
-                        _gather(key, gather)
-                    waiting = True
-                    continue
-            wake_clear(key)
-            work = _claim(claim, waited)
+    try:
+        while claimed < limit:
+            work = _claim(claim) if waiting else None
             if work is None:
-                return claimed
-            wake_hold(key)
-        if not helped and more(work):
-            helped = _enqueue(task, helper=True)
-        claimed += 1
-        waited = False
-        handle(work)
-        waiting = rest(work) or time.monotonic() >= lingers_until
+                if helper:
+                    return claimed
+                wait = min(linger, lingers_until - time.monotonic())
+                if wait > 0:
+                    quiet_since = time.monotonic()
+                    if _nudged(key, wait):
+                        if time.monotonic() - quiet_since < gather:  # a stream, not a lone piece
+                            _gather(key, gather)
+                        waiting = True
+                        continue
+                wake_clear(key)
+                work = _claim(claim)
+                if work is None:
+                    return claimed
+                wake_hold(key)
+            if not helped and more(work):
+                helped = _enqueue(task, helper=True)
+            claimed += 1
+            handle(work)
+            waiting = rest(work) or time.monotonic() >= lingers_until
+    except BaseException:
+        if not helper:  # it stops: the next commit must wake another (a helper holds no key)
+            wake_clear(key)
+        raise
     _enqueue(task, helper=helper)  # the key stays set: the fresh task goes on with the work
     return claimed
 
@@ -291,17 +295,16 @@ def _gather(key: str, seconds: float) -> None:
         client.delete(_nudge_key(key))
 
 
-def _claim(claim: Callable[[], Claimed | None], waited: bool) -> Claimed | None:
-    """`claim()`; after a wait, once more on a new connection if the database connection
-    failed: it may have been closed or killed while this consumer waited (a new task's would
-    be checked first, by CONN_HEALTH_CHECKS; checking before every claim would cost a round
-    trip per piece)."""
+def _claim(claim: Callable[[], Claimed | None]) -> Claimed | None:
+    """`claim()`, once more on a new connection if the database connection failed: it may
+    have been closed or killed (pg_terminate_backend, a failover) while this consumer waited
+    or worked on its last piece. A new task's would be checked first, by CONN_HEALTH_CHECKS;
+    checking before every claim would cost a round trip per piece. A second failure ends the
+    consumer (`drain` then lets its key go)."""
     try:
         return claim()
     except (OperationalError, InterfaceError):
-        if not waited:
-            raise
-        logger.warning("The database connection failed after a wait; claiming on a new one")
+        logger.warning("The database connection failed; claiming on a new one")
         close_old_connections()
         return claim()
 

@@ -10,6 +10,8 @@ import uuid
 
 import pytest
 from django.conf import settings
+from django.db import DatabaseError, OperationalError
+from django.db import connection as db_connection
 
 from config import shared_cache
 
@@ -151,6 +153,88 @@ def test_a_backlog_helper_is_enqueued_as_a_helper(key):
 
     drain(key, task, queue)
     assert (task.enqueued, task.helpers) == (2, 1)
+
+
+def _cut_and_use_the_connection() -> None:
+    """Terminate this thread's PostgreSQL backend (as pg_terminate_backend from elsewhere, or a
+    failover, would), then use the connection: OperationalError."""
+    with db_connection.cursor() as cursor:
+        with contextlib.suppress(DatabaseError):
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        cursor.execute("SELECT 1")
+
+
+class CutQueue(Queue):
+    """A Queue whose claims read the database; the attempts numbered in `cut` find their
+    connection cut."""
+
+    def __init__(self, pieces: list[int], cut: set[int]) -> None:
+        super().__init__(pieces)
+        self.cut = cut
+        self.attempts = 0
+
+    def claim(self) -> tuple[int, bool] | None:
+        self.attempts += 1
+        if self.attempts in self.cut:
+            _cut_and_use_the_connection()
+        with db_connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return super().claim()
+
+
+@pytest.fixture
+def cut_connection(transactional_db):
+    if db_connection.vendor != "postgresql":
+        pytest.skip("cuts a PostgreSQL backend")
+    yield
+    db_connection.close()  # it may be left cut
+
+
+def test_a_claim_cut_right_after_a_piece_is_made_again_and_the_consumer_goes_on(
+    key, cut_connection
+):
+    task, queue = RecordingTask(), CutQueue([1, 2], cut={2})  # the claim after piece 1
+    shared_cache.wake(key, task)
+
+    assert drain(key, task, queue) == [1, 2]
+    produce(key, task, queue, 3)  # it stopped as usual, its key let go
+    assert task.enqueued == 3  # the first, one more for the backlog, and one for piece 3
+
+
+@pytest.mark.parametrize("failure", ["claim-cut-twice", "piece-not-recorded"])
+def test_a_consumer_that_fails_lets_its_key_go_and_the_next_work_wakes_another(
+    key, cut_connection, failure
+):
+    task = RecordingTask()
+    queue = CutQueue([1, 2], cut={2, 3} if failure == "claim-cut-twice" else set())
+
+    def handle(claimed: tuple[int, bool]) -> None:
+        if failure == "piece-not-recorded":
+            _cut_and_use_the_connection()
+
+    shared_cache.wake(key, task)
+    with pytest.raises(OperationalError):
+        drain(key, task, queue, handle=handle)
+    produce(key, task, queue, 3)
+    assert task.enqueued == 3  # the first, one more for the backlog, and one for piece 3
+
+
+def test_a_helper_that_fails_leaves_the_key_to_the_holder(key, cut_connection):
+    task, queue = RecordingTask(), CutQueue([1], cut={1, 2})
+    shared_cache.wake(key, task)
+
+    with pytest.raises(OperationalError):
+        shared_cache.drain(
+            key,
+            task,
+            claim=queue.claim,
+            more=lambda claimed: False,
+            handle=lambda claimed: None,
+            limit=10,
+            helper=True,
+        )
+    produce(key, task, queue, 2)  # still held: the holder claims it
+    assert task.enqueued == 1
 
 
 # A lingering consumer. LINGER is far longer than any of these tests takes when the consumer is

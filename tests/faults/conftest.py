@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -13,6 +14,8 @@ import psycopg
 import pytest
 from django.utils import timezone
 
+from config import shared_cache
+from tests.faults.gateways import CUT_ENV, KILL_ENV, RUN_ENV, requests_key
 from tests.worker import _database_url, wait_until
 from webhooks import services as webhook_services
 
@@ -94,6 +97,30 @@ WORKER_ENV = {
     # A task whose worker was SIGKILLed is handed out again after this, not after an hour.
     "CELERY_VISIBILITY_TIMEOUT_SECONDS": "3",
 }
+
+
+@pytest.fixture
+def faulty_provider():
+    """(worker env, the provider's requests so far): env(kill=kinds, cut=kinds) is a worker
+    whose gateway kills it, or cuts its database connection, after the first call of those
+    kinds for each reference."""
+    run = uuid.uuid4().hex
+    client = shared_cache.redis_client()
+
+    def env(*, kill: tuple[str, ...] = (), cut: tuple[str, ...] = ()) -> dict[str, str]:
+        return {
+            **WORKER_ENV,
+            "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings",
+            RUN_ENV: run,
+            KILL_ENV: ",".join(kill),
+            CUT_ENV: ",".join(cut),
+        }
+
+    def requests() -> list[str]:
+        return [item.decode() for item in client.lrange(requests_key(run), 0, -1)]
+
+    yield env, requests
+    client.delete(*client.keys(shared_cache.cache_key(f"faults:{run}:*")))
 
 
 def free_port() -> int:

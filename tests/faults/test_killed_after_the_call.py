@@ -14,11 +14,8 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from config import shared_cache
 from payments import ledger, selectors, services, tasks
 from payments.models import Journal, Payout
-from tests.faults.conftest import WORKER_ENV
-from tests.faults.gateways import CUT_ENV, KILL_ENV, RUN_ENV, requests_key
 from tests.payments.conftest import create_customer, create_quote, fund, payout_body
 from tests.support import MerchantClient
 from tests.transfers import conftest as transfers
@@ -27,30 +24,6 @@ from transfers.models import Transfer
 from webhooks.models import Event
 
 pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def faulty_provider():
-    """(worker env, the provider's requests so far): env(kill=kinds, cut=kinds) is a worker
-    whose gateway kills it, or cuts its database connection, after the first call of those
-    kinds for each reference."""
-    run = uuid.uuid4().hex
-    client = shared_cache.redis_client()
-
-    def env(*, kill: tuple[str, ...] = (), cut: tuple[str, ...] = ()) -> dict[str, str]:
-        return {
-            **WORKER_ENV,
-            "DJANGO_SETTINGS_MODULE": "tests.faults.worker_settings",
-            RUN_ENV: run,
-            KILL_ENV: ",".join(kill),
-            CUT_ENV: ",".join(cut),
-        }
-
-    def requests() -> list[str]:
-        return [item.decode() for item in client.lrange(requests_key(run), 0, -1)]
-
-    yield env, requests
-    client.delete(*client.keys(shared_cache.cache_key(f"faults:{run}:*")))
 
 
 def _killed(worker) -> bool:
