@@ -41,6 +41,7 @@ class SlowFirstCallGateway(SimulatorGateway):
     requests: list[tuple[str, str]] = []
     arrived = threading.Event()
     released = threading.Event()
+    submitters: list[threading.Thread] = []
 
     def _submit(self, *, kind: str, reference: str, **kwargs):
         cls = SlowFirstCallGateway
@@ -59,8 +60,13 @@ def slow_provider(settings):
     SlowFirstCallGateway.requests = []
     SlowFirstCallGateway.arrived = threading.Event()
     SlowFirstCallGateway.released = threading.Event()
+    SlowFirstCallGateway.submitters = []
     yield SlowFirstCallGateway
     SlowFirstCallGateway.released.set()
+    # A test that failed midway leaves its submitter at work: it must be done before the
+    # database is flushed, or the flush deadlocks with it and the next tests see its rows.
+    for thread in SlowFirstCallGateway.submitters:
+        thread.join(timeout=60)
 
 
 def _waiting(create) -> list[str]:
@@ -80,6 +86,7 @@ def _submitter_stuck_in_the_first_call(slow_provider) -> threading.Thread:
             connection.close()
 
     thread = threading.Thread(target=submitter)
+    slow_provider.submitters.append(thread)
     thread.start()
     assert slow_provider.arrived.wait(timeout=30), "the submitter never called the provider"
     return thread
