@@ -30,6 +30,52 @@ def _killed(worker) -> bool:
     return worker.poll() is not None
 
 
+def _resubmission_due():
+    """When the sweep of lost submissions next runs for a payment submitted now."""
+    return timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
+
+
+def _resubmit_lost_payout(payout_id: str, receiver):
+    """The sweep of lost submissions finds the payout and submits it again (its body when next
+    due); returns its one event, once the payout completed and the receiver got the webhook."""
+    later = _resubmission_due()
+    assert services.payments_stale_submissions(now=later) == ([], [uuid.UUID(payout_id)])
+    tasks.submit_payout.delay(payout_id=payout_id)
+    assert wait_until(lambda: Payout.objects.get(pk=payout_id).status == "completed", timeout=60)
+    (event,) = Event.objects.filter(data_id=payout_id)
+    assert wait_until(lambda: str(event.id) in receiver.webhook_ids(), timeout=60)
+    return event
+
+
+def _assert_payout_paid_once(merchant, payout_id: str, debit, event, provider_requests) -> None:
+    assert provider_requests() == [f"disbursement:{payout_id}"] * 2
+    assert event.event_type == "payout.completed"
+    kinds = sorted(Journal.objects.filter(resource_id=payout_id).values_list("kind", flat=True))
+    assert kinds == ["payout_completed", "payout_reserved"]
+    assert selectors.wallet_balance(merchant=merchant, currency="XOF") == (
+        Decimal("20000") - debit,
+        Decimal(0),
+    )
+    assert ledger.ledger_breaches() == []
+
+
+def _assert_transfer_completed_once(transfer_id: str, events, provider_requests) -> None:
+    """Each leg asked twice under its reference, each event and journal once."""
+    assert provider_requests() == [
+        f"collection:{transfer_id}",
+        f"collection:{transfer_id}",
+        f"disbursement:{transfer_id}:1",
+        f"disbursement:{transfer_id}:1",
+    ]
+    assert sorted(events.values_list("event_type", flat=True)) == [
+        "transfer.completed",
+        "transfer.payin.completed",
+        "transfer.payout.completed",
+    ]
+    kinds = sorted(Journal.objects.filter(resource_id=transfer_id).values_list("kind", flat=True))
+    assert kinds == ["transfer_collected", "transfer_disbursed", "transfer_settled"]
+
+
 def test_worker_killed_after_the_provider_paid_a_payout_pays_it_once(
     enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver, faulty_provider
 ):
@@ -58,28 +104,12 @@ def test_worker_killed_after_the_provider_paid_a_payout_pays_it_once(
     )
 
     with celery_worker(extra_env=env()) as worker:
-        # The sweep of lost submissions, when next due (fail_timed_out_payments' body then).
-        later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
-        assert services.payments_fail_timed_out(now=later) == 0
-        assert services.payments_stale_submissions(now=later) == ([], [uuid.UUID(payout_id)])
-        tasks.submit_payout.delay(payout_id=payout_id)
-        assert wait_until(
-            lambda: Payout.objects.get(pk=payout_id).status == "completed", timeout=60
-        )
-        (event,) = Event.objects.filter(data_id=payout_id)
-        assert wait_until(lambda: str(event.id) in hanging_receiver.webhook_ids(), timeout=60)
+        assert services.payments_fail_timed_out(now=_resubmission_due()) == 0
+        event = _resubmit_lost_payout(payout_id, hanging_receiver)
         assert worker.poll() is None
 
     # The same request again (the provider's idempotency key is our reference): paid once.
-    assert provider_requests() == [f"disbursement:{payout_id}"] * 2
-    assert event.event_type == "payout.completed"
-    kinds = sorted(Journal.objects.filter(resource_id=payout_id).values_list("kind", flat=True))
-    assert kinds == ["payout_completed", "payout_reserved"]
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
-        Decimal("20000") - debit,
-        Decimal(0),
-    )
-    assert ledger.ledger_breaches() == []
+    _assert_payout_paid_once(enabled_merchant, payout_id, debit, event, provider_requests)
     assert set(hanging_receiver.webhook_ids()) == {str(event.id)}
 
 
@@ -116,19 +146,7 @@ def test_worker_killed_after_each_provider_call_of_a_transfer_completes_it_once(
         assert wait_until(lambda: ids <= set(hanging_receiver.webhook_ids()), timeout=60)
         assert worker.poll() is None
 
-    assert provider_requests() == [
-        f"collection:{transfer_id}",
-        f"collection:{transfer_id}",
-        f"disbursement:{transfer_id}:1",
-        f"disbursement:{transfer_id}:1",
-    ]
-    assert sorted(events.values_list("event_type", flat=True)) == [
-        "transfer.completed",
-        "transfer.payin.completed",
-        "transfer.payout.completed",
-    ]
-    kinds = sorted(Journal.objects.filter(resource_id=transfer_id).values_list("kind", flat=True))
-    assert kinds == ["transfer_collected", "transfer_disbursed", "transfer_settled"]
+    _assert_transfer_completed_once(transfer_id, events, provider_requests)
     body = api.get(f"/transfers/{transfer_id}").json()
     assert [h["reason"] for h in body["history"]] == [
         "created",
@@ -161,26 +179,12 @@ def test_connection_cut_after_the_provider_paid_a_payout_pays_it_once(
         payout = Payout.objects.get(pk=payout_id)
         assert (payout.status, payout.provider_reference) == ("pending", "")
 
-        later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
-        assert services.payments_stale_submissions(now=later) == ([], [uuid.UUID(payout_id)])
-        tasks.submit_payout.delay(payout_id=payout_id)
-        assert wait_until(
-            lambda: Payout.objects.get(pk=payout_id).status == "completed", timeout=60
-        )
-        (event,) = Event.objects.filter(data_id=payout_id)
-        assert wait_until(lambda: str(event.id) in hanging_receiver.webhook_ids(), timeout=60)
+        event = _resubmit_lost_payout(payout_id, hanging_receiver)
         assert worker.poll() is None
 
-    assert provider_requests() == [f"disbursement:{payout_id}"] * 2
-    assert event.event_type == "payout.completed"
-    kinds = sorted(Journal.objects.filter(resource_id=payout_id).values_list("kind", flat=True))
-    assert kinds == ["payout_completed", "payout_reserved"]
-    debit = payout.debit_amount
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
-        Decimal("20000") - debit,
-        Decimal(0),
+    _assert_payout_paid_once(
+        enabled_merchant, payout_id, payout.debit_amount, event, provider_requests
     )
-    assert ledger.ledger_breaches() == []
 
 
 def test_connection_cut_after_each_provider_call_of_a_transfer_completes_it_once(
@@ -206,17 +210,5 @@ def test_connection_cut_after_each_provider_call_of_a_transfer_completes_it_once
         assert wait_until(lambda: ids <= set(hanging_receiver.webhook_ids()), timeout=60)
         assert worker.poll() is None
 
-    assert provider_requests() == [
-        f"collection:{transfer_id}",
-        f"collection:{transfer_id}",
-        f"disbursement:{transfer_id}:1",
-        f"disbursement:{transfer_id}:1",
-    ]
-    assert sorted(events.values_list("event_type", flat=True)) == [
-        "transfer.completed",
-        "transfer.payin.completed",
-        "transfer.payout.completed",
-    ]
-    kinds = sorted(Journal.objects.filter(resource_id=transfer_id).values_list("kind", flat=True))
-    assert kinds == ["transfer_collected", "transfer_disbursed", "transfer_settled"]
+    _assert_transfer_completed_once(transfer_id, events, provider_requests)
     assert ledger.ledger_breaches() == []
