@@ -1044,8 +1044,8 @@ CLAIM_FRESH_SECONDS = 2.0
 _GIVE_BACK_SQL = """
 WITH back AS (
     UPDATE webhooks_delivery d
-    SET status = 'pending', attempts = d.attempts - 1, next_attempt_at = %(now)s,
-        updated_at = %(now)s
+    SET status = 'pending', attempts = d.attempts - 1, next_attempt_at = %(due_at)s,
+        last_error = COALESCE(%(last_error)s, d.last_error), updated_at = %(now)s
     FROM unnest(%(ids)s::uuid[], %(numbers)s::integer[]) AS g(id, number)
     WHERE d.id = g.id AND d.status = 'delivering' AND d.attempts = g.number
     RETURNING d.id
@@ -1055,20 +1055,45 @@ WHERE a.id = ANY(%(attempt_ids)s::bigint[]) AND a.delivery_id IN (SELECT id FROM
 """
 
 
-def _deliveries_give_back(claims: list[_Claim], *, now: datetime) -> None:
-    """Claimed deliveries not sent after all: pending and due again, their attempt neither
-    counted nor logged (the next claim reads their endpoint afresh). PostgreSQL only: the only
-    claims of more than one delivery are made there."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _GIVE_BACK_SQL,
-            {
-                "now": now,
-                "ids": [claim.delivery_id for claim in claims],
-                "numbers": [claim.number for claim in claims],
-                "attempt_ids": [claim.attempt_id for claim in claims],
-            },
-        )
+def _deliveries_give_back(
+    claims: list[_Claim],
+    *,
+    now: datetime,
+    due_at: datetime | None = None,
+    last_error: str | None = None,
+) -> None:
+    """Claimed deliveries not sent after all: pending and due again (at `due_at`, else at
+    once), their attempt neither counted nor logged (the next claim reads their endpoint
+    afresh); `last_error`, if given, says why."""
+    due_at = due_at or now
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _GIVE_BACK_SQL,
+                {
+                    "now": now,
+                    "due_at": due_at,
+                    "last_error": last_error,
+                    "ids": [claim.delivery_id for claim in claims],
+                    "numbers": [claim.number for claim in claims],
+                    "attempt_ids": [claim.attempt_id for claim in claims],
+                },
+            )
+        return
+    with transaction.atomic():  # embedded SQLite: one claim at a time
+        for claim in claims:
+            changes = {"last_error": last_error} if last_error is not None else {}
+            back = Delivery.objects.filter(
+                pk=claim.delivery_id, status=DeliveryStatus.DELIVERING, attempts=claim.number
+            ).update(
+                status=DeliveryStatus.PENDING,
+                attempts=claim.number - 1,
+                next_attempt_at=due_at,
+                updated_at=now,
+                **changes,
+            )
+            if back:
+                DeliveryAttempt.objects.filter(pk=claim.attempt_id).delete()
 
 
 # A delivery whose endpoint's signing secret no key of WEBHOOK_SECRETS_KEYS decrypts (a key
@@ -1084,23 +1109,15 @@ UNREADABLE_SECRET_ERROR = (
 
 
 def _deliveries_hold(claims: list[_Claim], *, now: datetime) -> None:
-    """Claimed deliveries whose signing secret cannot be decrypted: not sent, their attempt
-    neither counted nor logged, pending again after UNREADABLE_SECRET_RETRY_SECONDS with the
-    reason as their last error; each is logged as an error (ids only, never the secret)."""
-    retry_at = now + timedelta(seconds=UNREADABLE_SECRET_RETRY_SECONDS)
-    with transaction.atomic():
-        for claim in claims:
-            held = Delivery.objects.filter(
-                pk=claim.delivery_id, status=DeliveryStatus.DELIVERING, attempts=claim.number
-            ).update(
-                status=DeliveryStatus.PENDING,
-                attempts=claim.number - 1,
-                next_attempt_at=retry_at,
-                last_error=UNREADABLE_SECRET_ERROR,
-                updated_at=now,
-            )
-            if held:
-                DeliveryAttempt.objects.filter(pk=claim.attempt_id).delete()
+    """Claimed deliveries whose signing secret cannot be decrypted: given back unsent, due
+    again after UNREADABLE_SECRET_RETRY_SECONDS with the reason as their last error; each is
+    logged as an error (ids only, never the secret)."""
+    _deliveries_give_back(
+        claims,
+        now=now,
+        due_at=now + timedelta(seconds=UNREADABLE_SECRET_RETRY_SECONDS),
+        last_error=UNREADABLE_SECRET_ERROR,
+    )
     for claim in claims:
         logger.error(
             "Webhook delivery %s not sent: the signing secret of endpoint %s cannot be decrypted"
