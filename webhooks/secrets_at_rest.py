@@ -53,15 +53,6 @@ def decrypt(stored: str) -> str:
         raise UnreadableSecret("No key of WEBHOOK_SECRETS_KEYS decrypts this secret.") from None
 
 
-def readable(stored: str) -> bool:
-    """Whether `stored` is a token some key opens (false for a secret still in clear)."""
-    try:
-        decrypt(stored)
-    except UnreadableSecret:
-        return False
-    return True
-
-
 def under_first_key(stored: str) -> bool:
     """Whether `stored` is already encrypted with the first (current) key."""
     try:

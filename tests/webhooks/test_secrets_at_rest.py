@@ -301,6 +301,19 @@ def test_the_data_migration_backwards_keeps_a_secret_already_in_clear(merchant, 
     assert stored_secret(in_clear.pk) == GIVEN_SECRET
 
 
+def test_the_data_migration_leaves_a_token_under_a_key_no_longer_listed(merchant, settings):
+    """Encrypting that token again would make the old token the endpoint's "secret": deliveries
+    signed with it would go out with a wrong signature instead of waiting for the key."""
+    endpoint, _ = services.endpoint_add(
+        merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
+    )
+    token = stored_secret(endpoint.pk)
+    settings.WEBHOOK_SECRETS_KEYS = [NEW_KEY]  # the key of `token` is gone
+
+    assert migration.encrypt_plaintext_secrets(apps, connection.schema_editor()) == 0
+    assert stored_secret(endpoint.pk) == token
+
+
 # reencrypt_webhook_secrets ---------------------------------------------------------------
 
 

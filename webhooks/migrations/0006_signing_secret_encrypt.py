@@ -7,12 +7,13 @@ from webhooks import secrets_at_rest
 
 
 def encrypt_plaintext_secrets(apps, schema_editor) -> int:
-    """Encrypt every secret still in clear under the first key; returns how many. A value some
-    key already decrypts is left alone, so a second run changes nothing."""
+    """Encrypt every secret still in clear under the first key; returns how many. A token is
+    left alone, so a second run changes nothing (and one under a key no longer listed is never
+    encrypted again, which would make its "secret" the old token)."""
     WebhookEndpoint = apps.get_model("webhooks", "WebhookEndpoint")
     encrypted = 0
     for pk, stored in WebhookEndpoint.objects.values_list("pk", "signing_secret").iterator():
-        if secrets_at_rest.readable(stored):
+        if not secrets_at_rest.in_clear(stored):
             continue
         WebhookEndpoint.objects.filter(pk=pk).update(
             signing_secret=secrets_at_rest.encrypt(stored)
