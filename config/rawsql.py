@@ -517,6 +517,10 @@ class _Writes:
             self.guard_params = _insert_params(unless_present, self.guard[3])
         elif only_if is not None:
             self._guard_unchanged(only_if)
+        # a SELECT ... FOR UPDATE every write of the statement depends on (Held.only_while)
+        self.required: str | None = None
+        self.required_params: list[Any] = []
+        self.required_found = True  # False once sent if it read no row
         # (instance, shape, parameters) each
         self.updates: list[tuple[Model, tuple, list[Any]]] = []
         self.increments: list[tuple[Model, tuple, list[Any]]] = []
@@ -571,12 +575,14 @@ class _Writes:
         """Run the statement; False when its guard did not hold (nothing written)."""
         changed = self.updates + self.increments
         params = [
+            *self.required_params,
             *self.guard_params,
             *(param for _, _, part_params in changed for param in part_params),
             *(param for _, _, part_params in self.inserts for param in part_params),
             *(param for part in self.also for param in part.params),
         ]
         shape_key = (
+            self.required,
             self.guard and self.guard[:2],  # the kind and the model or statement
             tuple(shape[0] for _, shape, _ in self.updates),
             tuple(shape[0] for _, shape, _ in self.increments),
@@ -586,6 +592,7 @@ class _Writes:
         sql = _TOGETHER.get(shape_key)
         if sql is None:
             sql = _TOGETHER[shape_key] = _together_sql(
+                self.required,
                 self.guard,
                 [shape for _, shape, _ in changed],
                 [shape for _, shape, _ in self.inserts],
@@ -594,6 +601,10 @@ class _Writes:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             returned = list(cursor.fetchone())
+        if self.required is not None:
+            self.required_found = returned.pop(0) > 0
+            if not self.required_found:
+                return False
         if self.guard is not None:
             if returned.pop(0) != 1:
                 return False
@@ -619,6 +630,7 @@ class Held(_Writes):
     def __init__(self) -> None:
         super().__init__()
         self.refused: Callable[[], Exception] | None = None
+        self.required_refused: Callable[[], Exception] | None = None
         self.after: list[tuple[Callable[[], None], bool]] = []
         self.sent = False  # then nothing more is held: later writes are made at once
 
@@ -633,10 +645,22 @@ class Held(_Writes):
         self._guard_unchanged(guard)
         self.refused = refused
 
+    def only_while(self, sql: str, params: list[Any], refused: Callable[[], Exception]) -> None:
+        """Make every write of the held statement (its guard's included) depend on `sql`, a
+        SELECT ... FOR UPDATE of rows the statement needs as they are (read first, and locked
+        until the statement commits, so no other statement changes them in between): when it
+        reads no row, `send()` writes nothing and raises `refused()` (before the guard's
+        refusal, which then says nothing). Its text must not vary with the values. One per
+        statement."""
+        if self.required is not None:
+            raise ValueError("A held statement has one only_while.")
+        self.required, self.required_params = sql, params
+        self.required_refused = refused
+
     def send(self) -> bool:
         self.sent = True
         if not super().send():
-            raise self.refused()
+            raise (self.refused if self.required_found else self.required_refused)()
         for callback, robust in self.after:  # in autocommit at once: they write at once too
             transaction.on_commit(callback, robust=robust)
         return True
@@ -666,8 +690,8 @@ def holding() -> Iterator[Held | None]:
     response from the instances, whose values are set when the call is made). A write held
     is not in the database until then: no read in between sees it, and its errors (a missing
     row, a broken constraint) are raised by `send()`. A save_together call with a guard is made
-    at once; the held statement itself may get one (`Held.only_if`), and callbacks meant for
-    after its commit are given to `after_write`."""
+    at once; the held statement itself may get one (`Held.only_if`) and a read it depends on
+    (`Held.only_while`), and callbacks meant for after its commit are given to `after_write`."""
     if connection.vendor != "postgresql":
         yield None
         return
@@ -741,6 +765,7 @@ def _cast_type(field: Field) -> str:
 
 
 def _together_sql(
+    required: str | None,
     guard: tuple | None,
     update_shapes: list[tuple],
     insert_shapes: list[tuple],
@@ -748,16 +773,25 @@ def _together_sql(
 ) -> str:
     """save_together's statement. With a guard, every other part is conditional on it: the
     updates by an EXISTS in their WHERE, the inserts as INSERT ... SELECT with the same
-    condition (their values cast to the column types, which a SELECT does not infer)."""
+    condition (their values cast to the column types, which a SELECT does not infer). With a
+    required read (`Held.only_while`), every part, the guard too, is conditional on it."""
     quote = connection.ops.quote_name
-    parts, selected, condition = [], [], ""
+    parts, selected, gates = [], [], []
+    if required is not None:
+        parts.append(f"required AS ({required})")
+        selected.append("(SELECT count(*) FROM required)")
+        gates.append("EXISTS (SELECT 1 FROM required)")
     if guard is not None:
         if guard[0] == "absent":
+            if gates:
+                raise ValueError("An unless_present guard cannot depend on a required read.")
             parts.append(f"g AS ({_if_absent_sql(*guard[1:])} RETURNING 1)")
         else:
-            parts.append(f"g AS ({guard[1]} RETURNING 1)")
+            required_condition = "".join(f" AND {gate}" for gate in gates)
+            parts.append(f"g AS ({guard[1]}{required_condition} RETURNING 1)")
         selected.append("(SELECT count(*) FROM g)")
-        condition = " AND EXISTS (SELECT 1 FROM g)"
+        gates.append("EXISTS (SELECT 1 FROM g)")
+    condition = "".join(f" AND {gate}" for gate in gates)
     updates = [update_sql for update_sql, _, _ in update_shapes]
     for number, update_sql in enumerate(updates):
         parts.append(f"u{number} AS ({update_sql}{condition} RETURNING 1)")
@@ -765,7 +799,7 @@ def _together_sql(
         returned = "1" if generated is None else quote(generated.column)
         if condition:
             casts = ", ".join(f"CAST(%s AS {_cast_type(field)})" for field in fields)
-            values = f"SELECT {casts} WHERE EXISTS (SELECT 1 FROM g)"  # noqa: S608 (model metadata)
+            values = f"SELECT {casts} WHERE {' AND '.join(gates)}"
             head = head.removesuffix("VALUES ")
         else:
             values = placeholders

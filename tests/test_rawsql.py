@@ -519,6 +519,45 @@ def test_holding_sends_the_held_writes_with_the_holders_own_in_one_statement(
         held.send()
 
 
+def test_a_held_statement_only_while_a_row_is_there_writes_nothing_once_it_is_gone(
+    merchant, django_assert_num_queries
+):
+    """`Held.only_while`: every write of the statement, its guard's too, depends on a locked
+    read; when it reads nothing, its refusal is raised (not the guard's, which held)."""
+    from django.db import connection
+
+    from config.rawsql import holding, save_together
+    from payments.models import Journal, Wallet
+
+    if connection.vendor != "postgresql":
+        pytest.skip("writes are held on PostgreSQL only")
+    wallet = Wallet.objects.create(merchant=merchant, currency="XOF")
+    required = "SELECT 1 FROM payments_wallet WHERE id = %s FOR UPDATE"
+
+    class Gone(Exception):
+        pass
+
+    def write(memo: str, wallet_id) -> None:
+        merchant.name = f"renamed {memo}"
+        with holding() as held:
+            held.only_if((merchant, ["name"], {"status": merchant.status}), AssertionError)
+            save_together(inserts=[_journal(merchant, uuid.uuid4(), memo)])
+            held.only_while(required, [wallet_id], Gone)
+            with django_assert_num_queries(1):
+                held.send()
+
+    with pytest.raises(Gone):
+        write("refused", uuid.uuid4())
+    merchant.refresh_from_db()
+    assert merchant.name != "renamed refused"
+    assert not Journal.objects.filter(memo="refused").exists()
+
+    write("written", wallet.pk)
+    merchant.refresh_from_db()
+    assert merchant.name == "renamed written"
+    assert Journal.objects.filter(memo="written").count() == 1
+
+
 def _tag_ride(merchant, tag: str, after=lambda value: None):
     """A ride that claims the Idempotency-Key `tag` (a data-modifying statement, returning the
     record's id or, when the key is held already, nothing)."""
