@@ -7,6 +7,11 @@ for a handler that holds its writes (`held`), in the one statement that writes t
 that holds its writes and opens no transaction has the key claimed in its first read's
 statement instead (still committed before it goes on), and any answer it gives is the one a
 claim made first would have given.
+
+A request completes or releases only the record it claimed (by its id): a request that
+stalled past IDEMPOTENCY_LOCK_TIMEOUT_SECONDS may have had its claim taken over by a retry, and
+the key is then the retry's. Such a request keeps nothing it wrote and answers as the key's
+record says.
 """
 
 import functools
@@ -84,7 +89,10 @@ RETURNING id
 _COMPLETE_SQL = """
 UPDATE merchants_idempotencyrecord
 SET status = %s, response_status = %s, response_body = %s::jsonb
-WHERE merchant_id = %s AND key = %s"""
+WHERE id = %s"""
+# A held statement's writes, the completion's included, are made only while the request's own
+# record is there; locked, it cannot be taken over before the statement commits.
+_OWN_RECORD_SQL = "SELECT 1 FROM merchants_idempotencyrecord WHERE id = %s FOR UPDATE"
 
 
 def _expires_at(now: datetime) -> datetime:
@@ -100,18 +108,19 @@ def _claim_params(
 
 def _insert(
     *, merchant: Merchant, key: str, method: str, path: str, fingerprint: str, now: datetime
-) -> bool:
-    """Insert the in-progress record; False when the key is already held."""
+) -> int | None:
+    """Insert the in-progress record and return its id; None when the key is already held."""
     if connection.vendor == "postgresql":
         params = _claim_params(
             merchant=merchant, key=key, method=method, path=path, fingerprint=fingerprint, now=now
         )
         with connection.cursor() as cursor:
             cursor.execute(_CLAIM_SQL, params)
-            return cursor.fetchone() is not None
+            row = cursor.fetchone()
+            return None if row is None else row[0]
     try:
         with savepoint_if_nested():
-            IdempotencyRecord.objects.create(
+            record = IdempotencyRecord.objects.create(
                 merchant=merchant,
                 key=key,
                 method=method,
@@ -121,9 +130,9 @@ def _insert(
                 locked_at=now,
                 expires_at=_expires_at(now),
             )
-        return True
+        return record.pk
     except IntegrityError:
-        return False
+        return None
 
 
 class _KeyHeld(Exception):
@@ -152,16 +161,19 @@ def _claim_ride(
     return rawsql.Ride(sql=_CLAIM_SQL, params=params, after=after)
 
 
-def _claim(*, merchant: Merchant, key: str, method: str, path: str, fingerprint: str):
-    """Claim the key, or return the record that already holds it."""
+def _claim(
+    *, merchant: Merchant, key: str, method: str, path: str, fingerprint: str
+) -> int | IdempotencyRecord:
+    """Claim the key and return the claimed record's id, or return the record that already
+    holds the key."""
     now = timezone.now()
     stale_before = now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT_SECONDS)
     for _ in range(3):
         claimed = _insert(
             merchant=merchant, key=key, method=method, path=path, fingerprint=fingerprint, now=now
         )
-        if claimed:
-            return None
+        if claimed is not None:
+            return claimed
         existing = IdempotencyRecord.objects.filter(merchant=merchant, key=key).first()
         if existing is None:
             continue  # released in between: try to claim again
@@ -170,44 +182,49 @@ def _claim(*, merchant: Merchant, key: str, method: str, path: str, fingerprint:
             existing.status == IdempotencyStatus.IN_PROGRESS and existing.locked_at < stale_before
         )
         if expired or abandoned:
-            IdempotencyRecord.objects.filter(pk=existing.pk, locked_at=existing.locked_at).delete()
+            # Only as it was read: a stalled request that completed its record meanwhile keeps
+            # it (its resource is committed with it).
+            IdempotencyRecord.objects.filter(
+                pk=existing.pk, locked_at=existing.locked_at, status=existing.status
+            ).delete()
             continue
         return existing
     raise RequestInProgress()
 
 
+class _KeyTakenOver(Exception):
+    """The record this request claimed is gone: its claim was taken over as abandoned, and the
+    key is another request's. Raised before anything of this request is kept."""
+
+
 def _complete(
-    *, merchant: Merchant, key: str, response: Response, body: object, held: rawsql.Held | None
+    *, record_id: int, response: Response, body: object, held: rawsql.Held | None
 ) -> None:
-    """Store the 2xx response, in the handler's transaction; with the handler's `held` writes,
-    in their statement."""
+    """Store the 2xx response in the record this request claimed, in the handler's
+    transaction; with the handler's `held` writes, in their statement, which writes nothing
+    unless that record is still there. _KeyTakenOver when it is not."""
     rendered = JSONRenderer().render(body)
-    if connection.vendor == "postgresql":
-        params = [
-            IdempotencyStatus.COMPLETED,
-            response.status_code,
-            rendered.decode(),
-            merchant.pk,
-            key,
-        ]
-        if held is None:
-            with connection.cursor() as cursor:
-                cursor.execute(_COMPLETE_SQL, params)
-            return
-        held.add(
-            also=[
-                rawsql.Part(
-                    name="completion", sql=_COMPLETE_SQL + "{condition} RETURNING 1", params=params
-                )
-            ]
+    params = [IdempotencyStatus.COMPLETED, response.status_code, rendered.decode(), record_id]
+    if held is not None:  # PostgreSQL
+        held.only_while(_OWN_RECORD_SQL, [record_id], _KeyTakenOver)
+        completion = rawsql.Part(
+            name="completion", sql=_COMPLETE_SQL + "{condition} RETURNING 1", params=params
         )
+        held.add(also=[completion])
         held.send()
         return
-    IdempotencyRecord.objects.filter(merchant=merchant, key=key).update(
-        status=IdempotencyStatus.COMPLETED,
-        response_status=response.status_code,
-        response_body=json.loads(rendered),
-    )
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_COMPLETE_SQL, params)
+            completed = cursor.rowcount
+    else:
+        completed = IdempotencyRecord.objects.filter(pk=record_id).update(
+            status=IdempotencyStatus.COMPLETED,
+            response_status=response.status_code,
+            response_body=json.loads(rendered),
+        )
+    if completed != 1:
+        raise _KeyTakenOver()  # the handler's transaction keeps nothing
 
 
 def run_idempotent(
@@ -266,10 +283,10 @@ def run_idempotent(
             return run(ride=ride, claim=claim)
         except _KeyHeld:  # the handler stopped at its first read
             pass
-    existing = claim()
-    if existing is not None:
-        return _answer_held(existing, key=key, fingerprint=fingerprint)
-    return run()
+    claimed = claim()
+    if isinstance(claimed, IdempotencyRecord):
+        return _answer_held(claimed, key=key, fingerprint=fingerprint)
+    return run(record_id=claimed)
 
 
 def _answer_held(existing: IdempotencyRecord, *, key: str, fingerprint: str) -> Response:
@@ -292,22 +309,23 @@ def _run_claimed(
     fingerprint: str,
     held: bool,
     atomic: bool,
+    record_id: int | None = None,
     ride: rawsql.Ride | None = None,
-    claim: Callable[[], IdempotencyRecord | None] | None = None,
+    claim: Callable[[], int | IdempotencyRecord] | None = None,
 ) -> Response:
-    """The handler under the key, which this request has claimed, or, with `ride`, claims with
-    the handler's first read; when no read took the ride, `claim` claims the key before the
-    handler's answer is given (an error included), as a claim made first would have."""
-    owned = ride is None
+    """The handler under the key, whose record (`record_id`) this request has claimed, or, with
+    `ride`, claims with the handler's first read; when no read took the ride, `claim` claims
+    the key before the handler's answer is given (an error included), as a claim made first
+    would have."""
 
     def own() -> IdempotencyRecord | None:
         """None once this request holds the key; else the record that holds it."""
-        nonlocal owned
-        if not owned and not ride.sent:
-            existing = claim()
-            if existing is not None:
-                return existing
-        owned = True  # claimed here or by the ride (which raised _KeyHeld if it could not)
+        nonlocal record_id
+        if record_id is None:
+            claimed = ride.value if ride.sent else claim()  # a sent ride raised if it failed
+            if isinstance(claimed, IdempotencyRecord):
+                return claimed
+            record_id = claimed
         return None
 
     try:
@@ -327,17 +345,24 @@ def _run_claimed(
             if not 200 <= response.status_code < 300:
                 raise _HandlerDeclined(response)
             body_out = _with_meta(response.data, key=key, replayed=False)
-            _complete(merchant=merchant, key=key, response=response, body=body_out, held=holder)
+            _complete(record_id=record_id, response=response, body=body_out, held=holder)
     except _Answered as answered:  # nothing was written: the held writes were never sent
         return _answer_held(answered.existing, key=key, fingerprint=fingerprint)
+    except _KeyTakenOver:  # nothing was written: rolled back, or the held statement refused
+        existing = IdempotencyRecord.objects.filter(merchant=merchant, key=key).first()
+        if existing is None:  # the request that took it over failed and released it
+            raise RequestInProgress() from None
+        return _answer_held(existing, key=key, fingerprint=fingerprint)
     except _HandlerDeclined as declined:
-        _release(merchant=merchant, key=key, record_id=ride.value if ride else None)
+        _release(record_id)
         return declined.response
     except _KeyHeld:
         raise
     except BaseException:
-        if owned or (ride is not None and ride.sent):
-            _release(merchant=merchant, key=key, record_id=ride.value if ride else None)
+        if record_id is None and ride is not None and ride.sent:
+            record_id = ride.value
+        if record_id is not None:
+            _release(record_id)
         raise
     response.data = body_out  # a replay is this JSON (its keys in jsonb's order, not this one's)
     return response
@@ -355,16 +380,10 @@ class _HandlerDeclined(Exception):
         self.response = response
 
 
-def _release(*, merchant: Merchant, key: str, record_id: int | None = None) -> None:
-    """Free the key this request claimed; with the claimed record's id, that record only (a
-    claim that rode on a read inside a transaction that rolled back left none, and the key may
-    be another request's by now)."""
-    records = IdempotencyRecord.objects.filter(
-        merchant=merchant, key=key, status=IdempotencyStatus.IN_PROGRESS
-    )
-    if record_id is not None:
-        records = records.filter(pk=record_id)
-    records.delete()
+def _release(record_id: int) -> None:
+    """Free the key this request claimed: the record it claimed, only that one (the key may be
+    another request's by now, its claim having been taken over as abandoned)."""
+    IdempotencyRecord.objects.filter(pk=record_id, status=IdempotencyStatus.IN_PROGRESS).delete()
 
 
 def idempotent(

@@ -144,7 +144,7 @@ def test_a_release_by_record_id_leaves_another_requests_claim_alone(api):
     _hold(api, "/payins", {}, "k")
     theirs = IdempotencyRecord.objects.get(key="k")
 
-    idempotency._release(merchant=api.merchant, key="k", record_id=theirs.pk + 1)
+    idempotency._release(theirs.pk + 1)
     assert IdempotencyRecord.objects.filter(pk=theirs.pk).exists()
-    idempotency._release(merchant=api.merchant, key="k", record_id=theirs.pk)
+    idempotency._release(theirs.pk)
     assert not IdempotencyRecord.objects.filter(pk=theirs.pk).exists()
