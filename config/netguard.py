@@ -4,13 +4,19 @@ The check runs when connecting, on every address the name resolves to then, and 
 connects to those very addresses: a hostname that resolves to a public address at validation
 time and to 127.0.0.1 at fetch time (DNS rebinding) is still refused, before any handshake.
 Redirects are never followed by the session or the pool manager made here.
+
+Inside `deadline(seconds)` nothing a request does outlives it: the name lookup, each connect,
+the TLS handshake, sending the request and reading the answer all get only what is left.
 """
 
 import io
 import ipaddress
+import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
 from urllib.parse import urlsplit
@@ -64,13 +70,95 @@ def address_is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
+class NameResolutionTimeout(ConnectTimeoutError):
+    """The host name did not resolve before the deadline."""
+
+
+# Most name lookups one process runs at once, counting those still running after the request
+# that started them gave up at its deadline (getaddrinfo cannot be interrupted). A lookup for a
+# host and port already running is joined rather than started again, so a name whose DNS
+# never answers holds one thread however often it is asked for; once this many are running,
+# a new lookup waits for one to end, and for no longer than its own deadline.
+RESOLVER_THREADS = 8
+
+
+class _Resolver:
+    def __init__(self, threads: int) -> None:
+        self._threads = threads
+        self._forget()
+
+    def _forget(self) -> None:
+        """No lookup running: a forked child (a Celery worker process) has none of its
+        parent's threads, and must not count their lookups as its own for ever."""
+        self._running: dict[tuple[str, int], Future] = {}
+        self._changed = threading.Condition()
+
+    def running(self) -> int:
+        with self._changed:
+            return len(self._running)
+
+    def getaddrinfo(self, host: str, port: int, *, deadline_at: float) -> list:
+        """socket.getaddrinfo(host, port, type=SOCK_STREAM), given no longer than until
+        `deadline_at` (time.monotonic()); raises TimeoutError past it."""
+        key = (host, port)
+        with self._changed:
+            lookup = self._running.get(key)
+            while lookup is None and len(self._running) >= self._threads:
+                left = deadline_at - time.monotonic()
+                if left <= 0 or not self._changed.wait(left):
+                    raise TimeoutError(f"No name lookup of {host} could start before the deadline.")
+                lookup = self._running.get(key)
+            if lookup is None:
+                lookup = self._running[key] = Future()
+                threading.Thread(
+                    target=self._lookup, args=(key, lookup), name="netguard-resolve", daemon=True
+                ).start()
+        left = deadline_at - time.monotonic()
+        try:
+            return lookup.result(timeout=max(left, 0))
+        except TimeoutError:
+            raise TimeoutError(f"The name {host} did not resolve before the deadline.") from None
+
+    def _lookup(self, key: tuple[str, int], lookup: Future) -> None:
+        try:
+            lookup.set_result(socket.getaddrinfo(*key, type=socket.SOCK_STREAM))
+        except BaseException as exc:  # for every request waiting on it, as getaddrinfo raised it
+            lookup.set_exception(exc)
+        finally:
+            with self._changed:
+                del self._running[key]
+                self._changed.notify_all()
+
+
+_RESOLVER = _Resolver(RESOLVER_THREADS)
+os.register_at_fork(after_in_child=lambda: _RESOLVER._forget())
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to, in the resolver's order, looked up within what is left
+    of the deadline (if any). An address literal needs no lookup: it is resolved here."""
+    deadline_at = _DEADLINE.get()
+    if deadline_at is None or _is_ip_literal(host):
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    else:
+        infos = _RESOLVER.getaddrinfo(host, port, deadline_at=deadline_at)
+    return list(dict.fromkeys(sockaddr[0] for *_, sockaddr in infos))
+
+
 def _public_addresses(host: str, port: int) -> list[str]:
     """The addresses to connect to for `host`: every one it resolves to must be public, so no
     handshake is ever made with an internal service (whether one answers would tell a port
     scan). The connection then goes to these very addresses: a second lookup could give
     another answer (DNS rebinding)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    addresses = list(dict.fromkeys(sockaddr[0] for *_, sockaddr in infos))
+    addresses = _resolve(host, port)
     for address in addresses:
         if not address_is_public(address):
             raise OSError(f"{_REFUSED} {address}.")
@@ -133,21 +221,36 @@ class _DeadlineSocket:
     def makefile(self, mode: str = "rb", *args, **kwargs):
         return io.BufferedReader(_DeadlineReader(self._sock, self._deadline_at))
 
+    def sendall(self, data, flags: int = 0) -> None:
+        """Sends `data` whole before the deadline, however slowly the peer reads it."""
+        timeout = self._sock.gettimeout()
+        try:
+            with memoryview(data) as view, view.cast("B") as left_to_send:
+                while left_to_send:
+                    remaining = self._deadline_at - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError("The request was not sent before the deadline.")
+                    self._sock.settimeout(remaining if timeout is None else min(timeout, remaining))
+                    left_to_send = left_to_send[self._sock.send(left_to_send, flags) :]
+        finally:
+            self._sock.settimeout(timeout)
+
     def __getattr__(self, name: str):
         return getattr(self._sock, name)
 
 
 class _Guarded:
     def _new_conn(self) -> socket.socket:
-        if settings.ALLOW_PRIVATE_NETWORK_URLS:
-            return self._connect_within_deadline()
+        lookup = _resolve if settings.ALLOW_PRIVATE_NETWORK_URLS else _public_addresses
         try:
-            addresses = _public_addresses(self._dns_host, self.port)
+            addresses = lookup(self._dns_host, self.port)
         except socket.gaierror as exc:
             raise NameResolutionError(self.host, self, exc) from exc
+        except TimeoutError as exc:
+            raise NameResolutionTimeout(self, str(exc)) from None
         name = self._dns_host
         error: Exception | None = None
-        for address in addresses:  # as socket.create_connection would, but checked ones only
+        for address in addresses:  # as socket.create_connection would, to these very addresses
             self._dns_host = address  # only for the TCP connection; TLS still checks the name
             try:
                 sock = self._connect_within_deadline()
@@ -162,7 +265,9 @@ class _Guarded:
     def _connect_within_deadline(self) -> socket.socket:
         """One connection attempt, given no more than what is left of the deadline (if any):
         a host with many addresses that drop the handshake would otherwise take the connect
-        timeout once per address."""
+        timeout once per address. The socket is left with no more than what is then left of
+        the deadline as its timeout, which bounds the TLS handshake that follows as a whole
+        (the timeout of SSLSocket.do_handshake is the handshake's total duration)."""
         deadline_at = _DEADLINE.get()
         if deadline_at is None:
             return super()._new_conn()
@@ -173,9 +278,32 @@ class _Guarded:
         if configured is None or configured is socket._GLOBAL_DEFAULT_TIMEOUT or configured > left:
             self.timeout = left
         try:
-            return super()._new_conn()
+            sock = super()._new_conn()
         finally:
             self.timeout = configured
+        left = deadline_at - time.monotonic()
+        if left <= 0:
+            sock.close()
+            raise ConnectTimeoutError(self, f"Connection to {self.host} timed out (deadline).")
+        timeout = sock.gettimeout()
+        sock.settimeout(left if timeout is None else min(timeout, left))
+        return sock
+
+    def send(self, data) -> None:
+        """http.client's one way to the socket (the request line, headers and body): each
+        write given only what is left of the deadline, not the whole connect timeout again."""
+        deadline_at = _DEADLINE.get()
+        if deadline_at is None:
+            return super().send(data)
+        if self.sock is None:  # as http.client would (auto_open) before sending
+            self.connect()
+        real = self.sock
+        self.sock = wrapped = _DeadlineSocket(real, deadline_at)
+        try:
+            return super().send(data)
+        finally:
+            if self.sock is wrapped:
+                self.sock = real
 
     def getresponse(self):
         deadline_at = _DEADLINE.get()

@@ -66,3 +66,27 @@ def enabled_merchant(catalog):
 @pytest.fixture
 def enabled_api(enabled_merchant) -> MerchantClient:
     return MerchantClient(enabled_merchant)
+
+
+@pytest.fixture
+def stalled_dns(monkeypatch):
+    """Names given to `stalled_dns.stall(name)` do not resolve until `stalled_dns.release()`."""
+    import socket
+    from functools import partial
+
+    from tests.slow_network import StalledDns
+
+    state = StalledDns()
+    monkeypatch.setattr(socket, "getaddrinfo", partial(state.getaddrinfo, socket.getaddrinfo))
+    yield state
+    state.wait_for_lookups_to_end()
+
+
+@pytest.fixture(params=[False, True], ids=["silent", "dripping"])
+def silent_tls_server(request):
+    """A port that accepts and never completes a TLS handshake: says nothing, or drips it."""
+    from tests.slow_network import SilentTlsServer
+
+    server = SilentTlsServer(drip=request.param)
+    yield server
+    server.close()

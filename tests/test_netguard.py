@@ -8,6 +8,7 @@ import pytest
 import urllib3
 
 from config import netguard
+from tests.slow_network import SilentTlsServer, slow_connect
 
 
 @pytest.fixture
@@ -209,3 +210,113 @@ def test_the_pool_manager_fetches_loopback_when_private_urls_are_allowed(local_s
     response = netguard.guarded_pool_manager().request("GET", local_server, timeout=2)
     assert response.status == 200
     assert response.data == b"hello"
+
+
+# Everything a request does inside netguard.deadline() shares it: the name lookup, the connect,
+# the TLS handshake, sending the request and reading the answer (the webhook attempt's
+# WEBHOOK_TIMEOUT_SECONDS, the KYC fetch's overall limit).
+
+
+def _post_within(seconds: float, url: str, *, body: bytes = b"{}") -> float:
+    """POSTs under a deadline of `seconds` with generous socket timeouts; the time it took."""
+    started = time.monotonic()
+    with netguard.deadline(seconds), pytest.raises(urllib3.exceptions.HTTPError) as failed:
+        netguard.guarded_pool_manager().urlopen(
+            "POST",
+            url,
+            body=body,
+            timeout=urllib3.Timeout(connect=5, read=5),
+            retries=False,
+            redirect=False,
+        )
+    elapsed = time.monotonic() - started
+    assert not netguard.is_refusal(failed.value)
+    return elapsed
+
+
+@pytest.mark.parametrize("private_allowed", [True, False], ids=["private-allowed", "guarded"])
+def test_a_name_that_does_not_resolve_is_given_up_at_the_deadline(
+    settings, stalled_dns, private_allowed
+):
+    settings.ALLOW_PRIVATE_NETWORK_URLS = private_allowed
+    stalled_dns.stall("stalled.example", resolves_to="93.184.216.34")
+    started = time.monotonic()
+    with netguard.deadline(0.5), pytest.raises(urllib3.exceptions.HTTPError) as failed:
+        netguard.guarded_pool_manager().urlopen(
+            "GET", "https://stalled.example/", timeout=5, retries=False
+        )
+
+    assert time.monotonic() - started < 1.2  # not until the resolver answers
+    assert type(failed.value).__name__ == "NameResolutionTimeout"
+    assert "did not resolve before the deadline" in str(failed.value)
+    assert stalled_dns.lookups == ["stalled.example"]
+
+
+def test_lookups_left_running_at_the_deadline_are_shared_by_name_and_capped(
+    settings, stalled_dns, monkeypatch
+):
+    """getaddrinfo cannot be interrupted: a lookup given up at the deadline runs on in its
+    thread. Asking again for the same name joins it, and no more than RESOLVER_THREADS run at
+    once, however many slow names are asked for."""
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+    monkeypatch.setattr(netguard, "_RESOLVER", netguard._Resolver(2))
+
+    def lookup(name: str, within: float = 0.2):
+        with netguard.deadline(within):
+            netguard.guarded_pool_manager().urlopen("GET", f"http://{name}:9/", retries=False)
+
+    def resolver_threads() -> int:
+        return sum(thread.name == "netguard-resolve" for thread in threading.enumerate())
+
+    for name in ["a.stalled.example"] * 3 + ["b.stalled.example"]:
+        stalled_dns.stall(name)
+        with pytest.raises(netguard.NameResolutionTimeout):
+            lookup(name)
+    assert stalled_dns.lookups == ["a.stalled.example", "b.stalled.example"]
+    assert netguard._RESOLVER.running() == 2
+    assert resolver_threads() == 2
+
+    stalled_dns.stall("c.stalled.example")  # no thread free: it waits for one, until its deadline
+    started = time.monotonic()
+    with pytest.raises(netguard.NameResolutionTimeout, match="could start"):
+        lookup("c.stalled.example", within=0.3)
+    assert 0.25 < time.monotonic() - started < 1
+    assert stalled_dns.lookups == ["a.stalled.example", "b.stalled.example"]
+    assert resolver_threads() == 2
+
+    stalled_dns.release()  # the DNS answers at last: the threads end
+    for _ in range(100):
+        if netguard._RESOLVER.running() == 0:
+            break
+        time.sleep(0.02)
+    assert netguard._RESOLVER.running() == 0
+    with pytest.raises(urllib3.exceptions.NewConnectionError):  # resolved; nothing listens on 9
+        lookup("c.stalled.example", within=2)
+
+
+def test_the_tls_handshake_gets_only_what_is_left_of_the_deadline(
+    settings, monkeypatch, silent_tls_server
+):
+    """A connection accepted late, then a handshake the server never finishes (in silence, or
+    a byte at a time, each well within the socket timeout): the two share the deadline."""
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+    slow_connect(monkeypatch, port=silent_tls_server.port, seconds=0.9)
+
+    elapsed = _post_within(1.0, f"https://127.0.0.1:{silent_tls_server.port}/hook")
+
+    assert elapsed < 1.5  # not 0.9 s more
+    assert silent_tls_server.accepted == 1
+
+
+def test_sending_the_request_gets_only_what_is_left_of_the_deadline(settings, monkeypatch):
+    """A connection accepted late by a receiver that never reads the request: sending it gets
+    what is left of the deadline, not the whole connect timeout again."""
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+    server = SilentTlsServer()  # plain http here: it reads a few KiB and then nothing
+    try:
+        slow_connect(monkeypatch, port=server.port, seconds=0.9)
+        elapsed = _post_within(1.0, f"http://127.0.0.1:{server.port}/", body=b"x" * 32_000_000)
+    finally:
+        server.close()
+
+    assert elapsed < 1.5

@@ -956,11 +956,15 @@ def _post(*, claim: _Claim, now: datetime) -> _Outcome:
             error = f"HTTP {status}"
     except urllib3.exceptions.NewConnectionError as exc:  # a TimeoutError subclass in urllib3 2
         error = f"Could not connect: {exc}"[:1000]
-    except urllib3.exceptions.TimeoutError:
+    except netguard.NameResolutionTimeout:
+        error = f"Timed out after {timeout:g} s: the host name did not resolve in time"
+    except urllib3.exceptions.TimeoutError:  # connect, TLS handshake or the answer
         error = f"Timed out after {timeout:g} s"
     except urllib3.exceptions.HTTPError as exc:
         if netguard.is_refusal(exc):
             error = f"Blocked: {netguard.refusal_message(claim.url)}"
+        elif isinstance(exc, urllib3.exceptions.ProtocolError) and _timed_out(exc):
+            error = f"Timed out after {timeout:g} s"  # sending the request
         else:
             error = f"{type(exc).__name__}: {exc}"[:1000]
     duration_ms = int((time.monotonic() - started) * 1000)
@@ -970,6 +974,12 @@ def _post(*, claim: _Claim, now: datetime) -> _Outcome:
         error=_storable(error),
         response_body=_storable(answer),
     )
+
+
+def _timed_out(exc: urllib3.exceptions.ProtocolError) -> bool:
+    """Whether urllib3 reports as a broken connection a socket timeout (the request could not
+    be sent before the deadline: urllib3 calls any OSError while sending "Connection aborted")."""
+    return any(isinstance(arg, TimeoutError) for arg in exc.args)
 
 
 def _storable(text: str) -> str:

@@ -78,13 +78,14 @@ def hanging_receiver() -> Iterator[HangingReceiver]:
 
 @pytest.fixture
 def webhook_endpoint(hanging_receiver, settings):
-    """Returns a function that points a merchant's webhooks at the hanging receiver."""
+    """Returns a function that points a merchant's webhooks at the hanging receiver (or at
+    `url`)."""
     settings.ALLOW_PRIVATE_NETWORK_URLS = True
     settings.WEBHOOK_ALLOW_HTTP = True
 
-    def configure(merchant):
+    def configure(merchant, url: str | None = None):
         endpoint, _secret = webhook_services.endpoint_set(
-            merchant=merchant, url=hanging_receiver.url, now=timezone.now()
+            merchant=merchant, url=url or hanging_receiver.url, now=timezone.now()
         )
         return endpoint
 

@@ -1,10 +1,13 @@
-"""A receiver that hangs: the attempt times out, is recorded, and the retry delivers it."""
+"""A receiver that hangs (or whose name never resolves, or whose TLS handshake never ends): the
+attempt times out, is recorded, and the retry delivers it."""
 
+import time
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from tests.slow_network import slow_connect
 from webhooks import services as webhook_services
 from webhooks.models import Delivery, DeliveryStatus
 
@@ -47,3 +50,92 @@ def test_a_hanging_receiver_times_out_is_recorded_and_is_retried(
     assert delivery.status == DeliveryStatus.SUCCEEDED
     assert delivery.attempts == 2
     assert hanging_receiver.webhook_ids() == [str(event.id)] * 2
+
+
+def _record(merchant, now):
+    event = webhook_services.event_record(
+        merchant_id=merchant.pk,
+        event_type="payin.completed",
+        data_type="payin",
+        data_id=merchant.pk,
+        data_object={"id": str(merchant.pk), "status": "completed"},
+        at=now,
+    )
+    return event, Delivery.objects.get(event=event)
+
+
+def test_a_receiver_whose_name_does_not_resolve_times_out_and_holds_up_no_other_merchant(
+    merchant, other_merchant, webhook_endpoint, hanging_receiver, stalled_dns, settings
+):
+    """A webhook host whose DNS never answers (a hostile or broken name server): the attempt
+    gives up at WEBHOOK_TIMEOUT_SECONDS like one to a hanging receiver, the sender goes on to
+    the next merchant's delivery, and the retry comes on the normal schedule."""
+    settings.WEBHOOK_TIMEOUT_SECONDS = 1
+    stalled_dns.stall("hooks.slow-dns.example")  # then 127.0.0.1: the receiver
+    webhook_endpoint(
+        merchant, url=hanging_receiver.url.replace("127.0.0.1", "hooks.slow-dns.example")
+    )
+    webhook_endpoint(other_merchant)
+    now = timezone.now()
+    event, delivery = _record(merchant, now - timedelta(seconds=1))  # first in line
+    other_event, other_delivery = _record(other_merchant, now)
+
+    started = time.monotonic()
+    assert webhook_services.deliveries_send_due(now=now) == 2
+    assert time.monotonic() - started < 2.5  # not until the name server answers
+
+    other_delivery.refresh_from_db()
+    assert other_delivery.status == DeliveryStatus.SUCCEEDED
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.PENDING
+    assert delivery.attempts == 1
+    assert now + timedelta(seconds=60) < delivery.next_attempt_at < now + timedelta(seconds=120)
+    (attempt,) = delivery.attempt_log.all()
+    assert attempt.response_status is None
+    assert attempt.error == "Timed out after 1 s: the host name did not resolve in time"
+    assert delivery.last_error == attempt.error
+    assert attempt.duration_ms < 1500
+    assert hanging_receiver.webhook_ids() == [str(other_event.id)]
+
+    stalled_dns.release()  # the name server answers again
+    assert webhook_services.deliveries_send_due(now=now + timedelta(seconds=120)) == 1
+
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.SUCCEEDED
+    assert delivery.attempts == 2
+    assert hanging_receiver.webhook_ids() == [str(other_event.id), str(event.id)]
+
+
+def test_a_receiver_whose_tls_handshake_never_ends_times_out_and_is_retried(
+    merchant, webhook_endpoint, silent_tls_server, settings, monkeypatch
+):
+    """A receiver slow to accept the connection, then never finishing the TLS handshake (in
+    silence, or a byte at a time well within the socket timeout): the connect and the handshake
+    share WEBHOOK_TIMEOUT_SECONDS."""
+    settings.WEBHOOK_TIMEOUT_SECONDS = 1
+    slow_connect(monkeypatch, port=silent_tls_server.port, seconds=0.9)
+    webhook_endpoint(merchant, url=f"https://127.0.0.1:{silent_tls_server.port}/hook")
+    now = timezone.now()
+    _event, delivery = _record(merchant, now)
+
+    started = time.monotonic()
+    webhook_services.delivery_attempt(delivery_id=delivery.pk, now=now)
+    assert time.monotonic() - started < 1.5
+
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.PENDING
+    assert delivery.attempts == 1
+    assert now + timedelta(seconds=60) < delivery.next_attempt_at < now + timedelta(seconds=120)
+    (attempt,) = delivery.attempt_log.all()
+    assert (attempt.response_status, attempt.error) == (None, "Timed out after 1 s")
+    assert attempt.duration_ms < 1500
+
+    later = now + timedelta(seconds=120)  # the retry is due, and is made, on the schedule
+    assert webhook_services.deliveries_send_due(now=later) == 1
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.PENDING
+    assert delivery.attempts == 2
+    assert (
+        later + timedelta(seconds=300) < delivery.next_attempt_at < later + timedelta(seconds=360)
+    )
+    assert silent_tls_server.accepted == 2

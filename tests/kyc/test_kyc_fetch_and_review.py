@@ -343,3 +343,21 @@ def test_a_run_failing_to_record_its_result_keeps_none_of_its_files(
     assert KycDocument.objects.get().status == "uploaded"  # nothing recorded: it is retried
     directory = f"kyc/{customer.id}/{doc.id}"
     assert not default_storage.exists(directory) or default_storage.listdir(directory) == ([], [])
+
+
+def test_a_file_host_whose_name_does_not_resolve_fails_at_the_overall_deadline(
+    private_urls_allowed, file_server, customer, submit_and_settle, monkeypatch, stalled_dns
+):
+    # The name lookup shares the fetch's overall limit with everything after it.
+    monkeypatch.setattr(fetching, "TOTAL_DEADLINE_SECONDS", 0.5)
+    stalled_dns.stall("files.slow-dns.example")  # then 127.0.0.1: the file server
+    url = file_server.url("/id.png", host="files.slow-dns.example")
+
+    started = time.monotonic()
+    state = submit_and_settle(customer, [document(url)])
+
+    assert time.monotonic() - started < 2.5  # not until the name server answers
+    [doc] = state["documents"]
+    assert (doc["status"], doc["failure_reason"]) == ("fetch_failed", "front_file_url: timeout")
+    assert stalled_dns.lookups == ["files.slow-dns.example"]
+    assert file_server.requests == []
