@@ -14,12 +14,7 @@ from webhooks.models import Delivery, DeliveryStatus
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 
 
-def test_a_hanging_receiver_times_out_is_recorded_and_is_retried(
-    merchant, webhook_endpoint, hanging_receiver, settings
-):
-    settings.WEBHOOK_TIMEOUT_SECONDS = 1
-    webhook_endpoint(merchant)
-    now = timezone.now()
+def _record(merchant, now):
     event = webhook_services.event_record(
         merchant_id=merchant.pk,
         event_type="payin.completed",
@@ -28,7 +23,16 @@ def test_a_hanging_receiver_times_out_is_recorded_and_is_retried(
         data_object={"id": str(merchant.pk), "status": "completed"},
         at=now,
     )
-    delivery = Delivery.objects.get(event=event)
+    return event, Delivery.objects.get(event=event)
+
+
+def test_a_hanging_receiver_times_out_is_recorded_and_is_retried(
+    merchant, webhook_endpoint, hanging_receiver, settings
+):
+    settings.WEBHOOK_TIMEOUT_SECONDS = 1
+    webhook_endpoint(merchant)
+    now = timezone.now()
+    event, delivery = _record(merchant, now)
     hanging_receiver.hold = True  # the receiver accepts the request and never answers
 
     webhook_services.delivery_attempt(delivery_id=delivery.pk, now=now)
@@ -50,18 +54,6 @@ def test_a_hanging_receiver_times_out_is_recorded_and_is_retried(
     assert delivery.status == DeliveryStatus.SUCCEEDED
     assert delivery.attempts == 2
     assert hanging_receiver.webhook_ids() == [str(event.id)] * 2
-
-
-def _record(merchant, now):
-    event = webhook_services.event_record(
-        merchant_id=merchant.pk,
-        event_type="payin.completed",
-        data_type="payin",
-        data_id=merchant.pk,
-        data_object={"id": str(merchant.pk), "status": "completed"},
-        at=now,
-    )
-    return event, Delivery.objects.get(event=event)
 
 
 def test_a_receiver_whose_name_does_not_resolve_times_out_and_holds_up_no_other_merchant(
