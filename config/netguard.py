@@ -99,7 +99,8 @@ class _Resolver:
 
     def getaddrinfo(self, host: str, port: int, *, deadline_at: float) -> list:
         """socket.getaddrinfo(host, port, type=SOCK_STREAM), given no longer than until
-        `deadline_at` (time.monotonic()); raises TimeoutError past it."""
+        `deadline_at` (time.monotonic()); raises TimeoutError past it, socket.gaierror when no
+        thread can be started for it."""
         key = (host, port)
         with self._changed:
             lookup = self._running.get(key)
@@ -110,9 +111,21 @@ class _Resolver:
                 lookup = self._running.get(key)
             if lookup is None:
                 lookup = self._running[key] = Future()
-                threading.Thread(
-                    target=self._lookup, args=(key, lookup), name="netguard-resolve", daemon=True
-                ).start()
+                try:
+                    threading.Thread(
+                        target=self._lookup,
+                        args=(key, lookup),
+                        name="netguard-resolve",
+                        daemon=True,
+                    ).start()
+                except RuntimeError as exc:  # no thread to be had (a process or memory limit)
+                    # Not left as running: every later lookup of the name would join a lookup
+                    # that never ends, and the slot would be gone for good.
+                    del self._running[key]
+                    self._changed.notify_all()
+                    raise socket.gaierror(
+                        socket.EAI_AGAIN, f"No thread to look up {host}: {exc}"
+                    ) from None
         left = deadline_at - time.monotonic()
         try:
             return lookup.result(timeout=max(left, 0))

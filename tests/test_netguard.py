@@ -320,3 +320,35 @@ def test_sending_the_request_gets_only_what_is_left_of_the_deadline(settings, mo
         server.close()
 
     assert elapsed < 1.5
+
+
+def test_a_lookup_whose_thread_cannot_start_fails_that_request_only(
+    settings, local_server, monkeypatch
+):
+    """No thread to be had (a process or memory limit): the request fails as a name that
+    could not be resolved (an urllib3 error the webhook sender records, not a RuntimeError
+    out of its loop), and the name is not left counted as being looked up: the next request
+    for it resolves it, rather than waiting on a lookup that never started until its
+    deadline, for as long as the process lives."""
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+    monkeypatch.setattr(netguard, "_RESOLVER", netguard._Resolver(2))
+    real_start = threading.Thread.start
+    refused = []
+
+    def start(thread):
+        if thread.name == "netguard-resolve" and not refused:
+            refused.append(thread)
+            raise RuntimeError("can't start new thread")
+        return real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    url = local_server.replace("127.0.0.1", "localhost")
+
+    with netguard.deadline(2), pytest.raises(urllib3.exceptions.NameResolutionError):
+        netguard.guarded_pool_manager().urlopen("GET", url, retries=False)
+    assert refused
+    assert netguard._RESOLVER.running() == 0
+
+    with netguard.deadline(2):
+        response = netguard.guarded_pool_manager().urlopen("GET", url, retries=False)
+    assert (response.status, response.data) == (200, b"hello")
