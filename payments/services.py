@@ -22,7 +22,7 @@ from config.transactions import joined_atomic
 from customers import selectors as customer_selectors
 from customers.models import Customer
 from merchants import services as merchant_services
-from merchants.models import Merchant
+from merchants.models import AuditAction, Merchant
 from payments import ledger, provider
 from payments.models import (
     Journal,
@@ -50,10 +50,17 @@ class InvalidAdjustment(DomainError):
     message = "An adjustment needs a positive amount in a supported currency and a reason."
 
 
-def wallet_credit(
-    *, merchant: Merchant, currency: str, amount: Decimal, reason: str, at: datetime
-) -> Wallet:
-    """A manual, balanced adjustment into the merchant's available balance (ops)."""
+class DiscrepancyNotDebitable(DomainError):
+    status = 409
+    reason = "discrepancy_not_debitable"
+    message = "This discrepancy cannot be settled by a debit of the merchant's wallet."
+
+
+DEBIT_WALLET_ACTOR = "debit_wallet"  # resolved_by of a discrepancy a debit settles
+
+
+def _adjustment_reason(*, currency: str, amount: Decimal, reason: str) -> str:
+    """The reason of a valid manual adjustment of `amount` (positive, whole in the currency)."""
     if currency not in money.CURRENCIES:
         raise InvalidAdjustment(f"Unknown currency {currency!r}.")
     if not isinstance(amount, Decimal) or amount <= 0:
@@ -62,16 +69,122 @@ def wallet_credit(
         raise InvalidAdjustment(f"{amount} is not a whole amount of {currency}.")
     if not reason.strip():
         raise InvalidAdjustment("A reason is required.")
+    return reason.strip()
+
+
+def _adjustment_post(
+    *, merchant: Merchant, currency: str, amount: Decimal, reason: str, at: datetime | None
+) -> Journal:
+    """A balanced adjustment between `adjustments` and the merchant's available balance:
+    `amount` positive credits the wallet, negative debits it (InsufficientBalance, nothing
+    posted, when it is short; the wallet is locked by the posting)."""
+    return ledger.post_journal(
+        merchant_id=merchant.pk,
+        currency=currency,
+        kind="adjustment",
+        resource_type="adjustment",
+        resource_id=uuid.uuid4(),
+        lines=[(ledger.ADJUSTMENTS, -amount), (ledger.MERCHANT_AVAILABLE, amount)],
+        at=at,
+        memo=reason,
+    )
+
+
+def wallet_credit(
+    *, merchant: Merchant, currency: str, amount: Decimal, reason: str, at: datetime
+) -> Wallet:
+    """A manual, balanced adjustment into the merchant's available balance (ops)."""
+    reason = _adjustment_reason(currency=currency, amount=amount, reason=reason)
     with transaction.atomic():
-        ledger.post_journal(
-            merchant_id=merchant.pk,
-            currency=currency,
-            kind="adjustment",
-            resource_type="adjustment",
-            resource_id=uuid.uuid4(),
-            lines=[(ledger.ADJUSTMENTS, -amount), (ledger.MERCHANT_AVAILABLE, amount)],
-            at=at,
-            memo=reason.strip(),
+        _adjustment_post(merchant=merchant, currency=currency, amount=amount, reason=reason, at=at)
+        return Wallet.objects.get(merchant=merchant, currency=currency)
+
+
+def _discrepancy_to_debit(
+    *, merchant: Merchant, currency: str, amount: Decimal, discrepancy_id: UUID
+) -> ProviderDiscrepancy:
+    """The discrepancy a debit settles, locked: an unresolved "completed" answer for one of the
+    merchant's payouts that we failed, in the debit's currency, for no more than the payout
+    took from the wallet (its debit_amount). DiscrepancyNotDebitable otherwise."""
+    refused = DiscrepancyNotDebitable
+    discrepancy = (
+        ProviderDiscrepancy.objects.select_for_update()
+        .filter(pk=discrepancy_id, merchant=merchant)
+        .first()
+    )
+    if discrepancy is None:
+        raise refused(f"The merchant has no provider discrepancy {discrepancy_id}.")
+    if discrepancy.resolved_at is not None:
+        raise refused(
+            f"This discrepancy was already resolved by {discrepancy.resolved_by or 'support'} "
+            f"at {discrepancy.resolved_at.isoformat(timespec='seconds')}."
+        )
+    if discrepancy.resource_type != "payout":
+        raise refused(
+            f"This discrepancy is about a {discrepancy.resource_type.replace('_', ' ')}, not a "
+            "payout: reconcile it by hand, then mark it resolved."
+        )
+    if discrepancy.provider_outcome != provider.COMPLETED:
+        raise refused(
+            f'The provider answered "{discrepancy.provider_outcome}", not "completed": it paid '
+            "nothing to take back."
+        )
+    payout = Payout.objects.filter(pk=discrepancy.resource_id, merchant=merchant).first()
+    if payout is None or payout.status != PayoutStatus.FAILED:
+        raise refused("Only a payout we failed can be taken back; this one is not failed.")
+    if payout.send_currency != currency:
+        raise refused(f"The payout was in {payout.send_currency}, not {currency}.")
+    if amount > payout.debit_amount:
+        raise refused(
+            f"{money.format_amount(amount)} {currency} is more than the payout took from the "
+            f"wallet ({money.format_amount(payout.debit_amount)} {currency})."
+        )
+    return discrepancy
+
+
+def wallet_debit(
+    *,
+    merchant: Merchant,
+    currency: str,
+    amount: Decimal,
+    reason: str,
+    discrepancy_id: UUID | None = None,
+) -> Wallet:
+    """A manual, balanced adjustment out of the merchant's available balance (ops): the mirror
+    of wallet_credit, e.g. to take back a payout the provider paid after we failed it.
+
+    Refused, changing nothing, when the available balance is short (InsufficientBalance: the
+    posting locks the wallet, so a payout reserving the same funds waits, then is checked
+    against what the debit left). With a discrepancy (see _discrepancy_to_debit), it is
+    resolved in the same transaction, so a second debit for it is refused. Audited as
+    "system"; the journal is stamped when the wallet is locked."""
+    reason = _adjustment_reason(currency=currency, amount=amount, reason=reason)
+    with transaction.atomic():
+        discrepancy = None
+        if discrepancy_id is not None:  # locked before the wallet, as a transfer action does
+            discrepancy = _discrepancy_to_debit(
+                merchant=merchant, currency=currency, amount=amount, discrepancy_id=discrepancy_id
+            )
+        journal = _adjustment_post(
+            merchant=merchant, currency=currency, amount=-amount, reason=reason, at=None
+        )
+        if discrepancy is not None:
+            discrepancy.resolved_at = journal.created_at
+            discrepancy.resolved_by = DEBIT_WALLET_ACTOR
+            discrepancy.save(update_fields=["resolved_at", "resolved_by"])
+        merchant_services.audit_record(
+            merchant=merchant,
+            actor=None,
+            action=AuditAction.SUPPORT_ACTION,
+            target=str(discrepancy.resource_id if discrepancy else journal.resource_id),
+            detail={
+                "action": "wallet_debited",
+                "currency": currency,
+                "amount": money.format_amount(amount),
+                "reason": reason,
+                "journal_id": str(journal.id),
+                "discrepancy_id": str(discrepancy.id) if discrepancy else None,
+            },
         )
         return Wallet.objects.get(merchant=merchant, currency=currency)
 

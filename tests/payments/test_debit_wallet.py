@@ -1,0 +1,350 @@
+"""debit_wallet: ops take money back out of a merchant wallet (the mirror of credit_wallet),
+e.g. a payout we failed that the provider paid after all."""
+
+import io
+import json
+import threading
+import time
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection, transaction
+from django.utils import timezone
+
+from merchants.models import AuditLogEntry
+from payments import ledger, provider, services
+from payments.models import Journal, Payout, ProviderDiscrepancy, Wallet
+from tests.payments.conftest import (
+    SILENT_PHONE,
+    SN_PHONE,
+    create_customer,
+    create_quote,
+    fund,
+    payin_body,
+    payout_body,
+)
+from tests.support import MerchantClient
+
+pytestmark = pytest.mark.django_db
+
+
+def _debit(merchant, amount: str, *args: str, currency: str = "XOF") -> dict:
+    out = io.StringIO()
+    call_command(
+        "debit_wallet",
+        str(merchant.id),
+        currency,
+        amount,
+        "--reason",
+        "provider statement 2024-05",
+        *args,
+        "--json",
+        stdout=out,
+    )
+    return json.loads(out.getvalue())
+
+
+def _balances(api, currency: str = "XOF") -> dict:
+    return next(
+        item for item in api.get("/balances").json()["data"] if item["currency"] == currency
+    )
+
+
+def _ledger_clean() -> None:
+    out = io.StringIO()
+    call_command("check_ledger", "--json", stdout=out)
+    assert json.loads(out.getvalue())["ok"] is True
+
+
+def _state(merchant) -> tuple:
+    """What a refused debit must leave as it was."""
+    return (
+        list(Wallet.objects.filter(merchant=merchant).values_list("currency", "available")),
+        Journal.objects.filter(merchant=merchant).count(),
+        AuditLogEntry.objects.filter(merchant=merchant).count(),
+        list(ProviderDiscrepancy.objects.values_list("id", "resolved_at")),
+    )
+
+
+def test_debit_wallet_posts_a_balanced_adjustment_out_of_the_wallet(enabled_api, enabled_merchant):
+    fund(enabled_merchant, "5000")
+
+    assert _debit(enabled_merchant, "1200") == {"currency": "XOF", "available": "3800"}
+
+    assert _balances(enabled_api) == {"currency": "XOF", "available": "3800", "reserved": "0"}
+    journal = Journal.objects.filter(merchant=enabled_merchant).latest("created_at")
+    assert (journal.kind, journal.memo) == ("adjustment", "provider statement 2024-05")
+    assert sorted((line.account.code, line.amount) for line in journal.lines.all()) == [
+        ("adjustments", Decimal("1200")),
+        ("merchant_available", Decimal("-1200")),
+    ]
+    entry = AuditLogEntry.objects.get(merchant=enabled_merchant)
+    assert (entry.actor, entry.actor_label, entry.action) == (None, "system", "support.action")
+    assert entry.detail == {
+        "action": "wallet_debited",
+        "currency": "XOF",
+        "amount": "1200",
+        "reason": "provider statement 2024-05",
+        "journal_id": str(journal.id),
+        "discrepancy_id": None,
+    }
+    _ledger_clean()
+
+
+def test_debit_wallet_may_empty_the_wallet_but_never_overdraw_it(enabled_api, enabled_merchant):
+    fund(enabled_merchant, "100")
+    before = _state(enabled_merchant)
+
+    with pytest.raises(CommandError, match="available balance is too low"):
+        _debit(enabled_merchant, "101")
+    with pytest.raises(CommandError, match="available balance is too low"):
+        _debit(enabled_merchant, "1", currency="XAF")  # no XAF wallet at all
+
+    assert _state(enabled_merchant) == before
+    assert _balances(enabled_api, "XAF")["available"] == "0"
+    assert _debit(enabled_merchant, "100") == {"currency": "XOF", "available": "0"}
+    _ledger_clean()
+
+
+@pytest.mark.parametrize(
+    ("amount", "message"),
+    [
+        ("-5", "is not an amount"),
+        ("0", "must be a positive"),
+        ("1.5", "XOF has no minor unit"),
+        ("abc", "is not an amount"),
+        ("", "must not be empty"),
+    ],
+)
+def test_debit_wallet_refuses_bad_amounts(merchant, amount, message):
+    fund(merchant, "100")
+    before = _state(merchant)
+    with pytest.raises(CommandError, match=message):
+        _debit(merchant, amount)
+    assert _state(merchant) == before
+
+
+def test_debit_wallet_refuses_an_unknown_merchant_and_a_blank_reason(merchant):
+    with pytest.raises(CommandError, match="No merchant"):
+        call_command("debit_wallet", str(uuid.uuid4()), "XOF", "10", "--reason", "x")
+    fund(merchant, "100")
+    with pytest.raises(CommandError, match="reason is required"):
+        call_command("debit_wallet", str(merchant.id), "XOF", "10", "--reason", "  ")
+    assert Wallet.objects.get(merchant=merchant).available == Decimal("100")
+
+
+def _late_answer(callback: str, reference: str, outcome: str) -> None:
+    provider.deliver_answer(
+        callback=callback, reference=reference, provider_reference="SIM-late", outcome=outcome
+    )
+
+
+def _paid_after_we_failed_it(api, merchant, capture, settings) -> ProviderDiscrepancy:
+    """A 10000 XOF payout (10200 with its fee) from a 20000 float, failed by the timeout sweep
+    (its reservation released), then reported completed by the provider."""
+    customer = create_customer(api)
+    fund(merchant, "20000")
+    quote = create_quote(api, "payout")
+    with capture(execute=True):
+        payout_id = api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    services.payments_fail_timed_out(now=later)
+    _late_answer(services.PAYOUT_CALLBACK, payout_id, provider.COMPLETED)
+    assert Payout.objects.get(pk=payout_id).status == "failed"
+    assert _balances(api)["available"] == "20000"
+    return ProviderDiscrepancy.objects.get(resource_id=payout_id)
+
+
+def test_a_debit_takes_back_a_payout_the_provider_paid_and_resolves_its_discrepancy(
+    enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
+):
+    discrepancy = _paid_after_we_failed_it(
+        enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
+    )
+
+    with pytest.raises(CommandError, match="more than the payout took from the wallet"):
+        _debit(enabled_merchant, "10201", "--discrepancy", str(discrepancy.id))
+    discrepancy.refresh_from_db()
+    assert discrepancy.resolved_at is None
+
+    body = _debit(enabled_merchant, "10200", "--discrepancy", str(discrepancy.id))
+
+    assert body == {"currency": "XOF", "available": "9800"}
+    assert _balances(enabled_api) == {"currency": "XOF", "available": "9800", "reserved": "0"}
+    discrepancy.refresh_from_db()
+    journal = Journal.objects.filter(merchant=enabled_merchant, kind="adjustment").latest(
+        "created_at"
+    )
+    assert (discrepancy.resolved_at, discrepancy.resolved_by) == (
+        journal.created_at,
+        "debit_wallet",
+    )
+    entry = AuditLogEntry.objects.get(merchant=enabled_merchant, action="support.action")
+    assert entry.actor_label == "system"
+    assert entry.target == str(discrepancy.resource_id)
+    assert entry.detail["discrepancy_id"] == str(discrepancy.id)
+    assert entry.detail["journal_id"] == str(journal.id)
+    _ledger_clean()
+
+    before = _state(enabled_merchant)
+    with pytest.raises(CommandError, match="already resolved by debit_wallet"):
+        _debit(enabled_merchant, "1", "--discrepancy", str(discrepancy.id))
+    assert _state(enabled_merchant) == before
+
+
+def test_a_debit_for_less_than_the_payout_settles_it_too(
+    enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
+):
+    """The provider paid, but charged no fee on it, say: ops take back what it paid."""
+    discrepancy = _paid_after_we_failed_it(
+        enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
+    )
+    assert _debit(enabled_merchant, "10000", "--discrepancy", str(discrepancy.id)) == {
+        "currency": "XOF",
+        "available": "10000",
+    }
+    discrepancy.refresh_from_db()
+    assert discrepancy.resolved_at is not None
+
+
+def test_a_debit_refuses_another_merchants_discrepancy_and_changes_nothing(
+    enabled_api, enabled_merchant, other_merchant, django_capture_on_commit_callbacks, settings
+):
+    discrepancy = _paid_after_we_failed_it(
+        enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
+    )
+    fund(other_merchant, "20000")
+    before = _state(other_merchant)
+
+    with pytest.raises(CommandError, match="has no provider discrepancy"):
+        _debit(other_merchant, "10200", "--discrepancy", str(discrepancy.id))
+    with pytest.raises(CommandError, match="has no provider discrepancy"):
+        _debit(other_merchant, "10200", "--discrepancy", str(uuid.uuid4()))
+    with pytest.raises(CommandError, match="No provider discrepancy"):
+        _debit(other_merchant, "10200", "--discrepancy", "not-an-id")
+
+    assert _state(other_merchant) == before
+    with pytest.raises(CommandError, match=r"payout was in XOF, not XAF"):
+        _debit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id), currency="XAF")
+    discrepancy.refresh_from_db()
+    assert discrepancy.resolved_at is None
+
+
+def test_a_debit_refuses_a_discrepancy_about_a_payin(
+    enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
+):
+    customer = create_customer(enabled_api)
+    fund(enabled_merchant, "20000")
+    quote = create_quote(enabled_api, "payin")
+    with django_capture_on_commit_callbacks(execute=True):
+        payin = enabled_api.post("/payins", payin_body(quote, customer, SILENT_PHONE)).json()
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    services.payments_fail_timed_out(now=later)
+    _late_answer(services.PAYIN_CALLBACK, payin["id"], provider.COMPLETED)
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=payin["id"])
+    before = _state(enabled_merchant)
+
+    with pytest.raises(CommandError, match="about a payin, not a payout"):
+        _debit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id))
+
+    assert _state(enabled_merchant) == before
+
+
+def test_a_debit_refuses_a_discrepancy_the_provider_did_not_complete(
+    enabled_api, enabled_merchant, django_capture_on_commit_callbacks
+):
+    """A payout we completed that the provider later says failed: there is nothing to take
+    back (if anything, ops owe the merchant)."""
+    customer = create_customer(enabled_api)
+    fund(enabled_merchant, "20000")
+    quote = create_quote(enabled_api, "payout")
+    with django_capture_on_commit_callbacks(execute=True):
+        payout = enabled_api.post("/payouts", payout_body(quote, customer, SN_PHONE)).json()
+    assert Payout.objects.get(pk=payout["id"]).status == "completed"
+    _late_answer(services.PAYOUT_CALLBACK, payout["id"], provider.FAILED)
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=payout["id"])
+    before = _state(enabled_merchant)
+
+    with pytest.raises(CommandError, match='answered "failed", not "completed"'):
+        _debit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id))
+
+    assert _state(enabled_merchant) == before
+
+
+def _waiting_for_a_lock(count: int) -> None:
+    """Until `count` other sessions of this database wait for a lock."""
+    for _ in range(1000):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")  # else frozen for the transaction
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] >= count:
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"{count} sessions never waited for the wallet")
+
+
+def _start(work, results: list) -> threading.Thread:
+    def run():
+        try:
+            results.append(work())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("first", ["payout", "debit"])
+def test_a_debit_racing_a_payout_for_the_last_funds_has_exactly_one_winner(enabled_merchant, first):
+    """Both reach the wallet while it is locked (as by a posting in flight), in either order:
+    the first through takes the funds, the second is checked against what it left."""
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    fund(enabled_merchant, "10200")  # one payout of 10000 + 200 fee, or one debit of 10200
+    quote = create_quote(api, "payout")
+    payouts: list = []
+    debits: list = []
+
+    def payout():
+        response = api.post("/payouts", payout_body(quote, customer, SILENT_PHONE))
+        return response.status_code, response.json()
+
+    def debit():
+        try:
+            return _debit(enabled_merchant, "10200")
+        except CommandError as exc:
+            return str(exc)
+
+    works = [(payout, payouts), (debit, debits)]
+    if first == "debit":
+        works.reverse()
+    with transaction.atomic():
+        Wallet.objects.select_for_update().get(merchant=enabled_merchant, currency="XOF")
+        threads = []
+        for count, (work, results) in enumerate(works, start=1):
+            threads.append(_start(work, results))
+            _waiting_for_a_lock(count)
+    for thread in threads:
+        thread.join(timeout=60)
+
+    [(status, body)], [debited] = payouts, debits
+    if first == "payout":
+        assert status == 201, body
+        assert "available balance is too low" in debited, debited
+        assert _balances(api) == {"currency": "XOF", "available": "0", "reserved": "10200"}
+        assert Journal.objects.filter(kind="adjustment").count() == 1
+    else:
+        assert debited == {"currency": "XOF", "available": "0"}
+        assert (status, body["error"]["reason"]) == (400, "insufficient_balance"), body
+        assert _balances(api) == {"currency": "XOF", "available": "0", "reserved": "0"}
+        assert not Payout.objects.exists()
+    assert ledger.ledger_breaches() == []
+    _ledger_clean()
