@@ -15,7 +15,8 @@ Account codes (per merchant and currency):
     provider_clearing:<OPERATOR>  money held/paid by one operator on our behalf; a collection
                                   debits it, a disbursement credits it
     fee_revenue                   Cowry's fees
-    adjustments                   the counterpart of manual ops adjustments (credit_wallet)
+    adjustments                   the counterpart of manual ops adjustments (credit_wallet,
+                                  debit_wallet)
     transfer_suspense             (transfers app) money collected for a transfer, not yet paid out
 
 Movements posted by the payments app (journal kind: lines):
@@ -24,7 +25,8 @@ Movements posted by the payments app (journal kind: lines):
     payout_reserved:   merchant_available -debit, merchant_reserved +debit        (at creation)
     payout_completed:  merchant_reserved -debit, provider_clearing:OP +send, fee_revenue +fee
     payout_released:   merchant_reserved -debit, merchant_available +debit        (on failure)
-    adjustment:        adjustments -amount, merchant_available +amount
+    adjustment:        adjustments -amount, merchant_available +amount   (credit_wallet;
+                       debit_wallet posts the opposite)
 """
 
 from collections import defaultdict

@@ -85,6 +85,7 @@ def test_create_api_key_takes_an_expiry_without_offset_as_utc(written):
     [
         ("create_api_key", "nope"),
         ("credit_wallet", "nope", "XOF", "100", "--reason", "test"),
+        ("debit_wallet", "nope", "XOF", "100", "--reason", "test"),
         (
             "create_staff_user",
             "u1",
