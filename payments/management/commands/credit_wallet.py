@@ -1,10 +1,9 @@
-from django.core.management.base import CommandError
 from django.utils import timezone
 
 from config import money
 from config.ops import OpsCommand
-from merchants import services as merchant_services
 from payments import services
+from payments.management.commands._adjustments import merchant_and_amount
 
 
 class Command(OpsCommand):
@@ -17,14 +16,9 @@ class Command(OpsCommand):
         parser.add_argument("--reason", required=True, help="why (kept on the journal)")
 
     def run(self, *, merchant_id: str, currency: str, amount: str, reason: str, **_) -> None:
-        try:
-            merchant = merchant_services.merchant_get(merchant_id=merchant_id)
-        except (ValueError, merchant_services.NotFound) as exc:
-            raise CommandError(f"No merchant {merchant_id}.") from exc
-        try:
-            value = money.parse_amount(amount, currency)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
+        merchant, value = merchant_and_amount(
+            merchant_id=merchant_id, currency=currency, amount=amount
+        )
         wallet = services.wallet_credit(
             merchant=merchant, currency=currency, amount=value, reason=reason, at=timezone.now()
         )

@@ -4,8 +4,8 @@ from django.core.management.base import CommandError
 
 from config import money
 from config.ops import OpsCommand
-from merchants import services as merchant_services
 from payments import services
+from payments.management.commands._adjustments import merchant_and_amount
 
 
 class Command(OpsCommand):
@@ -35,14 +35,9 @@ class Command(OpsCommand):
         discrepancy: str | None,
         **_,
     ) -> None:
-        try:
-            merchant = merchant_services.merchant_get(merchant_id=merchant_id)
-        except (ValueError, merchant_services.NotFound) as exc:
-            raise CommandError(f"No merchant {merchant_id}.") from exc
-        try:
-            value = money.parse_amount(amount, currency)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
+        merchant, value = merchant_and_amount(
+            merchant_id=merchant_id, currency=currency, amount=amount
+        )
         try:
             discrepancy_id = UUID(discrepancy) if discrepancy is not None else None
         except ValueError as exc:
