@@ -93,11 +93,42 @@ def _adjustment_post(
 def wallet_credit(
     *, merchant: Merchant, currency: str, amount: Decimal, reason: str, at: datetime
 ) -> Wallet:
-    """A manual, balanced adjustment into the merchant's available balance (ops)."""
+    """A manual, balanced adjustment into the merchant's available balance (ops), audited as
+    "system"."""
     reason = _adjustment_reason(currency=currency, amount=amount, reason=reason)
     with transaction.atomic():
-        _adjustment_post(merchant=merchant, currency=currency, amount=amount, reason=reason, at=at)
+        journal = _adjustment_post(
+            merchant=merchant, currency=currency, amount=amount, reason=reason, at=at
+        )
+        _adjustment_audit(
+            merchant=merchant, journal=journal, action="wallet_credited", amount=amount
+        )
         return Wallet.objects.get(merchant=merchant, currency=currency)
+
+
+def _adjustment_audit(
+    *,
+    merchant: Merchant,
+    journal: Journal,
+    action: str,
+    amount: Decimal,
+    discrepancy: ProviderDiscrepancy | None = None,
+) -> None:
+    """The merchant's audit-log entry of a manual adjustment (ops, as "system")."""
+    merchant_services.audit_record(
+        merchant=merchant,
+        actor=None,
+        action=AuditAction.SUPPORT_ACTION,
+        target=str(discrepancy.resource_id if discrepancy else journal.resource_id),
+        detail={
+            "action": action,
+            "currency": journal.currency,
+            "amount": money.format_amount(amount),
+            "reason": journal.memo,
+            "journal_id": str(journal.id),
+            "discrepancy_id": str(discrepancy.id) if discrepancy else None,
+        },
+    )
 
 
 def _discrepancy_to_debit(
@@ -172,19 +203,12 @@ def wallet_debit(
             discrepancy.resolved_at = journal.created_at
             discrepancy.resolved_by = DEBIT_WALLET_ACTOR
             discrepancy.save(update_fields=["resolved_at", "resolved_by"])
-        merchant_services.audit_record(
+        _adjustment_audit(
             merchant=merchant,
-            actor=None,
-            action=AuditAction.SUPPORT_ACTION,
-            target=str(discrepancy.resource_id if discrepancy else journal.resource_id),
-            detail={
-                "action": "wallet_debited",
-                "currency": currency,
-                "amount": money.format_amount(amount),
-                "reason": reason,
-                "journal_id": str(journal.id),
-                "discrepancy_id": str(discrepancy.id) if discrepancy else None,
-            },
+            journal=journal,
+            action="wallet_debited",
+            amount=amount,
+            discrepancy=discrepancy,
         )
         return Wallet.objects.get(merchant=merchant, currency=currency)
 

@@ -6,6 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from merchants.models import AuditLogEntry
 from payments import ledger, services
 from payments.models import Journal, JournalLine, Wallet
 
@@ -115,6 +116,22 @@ def test_credit_wallet_command_prints_the_new_balance_as_json(merchant, capsys):
     call_command("credit_wallet", str(merchant.id), "XAF", "500.00", "--reason", "float", "--json")
     lines = capsys.readouterr().out.strip().splitlines()
     assert json.loads(lines[-1]) == {"currency": "XAF", "available": "3000"}
+
+
+def test_credit_wallet_is_in_the_merchants_audit_log_as_system(merchant):
+    call_command("credit_wallet", str(merchant.id), "XAF", "2500", "--reason", "statement fix")
+
+    journal = Journal.objects.get(merchant=merchant)
+    entry = AuditLogEntry.objects.get(merchant=merchant)
+    assert (entry.actor, entry.actor_label, entry.action) == (None, "system", "support.action")
+    assert entry.detail == {
+        "action": "wallet_credited",
+        "currency": "XAF",
+        "amount": "2500",
+        "reason": "statement fix",
+        "journal_id": str(journal.id),
+        "discrepancy_id": None,
+    }
 
 
 @pytest.mark.parametrize("amount", ["-5", "1.5", "abc"])
