@@ -179,6 +179,7 @@ class AuditAction(models.TextChoices):
     WEBHOOK_SECRET_ROTATED = "webhook.secret_rotated"
     EVENT_RESENT = "event.resent"
     SUPPORT_ACTION = "support.action"
+    WALLET_ADJUSTED = "wallet.adjusted"  # credit_wallet / debit_wallet (ops)
 
 
 class AuditLogEntry(models.Model):

@@ -118,7 +118,7 @@ def _adjustment_audit(
     merchant_services.audit_record(
         merchant=merchant,
         actor=None,
-        action=AuditAction.SUPPORT_ACTION,
+        action=AuditAction.WALLET_ADJUSTED,
         target=str(discrepancy.resource_id if discrepancy else journal.resource_id),
         detail={
             "action": action,

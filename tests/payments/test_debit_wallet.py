@@ -82,7 +82,7 @@ def test_debit_wallet_posts_a_balanced_adjustment_out_of_the_wallet(enabled_api,
         ("merchant_available", Decimal("-1200")),
     ]
     entry = AuditLogEntry.objects.get(merchant=enabled_merchant, detail__action="wallet_debited")
-    assert (entry.actor, entry.actor_label, entry.action) == (None, "system", "support.action")
+    assert (entry.actor, entry.actor_label, entry.action) == (None, "system", "wallet.adjusted")
     assert entry.detail == {
         "action": "wallet_debited",
         "currency": "XOF",

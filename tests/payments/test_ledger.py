@@ -123,7 +123,7 @@ def test_credit_wallet_is_in_the_merchants_audit_log_as_system(merchant):
 
     journal = Journal.objects.get(merchant=merchant)
     entry = AuditLogEntry.objects.get(merchant=merchant)
-    assert (entry.actor, entry.actor_label, entry.action) == (None, "system", "support.action")
+    assert (entry.actor, entry.actor_label, entry.action) == (None, "system", "wallet.adjusted")
     assert entry.detail == {
         "action": "wallet_credited",
         "currency": "XAF",
