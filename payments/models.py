@@ -1,4 +1,5 @@
 import uuid
+from datetime import datetime
 
 from django.db import models
 from django.utils.functional import cached_property
@@ -331,3 +332,8 @@ class ProviderDiscrepancy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.resource_type} {self.resource_id}: provider {self.provider_outcome}"
+
+    def mark_resolved(self, *, by: str, at: datetime) -> None:
+        """Record who reconciled it and when (the caller holds its row lock)."""
+        self.resolved_at, self.resolved_by = at, by
+        self.save(update_fields=["resolved_at", "resolved_by"])

@@ -200,9 +200,7 @@ def wallet_debit(
             merchant=merchant, currency=currency, amount=-amount, reason=reason, at=None
         )
         if discrepancy is not None:
-            discrepancy.resolved_at = journal.created_at
-            discrepancy.resolved_by = DEBIT_WALLET_ACTOR
-            discrepancy.save(update_fields=["resolved_at", "resolved_by"])
+            discrepancy.mark_resolved(by=DEBIT_WALLET_ACTOR, at=journal.created_at)
         _adjustment_audit(
             merchant=merchant,
             journal=journal,
@@ -726,9 +724,7 @@ def provider_discrepancy_resolve(*, discrepancy_id: UUID, actor: Any, now: datet
         )
         if discrepancy is None:
             return False
-        discrepancy.resolved_at = now
-        discrepancy.resolved_by = actor.get_username()
-        discrepancy.save(update_fields=["resolved_at", "resolved_by"])
+        discrepancy.mark_resolved(by=actor.get_username(), at=now)
         merchant_services.audit_record(
             merchant=discrepancy.merchant,
             actor=actor,

@@ -1143,9 +1143,7 @@ def transfer_apply_provider_completion(
             provider_reference=discrepancy.provider_reference,
             attempt=transfer.disbursement_attempt,
         )
-        discrepancy.resolved_at = now
-        discrepancy.resolved_by = actor.get_username()
-        discrepancy.save(update_fields=["resolved_at", "resolved_by"])
+        discrepancy.mark_resolved(by=actor.get_username(), at=now)
         merchant_services.audit_record(
             merchant=transfer.merchant,
             actor=actor,
