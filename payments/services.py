@@ -4,6 +4,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -50,13 +51,71 @@ class InvalidAdjustment(DomainError):
     message = "An adjustment needs a positive amount in a supported currency and a reason."
 
 
+class DiscrepancyNotCreditable(DomainError):
+    status = 409
+    reason = "discrepancy_not_creditable"
+    message = "This discrepancy cannot be settled by a credit of the merchant's wallet."
+
+
 class DiscrepancyNotDebitable(DomainError):
     status = 409
     reason = "discrepancy_not_debitable"
     message = "This discrepancy cannot be settled by a debit of the merchant's wallet."
 
 
-DEBIT_WALLET_ACTOR = "debit_wallet"  # resolved_by of a discrepancy a debit settles
+@dataclass(frozen=True)
+class _Adjustment:
+    """A manual adjustment's direction, and the provider discrepancy it may settle: an
+    unresolved "completed" answer for one of the merchant's failed payments of `settles`, for no
+    more than that payment moved (or would have moved) in the wallet."""
+
+    command: str  # the ops command; a settled discrepancy's resolved_by
+    action: str  # the audit entry's detail action
+    sign: int  # +1 into the available balance, -1 out of it
+    settles: str  # the discrepancy's resource_type
+    model: type[Payin] | type[Payout]
+    failed: str  # its status when we failed it
+    currency_field: str
+    amount_field: str  # the most the adjustment may be when it settles a discrepancy
+    at_most: str  # what that amount is, in a refusal
+    nothing: str  # why another provider outcome leaves nothing to settle
+    refused: type[DomainError]
+
+
+_CREDIT = _Adjustment(
+    command="credit_wallet",
+    action="wallet_credited",
+    sign=1,
+    settles="payin",
+    model=Payin,
+    failed=PayinStatus.FAILED,
+    currency_field="receive_currency",  # as its payin_completed journal (_payin_posting)
+    amount_field="receive_amount",
+    at_most="the payin would have credited the wallet, net of its fee",
+    nothing="it collected nothing to credit",
+    refused=DiscrepancyNotCreditable,
+)
+_DEBIT = _Adjustment(
+    command="debit_wallet",
+    action="wallet_debited",
+    sign=-1,
+    settles="payout",
+    model=Payout,
+    failed=PayoutStatus.FAILED,
+    currency_field="send_currency",
+    amount_field="debit_amount",
+    at_most="the payout took from the wallet",
+    nothing="it paid nothing to take back",
+    refused=DiscrepancyNotDebitable,
+)
+_SETTLED_BY = {adjustment.settles: adjustment for adjustment in (_CREDIT, _DEBIT)}
+
+
+def discrepancy_settlement_hint(resource_type: str) -> str:
+    """What settles a discrepancy about a `resource_type`, for a refusal's message."""
+    if resource_type in _SETTLED_BY:
+        return f"ops settle it with {_SETTLED_BY[resource_type].command} --discrepancy"
+    return "reconcile it by hand, then mark it resolved"
 
 
 def _adjustment_reason(*, currency: str, amount: Decimal, reason: str) -> str:
@@ -91,86 +150,27 @@ def _adjustment_post(
 
 
 def wallet_credit(
-    *, merchant: Merchant, currency: str, amount: Decimal, reason: str, at: datetime
-) -> Wallet:
-    """A manual, balanced adjustment into the merchant's available balance (ops), audited as
-    "system"."""
-    reason = _adjustment_reason(currency=currency, amount=amount, reason=reason)
-    with transaction.atomic():
-        journal = _adjustment_post(
-            merchant=merchant, currency=currency, amount=amount, reason=reason, at=at
-        )
-        _adjustment_audit(
-            merchant=merchant, journal=journal, action="wallet_credited", amount=amount
-        )
-        return Wallet.objects.get(merchant=merchant, currency=currency)
-
-
-def _adjustment_audit(
     *,
     merchant: Merchant,
-    journal: Journal,
-    action: str,
+    currency: str,
     amount: Decimal,
-    discrepancy: ProviderDiscrepancy | None = None,
-) -> None:
-    """The merchant's audit-log entry of a manual adjustment (ops, as "system")."""
-    merchant_services.audit_record(
+    reason: str,
+    at: datetime,
+    discrepancy_id: UUID | None = None,
+) -> Wallet:
+    """A manual, balanced adjustment into the merchant's available balance (ops), e.g. to
+    credit a payin the provider collected after we failed it. With a discrepancy (see
+    _discrepancy_to_settle: _CREDIT), it is resolved in the same transaction, so a second credit
+    for it is refused. Audited as "system"."""
+    return _wallet_adjust(
+        adjustment=_CREDIT,
         merchant=merchant,
-        actor=None,
-        action=AuditAction.WALLET_ADJUSTED,
-        target=str(discrepancy.resource_id if discrepancy else journal.resource_id),
-        detail={
-            "action": action,
-            "currency": journal.currency,
-            "amount": money.format_amount(amount),
-            "reason": journal.memo,
-            "journal_id": str(journal.id),
-            "discrepancy_id": str(discrepancy.id) if discrepancy else None,
-        },
+        currency=currency,
+        amount=amount,
+        reason=reason,
+        at=at,
+        discrepancy_id=discrepancy_id,
     )
-
-
-def _discrepancy_to_debit(
-    *, merchant: Merchant, currency: str, amount: Decimal, discrepancy_id: UUID
-) -> ProviderDiscrepancy:
-    """The discrepancy a debit settles, locked: an unresolved "completed" answer for one of the
-    merchant's payouts that we failed, in the debit's currency, for no more than the payout
-    took from the wallet (its debit_amount). DiscrepancyNotDebitable otherwise."""
-    refused = DiscrepancyNotDebitable
-    discrepancy = (
-        ProviderDiscrepancy.objects.select_for_update()
-        .filter(pk=discrepancy_id, merchant=merchant)
-        .first()
-    )
-    if discrepancy is None:
-        raise refused(f"The merchant has no provider discrepancy {discrepancy_id}.")
-    if discrepancy.resolved_at is not None:
-        raise refused(
-            f"This discrepancy was already resolved by {discrepancy.resolved_by or 'support'} "
-            f"at {discrepancy.resolved_at.isoformat(timespec='seconds')}."
-        )
-    if discrepancy.resource_type != "payout":
-        raise refused(
-            f"This discrepancy is about a {discrepancy.resource_type.replace('_', ' ')}, not a "
-            "payout: reconcile it by hand, then mark it resolved."
-        )
-    if discrepancy.provider_outcome != provider.COMPLETED:
-        raise refused(
-            f'The provider answered "{discrepancy.provider_outcome}", not "completed": it paid '
-            "nothing to take back."
-        )
-    payout = Payout.objects.filter(pk=discrepancy.resource_id, merchant=merchant).first()
-    if payout is None or payout.status != PayoutStatus.FAILED:
-        raise refused("Only a payout we failed can be taken back; this one is not failed.")
-    if payout.send_currency != currency:
-        raise refused(f"The payout was in {payout.send_currency}, not {currency}.")
-    if amount > payout.debit_amount:
-        raise refused(
-            f"{money.format_amount(amount)} {currency} is more than the payout took from the "
-            f"wallet ({money.format_amount(payout.debit_amount)} {currency})."
-        )
-    return discrepancy
 
 
 def wallet_debit(
@@ -186,29 +186,143 @@ def wallet_debit(
 
     Refused, changing nothing, when the available balance is short (InsufficientBalance: the
     posting locks the wallet, so a payout reserving the same funds waits, then is checked
-    against what the debit left). With a discrepancy (see _discrepancy_to_debit), it is
+    against what the debit left). With a discrepancy (see _discrepancy_to_settle: _DEBIT), it is
     resolved in the same transaction, so a second debit for it is refused. Audited as
     "system"; the journal is stamped when the wallet is locked."""
+    return _wallet_adjust(
+        adjustment=_DEBIT,
+        merchant=merchant,
+        currency=currency,
+        amount=amount,
+        reason=reason,
+        at=None,
+        discrepancy_id=discrepancy_id,
+    )
+
+
+def _wallet_adjust(
+    *,
+    adjustment: _Adjustment,
+    merchant: Merchant,
+    currency: str,
+    amount: Decimal,
+    reason: str,
+    at: datetime | None,
+    discrepancy_id: UUID | None,
+) -> Wallet:
+    """Post the adjustment of `amount` (positive) in its direction, resolve the discrepancy it
+    settles at the journal's time, and audit it, in one transaction."""
     reason = _adjustment_reason(currency=currency, amount=amount, reason=reason)
     with transaction.atomic():
         discrepancy = None
         if discrepancy_id is not None:  # locked before the wallet, as a transfer action does
-            discrepancy = _discrepancy_to_debit(
-                merchant=merchant, currency=currency, amount=amount, discrepancy_id=discrepancy_id
+            discrepancy = _discrepancy_to_settle(
+                adjustment=adjustment,
+                merchant=merchant,
+                currency=currency,
+                amount=amount,
+                discrepancy_id=discrepancy_id,
             )
         journal = _adjustment_post(
-            merchant=merchant, currency=currency, amount=-amount, reason=reason, at=None
+            merchant=merchant,
+            currency=currency,
+            amount=adjustment.sign * amount,
+            reason=reason,
+            at=at,
         )
         if discrepancy is not None:
-            discrepancy.mark_resolved(by=DEBIT_WALLET_ACTOR, at=journal.created_at)
+            discrepancy.mark_resolved(by=adjustment.command, at=journal.created_at)
         _adjustment_audit(
             merchant=merchant,
             journal=journal,
-            action="wallet_debited",
+            action=adjustment.action,
             amount=amount,
             discrepancy=discrepancy,
         )
         return Wallet.objects.get(merchant=merchant, currency=currency)
+
+
+def _adjustment_audit(
+    *,
+    merchant: Merchant,
+    journal: Journal,
+    action: str,
+    amount: Decimal,
+    discrepancy: ProviderDiscrepancy | None = None,
+) -> None:
+    """The merchant's audit-log entry of a manual adjustment (ops, as "system"); one that
+    settled a discrepancy names it and its payment."""
+    merchant_services.audit_record(
+        merchant=merchant,
+        actor=None,
+        action=AuditAction.WALLET_ADJUSTED,
+        target=str(discrepancy.resource_id if discrepancy else journal.resource_id),
+        detail={
+            "action": action,
+            "currency": journal.currency,
+            "amount": money.format_amount(amount),
+            "reason": journal.memo,
+            "journal_id": str(journal.id),
+            "discrepancy_id": str(discrepancy.id) if discrepancy else None,
+            "settled": (
+                f"{discrepancy.resource_type} {discrepancy.resource_id}" if discrepancy else None
+            ),
+        },
+    )
+
+
+def _discrepancy_to_settle(
+    *,
+    adjustment: _Adjustment,
+    merchant: Merchant,
+    currency: str,
+    amount: Decimal,
+    discrepancy_id: UUID,
+) -> ProviderDiscrepancy:
+    """The discrepancy an adjustment settles, locked: an unresolved "completed" answer for one
+    of the merchant's payments of the kind it settles (a payin for a credit, a payout for a
+    debit) that we failed, in the adjustment's currency, for no more than the payment would
+    have credited (a payin's receive_amount) or took (a payout's debit_amount). The
+    adjustment's refusal (DiscrepancyNotCreditable, DiscrepancyNotDebitable) otherwise."""
+    refused, kind = adjustment.refused, adjustment.settles
+    discrepancy = (
+        ProviderDiscrepancy.objects.select_for_update()
+        .filter(pk=discrepancy_id, merchant=merchant)
+        .first()
+    )
+    if discrepancy is None:
+        raise refused(f"The merchant has no provider discrepancy {discrepancy_id}.")
+    if discrepancy.resolved_at is not None:
+        raise refused(
+            f"This discrepancy was already resolved by {discrepancy.resolved_by or 'support'} "
+            f"at {discrepancy.resolved_at.isoformat(timespec='seconds')}."
+        )
+    if discrepancy.resource_type != kind:
+        raise refused(
+            f"This discrepancy is about a {discrepancy.resource_type.replace('_', ' ')}, not a "
+            f"{kind}: {discrepancy_settlement_hint(discrepancy.resource_type)}."
+        )
+    if discrepancy.provider_outcome != provider.COMPLETED:
+        raise refused(
+            f'The provider answered "{discrepancy.provider_outcome}", not "completed": '
+            f"{adjustment.nothing}."
+        )
+    payment = (
+        adjustment.model.objects.filter(pk=discrepancy.resource_id, merchant=merchant)
+        .values_list("status", adjustment.currency_field, adjustment.amount_field)
+        .first()
+    )
+    if payment is None or payment[0] != adjustment.failed:
+        raise refused(f"Only a {kind} we failed can be settled; this one is not failed.")
+    _, payment_currency, most = payment
+    if payment_currency != currency:
+        raise refused(f"The {kind} was in {payment_currency}, not {currency}.")
+    if amount > most:
+        raise refused(
+            f"{money.format_amount(amount)} {currency} is more than {adjustment.at_most} "
+            f"({money.format_amount(most)} {currency})."
+        )
+    return discrepancy
 
 
 def _payment_breaches() -> list[str]:

@@ -1,29 +1,32 @@
 """debit_wallet: ops take money back out of a merchant wallet (the mirror of credit_wallet),
 e.g. a payout we failed that the provider paid after all."""
 
-import io
-import json
-import threading
-import time
 import uuid
-from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection, transaction
-from django.utils import timezone
+from django.db import transaction
 
 from merchants.models import AuditLogEntry
-from payments import ledger, provider, services
-from payments.models import Journal, Payout, ProviderDiscrepancy, Wallet
+from payments import ledger
+from payments.models import Journal, Payout, Wallet
+from tests.payments.adjustments import (
+    adjust,
+    adjustment_state,
+    balances,
+    ledger_clean,
+    payin_collected_after_we_failed_it,
+    payout_paid_after_we_failed_it,
+    reported_failed_after_it_completed,
+    start,
+    waiting_for_a_lock,
+)
 from tests.payments.conftest import (
     SILENT_PHONE,
-    SN_PHONE,
     create_customer,
     create_quote,
     fund,
-    payin_body,
     payout_body,
 )
 from tests.support import MerchantClient
@@ -32,41 +35,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _debit(merchant, amount: str, *args: str, currency: str = "XOF") -> dict:
-    out = io.StringIO()
-    call_command(
-        "debit_wallet",
-        str(merchant.id),
-        currency,
-        amount,
-        "--reason",
-        "provider statement 2024-05",
-        *args,
-        "--json",
-        stdout=out,
-    )
-    return json.loads(out.getvalue())
-
-
-def _balances(api, currency: str = "XOF") -> dict:
-    return next(
-        item for item in api.get("/balances").json()["data"] if item["currency"] == currency
-    )
-
-
-def _ledger_clean() -> None:
-    out = io.StringIO()
-    call_command("check_ledger", "--json", stdout=out)
-    assert json.loads(out.getvalue())["ok"] is True
-
-
-def _state(merchant) -> tuple:
-    """What a refused debit must leave as it was."""
-    return (
-        list(Wallet.objects.filter(merchant=merchant).values_list("currency", "available")),
-        Journal.objects.filter(merchant=merchant).count(),
-        AuditLogEntry.objects.filter(merchant=merchant).count(),
-        list(ProviderDiscrepancy.objects.values_list("id", "resolved_at")),
-    )
+    return adjust("debit_wallet", merchant, amount, *args, currency=currency)
 
 
 def test_debit_wallet_posts_a_balanced_adjustment_out_of_the_wallet(enabled_api, enabled_merchant):
@@ -74,7 +43,7 @@ def test_debit_wallet_posts_a_balanced_adjustment_out_of_the_wallet(enabled_api,
 
     assert _debit(enabled_merchant, "1200") == {"currency": "XOF", "available": "3800"}
 
-    assert _balances(enabled_api) == {"currency": "XOF", "available": "3800", "reserved": "0"}
+    assert balances(enabled_api) == {"currency": "XOF", "available": "3800", "reserved": "0"}
     journal = Journal.objects.filter(merchant=enabled_merchant).latest("created_at")
     assert (journal.kind, journal.memo) == ("adjustment", "provider statement 2024-05")
     assert sorted((line.account.code, line.amount) for line in journal.lines.all()) == [
@@ -90,23 +59,24 @@ def test_debit_wallet_posts_a_balanced_adjustment_out_of_the_wallet(enabled_api,
         "reason": "provider statement 2024-05",
         "journal_id": str(journal.id),
         "discrepancy_id": None,
+        "settled": None,
     }
-    _ledger_clean()
+    ledger_clean()
 
 
 def test_debit_wallet_may_empty_the_wallet_but_never_overdraw_it(enabled_api, enabled_merchant):
     fund(enabled_merchant, "100")
-    before = _state(enabled_merchant)
+    before = adjustment_state(enabled_merchant)
 
     with pytest.raises(CommandError, match="available balance is too low"):
         _debit(enabled_merchant, "101")
     with pytest.raises(CommandError, match="available balance is too low"):
         _debit(enabled_merchant, "1", currency="XAF")  # no XAF wallet at all
 
-    assert _state(enabled_merchant) == before
-    assert _balances(enabled_api, "XAF")["available"] == "0"
+    assert adjustment_state(enabled_merchant) == before
+    assert balances(enabled_api, "XAF")["available"] == "0"
     assert _debit(enabled_merchant, "100") == {"currency": "XOF", "available": "0"}
-    _ledger_clean()
+    ledger_clean()
 
 
 @pytest.mark.parametrize(
@@ -121,10 +91,10 @@ def test_debit_wallet_may_empty_the_wallet_but_never_overdraw_it(enabled_api, en
 )
 def test_debit_wallet_refuses_bad_amounts(merchant, amount, message):
     fund(merchant, "100")
-    before = _state(merchant)
+    before = adjustment_state(merchant)
     with pytest.raises(CommandError, match=message):
         _debit(merchant, amount)
-    assert _state(merchant) == before
+    assert adjustment_state(merchant) == before
 
 
 def test_debit_wallet_refuses_an_unknown_merchant_and_a_blank_reason(merchant):
@@ -136,32 +106,10 @@ def test_debit_wallet_refuses_an_unknown_merchant_and_a_blank_reason(merchant):
     assert Wallet.objects.get(merchant=merchant).available == Decimal("100")
 
 
-def _late_answer(callback: str, reference: str, outcome: str) -> None:
-    provider.deliver_answer(
-        callback=callback, reference=reference, provider_reference="SIM-late", outcome=outcome
-    )
-
-
-def _paid_after_we_failed_it(api, merchant, capture, settings) -> ProviderDiscrepancy:
-    """A 10000 XOF payout (10200 with its fee) from a 20000 float, failed by the timeout sweep
-    (its reservation released), then reported completed by the provider."""
-    customer = create_customer(api)
-    fund(merchant, "20000")
-    quote = create_quote(api, "payout")
-    with capture(execute=True):
-        payout_id = api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
-    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    services.payments_fail_timed_out(now=later)
-    _late_answer(services.PAYOUT_CALLBACK, payout_id, provider.COMPLETED)
-    assert Payout.objects.get(pk=payout_id).status == "failed"
-    assert _balances(api)["available"] == "20000"
-    return ProviderDiscrepancy.objects.get(resource_id=payout_id)
-
-
 def test_a_debit_takes_back_a_payout_the_provider_paid_and_resolves_its_discrepancy(
     enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
 ):
-    discrepancy = _paid_after_we_failed_it(
+    discrepancy = payout_paid_after_we_failed_it(
         enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
     )
 
@@ -173,7 +121,7 @@ def test_a_debit_takes_back_a_payout_the_provider_paid_and_resolves_its_discrepa
     body = _debit(enabled_merchant, "10200", "--discrepancy", str(discrepancy.id))
 
     assert body == {"currency": "XOF", "available": "9800"}
-    assert _balances(enabled_api) == {"currency": "XOF", "available": "9800", "reserved": "0"}
+    assert balances(enabled_api) == {"currency": "XOF", "available": "9800", "reserved": "0"}
     discrepancy.refresh_from_db()
     journal = Journal.objects.filter(merchant=enabled_merchant, kind="adjustment").latest(
         "created_at"
@@ -186,20 +134,21 @@ def test_a_debit_takes_back_a_payout_the_provider_paid_and_resolves_its_discrepa
     assert entry.actor_label == "system"
     assert entry.target == str(discrepancy.resource_id)
     assert entry.detail["discrepancy_id"] == str(discrepancy.id)
+    assert entry.detail["settled"] == f"payout {discrepancy.resource_id}"
     assert entry.detail["journal_id"] == str(journal.id)
-    _ledger_clean()
+    ledger_clean()
 
-    before = _state(enabled_merchant)
+    before = adjustment_state(enabled_merchant)
     with pytest.raises(CommandError, match="already resolved by debit_wallet"):
         _debit(enabled_merchant, "1", "--discrepancy", str(discrepancy.id))
-    assert _state(enabled_merchant) == before
+    assert adjustment_state(enabled_merchant) == before
 
 
 def test_a_debit_for_less_than_the_payout_settles_it_too(
     enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
 ):
     """The provider paid, but charged no fee on it, say: ops take back what it paid."""
-    discrepancy = _paid_after_we_failed_it(
+    discrepancy = payout_paid_after_we_failed_it(
         enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
     )
     assert _debit(enabled_merchant, "10000", "--discrepancy", str(discrepancy.id)) == {
@@ -213,11 +162,11 @@ def test_a_debit_for_less_than_the_payout_settles_it_too(
 def test_a_debit_refuses_another_merchants_discrepancy_and_changes_nothing(
     enabled_api, enabled_merchant, other_merchant, django_capture_on_commit_callbacks, settings
 ):
-    discrepancy = _paid_after_we_failed_it(
+    discrepancy = payout_paid_after_we_failed_it(
         enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
     )
     fund(other_merchant, "20000")
-    before = _state(other_merchant)
+    before = adjustment_state(other_merchant)
 
     with pytest.raises(CommandError, match="has no provider discrepancy"):
         _debit(other_merchant, "10200", "--discrepancy", str(discrepancy.id))
@@ -226,7 +175,7 @@ def test_a_debit_refuses_another_merchants_discrepancy_and_changes_nothing(
     with pytest.raises(CommandError, match="No provider discrepancy"):
         _debit(other_merchant, "10200", "--discrepancy", "not-an-id")
 
-    assert _state(other_merchant) == before
+    assert adjustment_state(other_merchant) == before
     with pytest.raises(CommandError, match=r"payout was in XOF, not XAF"):
         _debit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id), currency="XAF")
     discrepancy.refresh_from_db()
@@ -236,21 +185,18 @@ def test_a_debit_refuses_another_merchants_discrepancy_and_changes_nothing(
 def test_a_debit_refuses_a_discrepancy_about_a_payin(
     enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
 ):
-    customer = create_customer(enabled_api)
+    discrepancy = payin_collected_after_we_failed_it(
+        enabled_api, django_capture_on_commit_callbacks, settings
+    )
     fund(enabled_merchant, "20000")
-    quote = create_quote(enabled_api, "payin")
-    with django_capture_on_commit_callbacks(execute=True):
-        payin = enabled_api.post("/payins", payin_body(quote, customer, SILENT_PHONE)).json()
-    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    services.payments_fail_timed_out(now=later)
-    _late_answer(services.PAYIN_CALLBACK, payin["id"], provider.COMPLETED)
-    discrepancy = ProviderDiscrepancy.objects.get(resource_id=payin["id"])
-    before = _state(enabled_merchant)
+    before = adjustment_state(enabled_merchant)
 
-    with pytest.raises(CommandError, match="about a payin, not a payout"):
+    with pytest.raises(
+        CommandError, match="about a payin, not a payout: ops settle it with credit_wallet --disc"
+    ):
         _debit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id))
 
-    assert _state(enabled_merchant) == before
+    assert adjustment_state(enabled_merchant) == before
 
 
 def test_a_debit_refuses_a_discrepancy_the_provider_did_not_complete(
@@ -258,47 +204,16 @@ def test_a_debit_refuses_a_discrepancy_the_provider_did_not_complete(
 ):
     """A payout we completed that the provider later says failed: there is nothing to take
     back (if anything, ops owe the merchant)."""
-    customer = create_customer(enabled_api)
     fund(enabled_merchant, "20000")
-    quote = create_quote(enabled_api, "payout")
-    with django_capture_on_commit_callbacks(execute=True):
-        payout = enabled_api.post("/payouts", payout_body(quote, customer, SN_PHONE)).json()
-    assert Payout.objects.get(pk=payout["id"]).status == "completed"
-    _late_answer(services.PAYOUT_CALLBACK, payout["id"], provider.FAILED)
-    discrepancy = ProviderDiscrepancy.objects.get(resource_id=payout["id"])
-    before = _state(enabled_merchant)
+    discrepancy = reported_failed_after_it_completed(
+        enabled_api, django_capture_on_commit_callbacks, "payout"
+    )
+    before = adjustment_state(enabled_merchant)
 
     with pytest.raises(CommandError, match='answered "failed", not "completed"'):
         _debit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id))
 
-    assert _state(enabled_merchant) == before
-
-
-def _waiting_for_a_lock(count: int) -> None:
-    """Until `count` other sessions of this database wait for a lock."""
-    for _ in range(1000):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")  # else frozen for the transaction
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0] >= count:
-                return
-        time.sleep(0.01)
-    raise AssertionError(f"{count} sessions never waited for the wallet")
-
-
-def _start(work, results: list) -> threading.Thread:
-    def run():
-        try:
-            results.append(work())
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
+    assert adjustment_state(enabled_merchant) == before
 
 
 @pytest.mark.django_db(transaction=True)
@@ -330,8 +245,8 @@ def test_a_debit_racing_a_payout_for_the_last_funds_has_exactly_one_winner(enabl
         Wallet.objects.select_for_update().get(merchant=enabled_merchant, currency="XOF")
         threads = []
         for count, (work, results) in enumerate(works, start=1):
-            threads.append(_start(work, results))
-            _waiting_for_a_lock(count)
+            threads.append(start(work, results))
+            waiting_for_a_lock(count)
     for thread in threads:
         thread.join(timeout=60)
 
@@ -339,12 +254,12 @@ def test_a_debit_racing_a_payout_for_the_last_funds_has_exactly_one_winner(enabl
     if first == "payout":
         assert status == 201, body
         assert "available balance is too low" in debited, debited
-        assert _balances(api) == {"currency": "XOF", "available": "0", "reserved": "10200"}
+        assert balances(api) == {"currency": "XOF", "available": "0", "reserved": "10200"}
         assert Journal.objects.filter(kind="adjustment").count() == 1
     else:
         assert debited == {"currency": "XOF", "available": "0"}
         assert (status, body["error"]["reason"]) == (400, "insufficient_balance"), body
-        assert _balances(api) == {"currency": "XOF", "available": "0", "reserved": "0"}
+        assert balances(api) == {"currency": "XOF", "available": "0", "reserved": "0"}
         assert not Payout.objects.exists()
     assert ledger.ledger_breaches() == []
-    _ledger_clean()
+    ledger_clean()

@@ -131,6 +131,7 @@ def test_credit_wallet_is_in_the_merchants_audit_log_as_system(merchant):
         "reason": "statement fix",
         "journal_id": str(journal.id),
         "discrepancy_id": None,
+        "settled": None,
     }
 
 

@@ -1,12 +1,15 @@
-"""What credit_wallet and debit_wallet read from their arguments alike."""
+"""What credit_wallet and debit_wallet share: their arguments, how they read them, their output."""
 
 from decimal import Decimal
+from uuid import UUID
 
 from django.core.management.base import CommandError
 
 from config import money
+from config.ops import OpsCommand
 from merchants import services as merchant_services
 from merchants.models import Merchant
+from payments.models import Wallet
 
 
 def merchant_and_amount(
@@ -21,3 +24,60 @@ def merchant_and_amount(
         return merchant, money.parse_amount(amount, currency)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
+
+
+class AdjustmentCommand(OpsCommand):
+    """MERCHANT_ID CURRENCY AMOUNT --reason TEXT [--discrepancy ID]: one wallet adjustment,
+    printed as the wallet's new available balance."""
+
+    done = ""  # "Credited" / "Debited"
+    discrepancy_help = ""
+
+    def add_command_arguments(self, parser) -> None:
+        parser.add_argument("merchant_id")
+        parser.add_argument("currency", choices=money.CURRENCIES)
+        parser.add_argument("amount", help='a positive amount, e.g. "50000"')
+        parser.add_argument("--reason", required=True, help="why (kept on the journal)")
+        parser.add_argument("--discrepancy", help=self.discrepancy_help)
+
+    def run(
+        self,
+        *,
+        merchant_id: str,
+        currency: str,
+        amount: str,
+        reason: str,
+        discrepancy: str | None,
+        **_,
+    ) -> None:
+        merchant, value = merchant_and_amount(
+            merchant_id=merchant_id, currency=currency, amount=amount
+        )
+        try:
+            discrepancy_id = UUID(discrepancy) if discrepancy is not None else None
+        except ValueError as exc:
+            raise CommandError(f"No provider discrepancy {discrepancy}.") from exc
+        wallet = self.adjust(
+            merchant=merchant,
+            currency=currency,
+            amount=value,
+            reason=reason,
+            discrepancy_id=discrepancy_id,
+        )
+        available = money.format_amount(wallet.available)
+        self.emit(
+            {"currency": currency, "available": available},
+            f"{self.done} {money.format_amount(value)} {currency}; "
+            f"available: {available} {currency}",
+        )
+
+    def adjust(
+        self,
+        *,
+        merchant: Merchant,
+        currency: str,
+        amount: Decimal,
+        reason: str,
+        discrepancy_id: UUID | None,
+    ) -> Wallet:
+        raise NotImplementedError
