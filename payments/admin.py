@@ -1,7 +1,8 @@
 """Dashboard views of payments and the ledger. Everything here is read-only: money only moves
-through the services (and credit_wallet for manual adjustments); support's actions (marking a
-payout stuck at the provider failed, resolving a provider discrepancy, applying a provider's late
-completion to a failed transfer disbursement) are service calls too."""
+through the services (and credit_wallet / debit_wallet for manual adjustments); support's
+actions (marking a payout stuck at the provider failed, resolving a provider discrepancy,
+applying a provider's late completion to a failed transfer disbursement) are service calls
+too."""
 
 from django import forms
 from django.contrib import admin, messages
@@ -235,7 +236,9 @@ class LedgerAccountAdmin(ReadOnlyAdmin):
 
 @admin.register(ProviderDiscrepancy)
 class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
-    """Provider answers that contradict a final state: support reconciles, then resolves."""
+    """Provider answers that contradict a final state: support reconciles, then resolves; a
+    failed payin the provider collected, or a failed payout it paid, is settled by ops with
+    credit_wallet / debit_wallet --discrepancy, which resolves it with the adjustment."""
 
     merchant_staff_can_view = False
     list_display = [
@@ -254,8 +257,10 @@ class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
 
     @admin.action(
         description=(
-            "Mark resolved (reconciled by hand; a transfer disbursement reported paid: the"
-            " provider confirmed it did not pay, so it can be relaunched)"
+            "Mark resolved (reconciled with the provider; a failed payin or payout it"
+            " completed: ops run credit_wallet / debit_wallet --discrepancy instead, which"
+            " credits or takes back the money and resolves it; a transfer disbursement reported"
+            " paid: the provider confirmed it did not pay, so it can be relaunched)"
         ),
         permissions=["support"],
     )

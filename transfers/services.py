@@ -1100,8 +1100,8 @@ def transfer_apply_provider_completion(
         if resource_type != "transfer_disbursement":
             raise refused(
                 "Only a transfer disbursement's discrepancy can be applied; this one is about "
-                f"a {resource_type.replace('_', ' ')}: reconcile it by hand, then mark it "
-                "resolved."
+                f"a {resource_type.replace('_', ' ')}: "
+                f"{payment_services.discrepancy_settlement_hint(resource_type)}."
             )
         transfer = (
             Transfer.objects.select_for_update(of=("self",))

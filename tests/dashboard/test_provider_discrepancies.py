@@ -28,6 +28,19 @@ def test_support_sees_and_resolves_a_discrepancy_with_an_audit_entry(discrepancy
     assert AuditLogEntry.objects.filter(target=str(discrepancy.resource_id)).count() == 1
 
 
+def test_mark_resolved_points_support_at_the_ops_commands_that_settle_payins_and_payouts(
+    discrepancy, staff_client
+):
+    """A failed payin or payout the provider completed is settled, and resolved, by
+    credit_wallet / debit_wallet --discrepancy: crediting by hand and then clicking "Mark
+    resolved" can be forgotten, or done twice."""
+    page = staff_client(support=True).get(CHANGELIST).content.decode()
+
+    assert "Mark resolved (reconciled with the provider; a failed payin or payout" in page
+    assert "ops run credit_wallet / debit_wallet --discrepancy instead" in page
+    assert "reconciled by hand" not in page
+
+
 def test_merchant_staff_do_not_see_the_reconciliation_queue(discrepancy, merchant, staff_client):
     owner = staff_client(merchant=merchant, role="owner")
     assert owner.get(CHANGELIST).status_code == 403

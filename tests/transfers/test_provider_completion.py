@@ -299,7 +299,13 @@ def test_a_discrepancy_that_is_not_a_completion_is_refused(
 def test_a_discrepancy_about_another_resource_type_is_refused(support, enabled_merchant, run):
     discrepancy = late_completion(enabled_merchant, resource_type="payout")
 
-    _assert_refused(support, discrepancy, run, "Only a transfer disbursement&#x27;s discrepancy")
+    _assert_refused(
+        support,
+        discrepancy,
+        run,
+        "Only a transfer disbursement&#x27;s discrepancy can be applied; this one is about a "
+        "payout: ops settle it with debit_wallet --discrepancy.",
+    )
 
 
 @pytest.fixture
