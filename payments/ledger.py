@@ -18,6 +18,7 @@ Account codes (per merchant and currency):
     adjustments                   the counterpart of manual ops adjustments (credit_wallet,
                                   debit_wallet)
     transfer_suspense             (transfers app) money collected for a transfer, not yet paid out
+                                  (or returned to the wallet: journal transfer_returned)
 
 Movements posted by the payments app (journal kind: lines):
 

@@ -342,6 +342,13 @@ def _payment_breaches() -> list[str]:
             "transfer_settled",
             transfer_done & ~Q(payin_currency=F("payout_currency")),
         ),
+        # support gave the disbursement up: the collected money went back to the wallet
+        (
+            Transfer,
+            "transfer",
+            "transfer_returned",
+            Q(payin_status=LegStatus.COMPLETED, payout_status=LegStatus.CANCELLED),
+        ),
     ]
     breaches = []
     for model, resource_type, kind, should_have in expected:

@@ -101,7 +101,9 @@ def _references(lines: list[JournalLine]) -> dict[tuple[str, UUID, str], str]:
             found[key] = payouts.get(journal.resource_id, "")
         elif journal.resource_type == "transfer" and journal.resource_id in transfers:
             collection, disbursement = transfers[journal.resource_id]
-            found[key] = collection if journal.kind == "transfer_collected" else disbursement
+            # the collected money (collected, or returned to the wallet) or the payout's
+            from_collection = journal.kind in ("transfer_collected", "transfer_returned")
+            found[key] = collection if from_collection else disbursement
     return found
 
 

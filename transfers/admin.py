@@ -1,6 +1,7 @@
 """Transfers in the dashboard: both legs, history, execution, events and ledger journals on
-one page, and the support actions (relaunch payout, mark disbursement failed), each written to
-the audit log with who did it. A provider's late completion of a failed disbursement is applied
+one page, and the support actions (relaunch payout, mark disbursement failed, return the
+collected funds of a failed disbursement to the merchant's wallet), each written to the audit
+log with who did it. A provider's late completion of a failed disbursement is applied
 from the reconciliation queue (payments.admin.ProviderDiscrepancyAdmin)."""
 
 import json
@@ -77,7 +78,7 @@ class TransferAdmin(MerchantScopedAdmin):
     date_hierarchy = "created_at"
     list_select_related = ["merchant"]
     inlines = [TransferHistoryInline]
-    actions = ["relaunch_payout", "mark_disbursement_failed"]
+    actions = ["relaunch_payout", "mark_disbursement_failed", "return_collected_funds"]
     fieldsets = [
         (
             None,
@@ -258,4 +259,18 @@ class TransferAdmin(MerchantScopedAdmin):
                 transfer_id=transfer.id, actor=request.user, now=timezone.now()
             ),
             "Disbursement marked failed",
+        )
+
+    @admin.action(
+        description="Return collected funds to merchant wallet (gives the payout up)",
+        permissions=["support"],
+    )
+    def return_collected_funds(self, request, queryset) -> None:
+        self._run(
+            request,
+            queryset,
+            lambda transfer: services.transfer_return_collected_funds(
+                transfer_id=transfer.id, actor=request.user, now=timezone.now()
+            ),
+            "Collected funds returned to the merchant's wallet",
         )

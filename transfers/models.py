@@ -17,7 +17,8 @@ class TransferStatus(models.TextChoices):
 
 class LegStatus(models.TextChoices):
     """Status of one leg (payin_status / payout_status). `not_started`: the disbursement waits
-    for the collection; `cancelled`: it never starts because the collection failed."""
+    for the collection; `cancelled`: it never starts because the collection failed, or will
+    never run again because support returned the collected funds to the merchant's wallet."""
 
     NOT_STARTED = "not_started"
     PENDING = "pending"

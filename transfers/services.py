@@ -1,5 +1,6 @@
 """Writes of the transfers app: create, the two legs through the provider gateway, the one
-transition function of the transfer state machine, relaunch-payout and the timeout sweep.
+transition function of the transfer state machine, relaunch-payout, the support actions and the
+timeout sweep.
 
 States are (status, payin_status, payout_status); MOVES is the table of allowed moves. Every
 move writes a history row, records its webhook events and posts its journals in the
@@ -42,6 +43,8 @@ DISBURSEMENT_CALLBACK = "transfers.services.transfer_apply_disbursement_result"
 
 # The FX position between the two currencies of a cross-currency transfer (docs/decisions.md).
 FX_CONVERSION = "fx_conversion"
+# The journal that returns a failed transfer's collected money to the merchant's wallet.
+RETURNED_JOURNAL = "transfer_returned"
 
 REASON_CREATED = "created"
 REASON_COLLECTION_SUBMITTED = "collection_submitted"
@@ -51,6 +54,7 @@ REASON_PAYOUT_RELAUNCHED = "payout_relaunched"
 REASON_PROVIDER_TIMEOUT = "provider_timeout"
 REASON_MARKED_FAILED = "marked_failed_by_support"
 REASON_PROVIDER_COMPLETION_APPLIED = "provider_completion_applied_by_support"
+REASON_COLLECTED_FUNDS_RETURNED = "collected_funds_returned_by_support"
 
 RAIL_FIELDS = {
     RailType.MOBILE_MONEY: ("phone",),
@@ -83,6 +87,15 @@ class ProviderCompletionNotApplicable(DomainError):
     message = (
         'Only an unresolved "completed" answer for the current disbursement attempt of a '
         "transfer whose disbursement leg failed can be applied."
+    )
+
+
+class CollectedFundsNotReturnable(DomainError):
+    status = 409
+    reason = "collected_funds_not_returnable"
+    message = (
+        "Only the collected funds of a transfer whose disbursement leg failed (status failed, "
+        "payin_status completed, payout_status failed) can be returned to the merchant's wallet."
     )
 
 
@@ -177,11 +190,14 @@ DISBURSEMENT_COMPLETED = "disbursement_completed"
 DISBURSEMENT_FAILED = "disbursement_failed"
 PAYOUT_RELAUNCHED = "payout_relaunched"
 PROVIDER_COMPLETION_APPLIED = "provider_completion_applied"
+COLLECTED_FUNDS_RETURNED = "collected_funds_returned"
 
 _CREATED: State = (S.PENDING, L.PENDING, L.NOT_STARTED)
 _COLLECTING: State = (S.COLLECTING, L.PENDING, L.NOT_STARTED)
 _DISBURSING: State = (S.DISBURSING, L.COMPLETED, L.PENDING)
 _PAYOUT_FAILED: State = (S.FAILED, L.COMPLETED, L.FAILED)
+# The disbursement was given up and the collected money returned to the merchant's wallet.
+_FUNDS_RETURNED: State = (S.FAILED, L.COMPLETED, L.CANCELLED)
 
 MOVES: dict[str, Move] = {
     COLLECTION_SUBMITTED: Move(frozenset({_CREATED}), _COLLECTING),
@@ -211,6 +227,14 @@ MOVES: dict[str, Move] = {
         frozenset({_PAYOUT_FAILED}),
         (S.COMPLETED, L.COMPLETED, L.COMPLETED),
         events=("transfer.payout.completed", "transfer.completed"),
+        repeat_is_noop=False,
+    ),
+    # Support gives the disbursement up and returns the collected money to the merchant's
+    # wallet: the transfer is now final, failed, so it gets its aggregate event (spec 6.3).
+    COLLECTED_FUNDS_RETURNED: Move(
+        frozenset({_PAYOUT_FAILED}),
+        _FUNDS_RETURNED,
+        events=("transfer.failed",),
         repeat_is_noop=False,
     ),
 }
@@ -360,6 +384,24 @@ def _post_disbursed(transfer: Transfer, at: datetime) -> None:
     )
 
 
+def _post_returned(transfer: Transfer, at: datetime) -> None:
+    """Empty the suspense into the merchant's available balance, in the payin currency: the
+    whole collected amount, no fee (fees are earned at completion, and this transfer never
+    completed). Unique per transfer, so it is posted once."""
+    ledger.post_journal(
+        merchant_id=transfer.merchant_id,
+        currency=transfer.payin_currency,
+        kind=RETURNED_JOURNAL,
+        resource_type="transfer",
+        resource_id=transfer.id,
+        lines=[
+            (ledger.TRANSFER_SUSPENSE, -transfer.payin_amount),
+            (ledger.MERCHANT_AVAILABLE, transfer.payin_amount),
+        ],
+        at=at,
+    )
+
+
 def transfer_transition(
     *,
     transfer_id: UUID,
@@ -466,6 +508,8 @@ def transfer_transition(
                 "leg_timeout_at",
             }
             enqueue_disbursement = True
+        elif move == COLLECTED_FUNDS_RETURNED:
+            _post_returned(transfer, at)
         transfer.save(update_fields=sorted(fields))
         TransferHistory.objects.create(
             transfer=transfer,
@@ -982,6 +1026,11 @@ def transfer_relaunch_payout(
 
     with _nested_error_fields(), transaction.atomic():
         transfer = selectors.transfer_get(merchant=merchant, transfer_id=transfer_id, lock=True)
+        if _state(transfer) == _FUNDS_RETURNED:
+            raise TransferNotRelaunchable(
+                "This transfer's collected funds were returned to the merchant's wallet: its "
+                "payout can no longer be relaunched."
+            )
         if not is_relaunchable(transfer):
             raise TransferNotRelaunchable(
                 f"{TransferNotRelaunchable.message} This one is {transfer.status} with "
@@ -1038,10 +1087,10 @@ def transfer_relaunch_payout(
 def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: datetime) -> Transfer:
     """Support: fail a disbursement leg stuck at the provider (reason marked_failed_by_support),
     recorded in the audit log with who did it. The money stays in transfer_suspense until a
-    relaunch. Stuck means: the provider received the attempt (it has a disbursement reference)
-    and it is past its leg timeout; an attempt without a reference may be on its way to the
-    provider right now, and one relaunched after a leg failed too early may be paid twice. 409
-    otherwise."""
+    relaunch, or until support returns it to the merchant's wallet. Stuck means: the provider
+    received the attempt (it has a disbursement reference) and it is past its leg timeout; an
+    attempt without a reference may be on its way to the provider right now, and one relaunched
+    after a leg failed too early may be paid twice. 409 otherwise."""
     with transaction.atomic():
         transfer = Transfer.objects.select_for_update().get(pk=transfer_id)
         if _state(transfer) != _DISBURSING:
@@ -1154,6 +1203,73 @@ def transfer_apply_provider_completion(
                 "discrepancy": str(discrepancy.id),
                 "disbursement_attempt": transfer.disbursement_attempt,
                 "provider_reference": discrepancy.provider_reference,
+            },
+        )
+    return transfer
+
+
+def transfer_return_collected_funds(*, transfer_id: UUID, actor: Any, now: datetime) -> Transfer:
+    """Support: give up a failed disbursement and return the money collected for it, held in
+    transfer_suspense, to the merchant's available balance in the payin currency, in full (no
+    fee: the transfer never completed). The move collected_funds_returned of the one transition
+    function (failed / completed / failed -> failed / completed / cancelled, history reason
+    collected_funds_returned_by_support) posts the journal transfer_returned and records
+    transfer.failed; the action is audited, all in one transaction. The transfer can then never
+    be relaunched nor returned again.
+
+    Only for a transfer failed / payin completed / payout failed whose failed disbursement the
+    provider has not reported paid (an unresolved "completed" ProviderDiscrepancy: the recipient
+    may have the money, as for a relaunch); 409 collected_funds_not_returnable otherwise,
+    changing nothing. The transfer is locked first and checked under the lock, so of a return
+    racing a relaunch, another return or a provider answer, one wins."""
+    refused = CollectedFundsNotReturnable
+    with transaction.atomic():
+        transfer = (
+            Transfer.objects.select_for_update(of=("self",))
+            .select_related("merchant")
+            .filter(pk=transfer_id)
+            .first()
+        )
+        if transfer is None:
+            raise refused("The transfer does not exist.")
+        if _state(transfer) == _FUNDS_RETURNED:
+            returned_at = (
+                transfer.history.filter(reason=REASON_COLLECTED_FUNDS_RETURNED)
+                .values_list("created_at", flat=True)
+                .first()
+            )
+            when = f" at {returned_at.isoformat(timespec='seconds')}" if returned_at else ""
+            raise refused(
+                "This transfer's collected funds were already returned to the merchant's "
+                f"wallet{when}."
+            )
+        if not is_relaunchable(transfer):
+            raise refused(
+                f"{refused.message} This one is {transfer.status} with payin_status "
+                f"{transfer.payin_status} and payout_status {transfer.payout_status}."
+            )
+        if _disbursement_reported_paid(transfer):
+            raise refused(
+                "The provider reported this transfer's failed disbursement as paid after all: "
+                "the recipient may have the money. Reconcile it first (apply the provider's "
+                "completion, or mark the discrepancy resolved if the provider did not pay)."
+            )
+        transfer = transfer_transition(
+            transfer_id=transfer.id,
+            move=COLLECTED_FUNDS_RETURNED,
+            reason=REASON_COLLECTED_FUNDS_RETURNED,
+            at=now,
+        )
+        merchant_services.audit_record(
+            merchant=transfer.merchant,
+            actor=actor,
+            action="support.action",
+            target=str(transfer.id),
+            detail={
+                "action": "transfer.collected_funds_returned",
+                "amount": _fmt(transfer.payin_amount),
+                "currency": transfer.payin_currency,
+                "disbursement_attempt": transfer.disbursement_attempt,
             },
         )
     return transfer

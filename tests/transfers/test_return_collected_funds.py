@@ -1,0 +1,602 @@
+"""Support returns the money collected for a transfer whose disbursement failed (and that the
+merchant will not relaunch) to the merchant's wallet: once, in full, in the payin currency, and
+the transfer can then never be relaunched or returned again."""
+
+import csv
+import io
+import threading
+import time
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.db.models import Sum
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from merchants import services as merchant_services
+from merchants.models import AuditLogEntry
+from payments import ledger, provider
+from payments import services as payment_services
+from payments.models import Journal, JournalLine, ProviderDiscrepancy
+from tests.transfers.conftest import (
+    CM_DECLINED,
+    SENDER_DETAILS,
+    SN_DECLINED,
+    SN_SILENT,
+    create_customer,
+    create_quote,
+    ledger_is_clean,
+    transfer_body,
+)
+from transfers import selectors, services
+from transfers.models import Transfer, TransferHistory
+from webhooks.models import Event
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "admin:transfers_transfer_changelist"
+ACTION = "return_collected_funds"
+RETURNED = "collected_funds_returned_by_support"
+
+
+@pytest.fixture
+def support(staff_client):
+    return staff_client(support=True, username="support-agent")
+
+
+def _agent(username: str = "support-agent"):
+    return get_user_model().objects.get(username=username)
+
+
+def _make(api, customer, quote, run, **phones) -> Transfer:
+    created = run(api.post, "/transfers", transfer_body(quote, customer, **phones))
+    assert created.status_code == 201, created.json()
+    return Transfer.objects.get(pk=created.json()["id"])
+
+
+@pytest.fixture
+def failed_payout(enabled_api, customer, quote, run) -> Transfer:
+    """10000 XAF collected from the payer; the disbursement (9800 XOF) declined."""
+    transfer = _make(enabled_api, customer, quote, run, recipient_phone=SN_DECLINED)
+    assert (transfer.status, transfer.payin_status, transfer.payout_status) == (
+        "failed",
+        "completed",
+        "failed",
+    )
+    assert selectors.transfer_suspense_held(transfer=transfer) == Decimal("10000")
+    return transfer
+
+
+def _click(support, transfer: Transfer, run) -> str:
+    """Support selects the transfer and runs the action; returns the page it lands on."""
+    with run.capture(execute=True):
+        page = support.post(
+            reverse(CHANGELIST),
+            {"action": ACTION, "_selected_action": [str(transfer.pk)]},
+            follow=True,
+        )
+    assert page.status_code == 200
+    return page.content.decode()
+
+
+def _available(api, currency: str) -> str:
+    return next(b for b in api.get("/balances").json()["data"] if b["currency"] == currency)[
+        "available"
+    ]
+
+
+def _statement(api, currency: str) -> list[dict]:
+    today = timezone.now().date().isoformat()
+    response = api.get("/statements", **{"from": today, "to": today, "currency": currency})
+    assert response.status_code == 200, response.content
+    return list(csv.DictReader(io.StringIO(response.content.decode())))
+
+
+def _observed(transfer_id) -> dict:
+    """What the merchant, the ledger and support see of a transfer."""
+    return {
+        "transfer": Transfer.objects.filter(pk=transfer_id)
+        .values(
+            "status",
+            "payin_status",
+            "payout_status",
+            "payout_amount",
+            "disbursement_attempt",
+            "updated_at",
+        )
+        .first(),
+        "history": TransferHistory.objects.filter(transfer_id=transfer_id).count(),
+        "events": Event.objects.filter(data_id=transfer_id).count(),
+        "journals": sorted(
+            Journal.objects.filter(resource_id=transfer_id).values_list("kind", flat=True)
+        ),
+        "audit": AuditLogEntry.objects.filter(target=str(transfer_id)).count(),
+        "suspense": selectors.transfer_suspense_held(transfer=Transfer(pk=transfer_id)),
+        "wallets": sorted(
+            ledger.account_balances(
+                merchant=Transfer.objects.get(pk=transfer_id).merchant, currency=currency
+            ).get(ledger.MERCHANT_AVAILABLE, Decimal(0))
+            for currency in ("XAF", "XOF")
+        ),
+    }
+
+
+def _assert_refused(support, transfer: Transfer, run, why: str) -> None:
+    before = _observed(transfer.id)
+
+    page = _click(support, transfer, run)
+
+    assert why in page, page
+    assert "Collected funds returned" not in page
+    assert _observed(transfer.id) == before
+    assert ledger_is_clean()
+
+
+# --- the return ----------------------------------------------------------------------------
+
+
+def test_support_returns_the_collected_funds_and_the_merchant_sees_them_on_its_wallet(
+    support, enabled_api, enabled_merchant, failed_payout, run
+):
+    transfer = failed_payout
+    assert _available(enabled_api, "XAF") == "0"
+
+    page = _click(support, transfer, run)
+
+    assert "Collected funds returned to the merchant&#x27;s wallet for 1 transfer(s)." in page
+    # The merchant: the transfer is failed for good, the money is on its wallet and statement.
+    body = enabled_api.get(f"/transfers/{transfer.id}").json()
+    assert (body["status"], body["payin_status"], body["payout_status"]) == (
+        "failed",
+        "completed",
+        "cancelled",
+    )
+    assert (body["history"][-1]["status"], body["history"][-1]["reason"]) == ("failed", RETURNED)
+    assert _available(enabled_api, "XAF") == "10000"  # in full: no fee was earned
+    assert _available(enabled_api, "XOF") == "0"
+    [line] = _statement(enabled_api, "XAF")
+    assert (line["kind"], line["resource_type"], line["resource_id"]) == (
+        "transfer_returned",
+        "transfer",
+        str(transfer.id),
+    )
+    assert (line["account"], line["amount"], line["fee"], line["balance_after"]) == (
+        "merchant_available",
+        "10000",
+        "0",
+        "10000",
+    )
+    assert line["provider_reference"] == transfer.collection_reference
+    # One event: the transfer is final now, so its aggregate transfer.failed, once.
+    events = enabled_api.get("/events", data_id=str(transfer.id)).json()["data"]
+    assert [e["event"] for e in events] == [
+        "transfer.failed",
+        "transfer.payout.failed",
+        "transfer.payin.completed",
+    ]
+    snapshot = Event.objects.get(data_id=transfer.id, event_type="transfer.failed").payload["data"][
+        "object"
+    ]
+    assert (snapshot["status"], snapshot["payin_status"], snapshot["payout_status"]) == (
+        "failed",
+        "completed",
+        "cancelled",
+    )
+    # The ledger: the suspense emptied into the wallet, no fee, nothing in the payout currency.
+    assert selectors.transfer_suspense_held(transfer=transfer) == 0
+    assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {
+        "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
+        "transfer_suspense": Decimal("0"),
+        "merchant_available": Decimal("10000"),
+    }
+    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {}
+    returned = Journal.objects.get(resource_id=transfer.id, kind="transfer_returned")
+    assert returned.currency == "XAF"
+    assert sorted((line.account.code, line.amount) for line in returned.lines.all()) == [
+        ("merchant_available", Decimal("10000")),
+        ("transfer_suspense", Decimal("-10000")),
+    ]
+    assert ledger_is_clean()
+    # The audit log says who did it.
+    entry = AuditLogEntry.objects.get(target=str(transfer.id))
+    assert (entry.action, entry.actor.username, entry.merchant_id) == (
+        "support.action",
+        "support-agent",
+        enabled_merchant.pk,
+    )
+    assert entry.detail["action"] == "transfer.collected_funds_returned"
+    assert (entry.detail["amount"], entry.detail["currency"]) == ("10000", "XAF")
+
+
+def test_the_transfer_page_shows_nothing_held_in_suspense_after_the_return(
+    support, failed_payout, run
+):
+    actions = support.get(reverse(CHANGELIST)).content.decode()
+    assert f'value="{ACTION}"' in actions
+    assert "Return collected funds to merchant wallet" in actions
+    change = reverse("admin:transfers_transfer_change", args=[failed_payout.pk])
+    assert '<div class="readonly">10000 XAF</div>' in support.get(change).content.decode()
+
+    _click(support, failed_payout, run)
+
+    html = support.get(change).content.decode()
+    assert '<div class="readonly">0 XAF</div>' in html
+    assert "transfer_returned" in html
+    assert RETURNED in html
+
+
+def test_a_lowered_relaunch_that_failed_returns_the_whole_collected_amount(
+    support, enabled_api, failed_payout, run
+):
+    """The payer paid 10000 XAF whatever the payout was lowered to: all of it goes back."""
+    relaunched = run(
+        enabled_api.post,
+        f"/transfers/{failed_payout.id}/relaunch-payout",
+        {"payout_amount": "9000"},
+    )
+    assert relaunched.status_code == 202, relaunched.json()
+    transfer = Transfer.objects.get(pk=failed_payout.id)
+    assert (transfer.status, transfer.payout_amount, transfer.disbursement_attempt) == (
+        "failed",
+        Decimal("9000"),
+        2,
+    )
+
+    _click(support, transfer, run)
+
+    assert _available(enabled_api, "XAF") == "10000"
+    assert _available(enabled_api, "XOF") == "0"
+    assert selectors.transfer_suspense_held(transfer=transfer) == 0
+    assert ledger_is_clean()
+
+
+def test_a_relaunch_after_the_return_is_refused_and_changes_nothing(
+    support, enabled_api, failed_payout, run
+):
+    _click(support, failed_payout, run)
+    before = _observed(failed_payout.id)
+
+    response = run(enabled_api.post, f"/transfers/{failed_payout.id}/relaunch-payout")
+
+    assert response.status_code == 409, response.json()
+    error = response.json()["error"]
+    assert error["reason"] == "transfer_not_relaunchable"
+    assert "returned to the merchant's wallet" in error["message"]
+    assert _observed(failed_payout.id) == before
+    assert ledger_is_clean()
+
+
+def test_a_late_provider_completion_after_the_return_is_kept_for_reconciliation(
+    enabled_api, failed_payout, run
+):
+    """The provider says the failed attempt paid after all: nothing changes (the money is on
+    the wallet now), and support sees a discrepancy that it cannot apply."""
+    services.transfer_return_collected_funds(
+        transfer_id=failed_payout.id, actor=None, now=timezone.now()
+    )
+    before = _observed(failed_payout.id)
+
+    provider.deliver_answer(
+        callback=services.DISBURSEMENT_CALLBACK,
+        reference=services.disbursement_reference(failed_payout.id, 1),
+        provider_reference="SIM-late-1",
+        outcome="completed",
+    )
+
+    assert _observed(failed_payout.id) == before
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=failed_payout.id)
+    assert (discrepancy.provider_outcome, discrepancy.our_status) == ("completed", "cancelled")
+    with pytest.raises(services.ProviderCompletionNotApplicable):
+        services.transfer_apply_provider_completion(
+            discrepancy_id=discrepancy.pk,
+            actor=merchant_services.staff_user_create(
+                username="agent", password="pw-123456-staff", support=True
+            ),
+            now=timezone.now(),
+        )
+    assert _observed(failed_payout.id) == before
+    assert ledger_is_clean()
+
+
+def test_check_ledger_flags_a_returned_transfer_without_its_journal(failed_payout):
+    Transfer.objects.filter(pk=failed_payout.pk).update(payout_status="cancelled")
+
+    report = payment_services.ledger_check()
+
+    assert report["breaches"] == [
+        f"transfer {failed_payout.id} (failed) has no transfer_returned journal"
+    ]
+
+
+# --- refusals: a clear message in the dashboard, the error shape, nothing changed -----------
+
+
+def test_a_second_return_is_refused(support, failed_payout, run):
+    _click(support, failed_payout, run)
+
+    _assert_refused(support, failed_payout, run, "already returned to the merchant&#x27;s wallet")
+    assert (
+        Journal.objects.filter(resource_id=failed_payout.id, kind="transfer_returned").count() == 1
+    )
+
+
+def test_the_refusal_is_a_409_in_the_error_shape(failed_payout):
+    services.transfer_return_collected_funds(
+        transfer_id=failed_payout.id, actor=None, now=timezone.now()
+    )
+
+    with pytest.raises(services.CollectedFundsNotReturnable) as refused:
+        services.transfer_return_collected_funds(
+            transfer_id=failed_payout.id, actor=None, now=timezone.now()
+        )
+
+    assert refused.value.status == 409
+    assert refused.value.reason == "collected_funds_not_returnable"
+
+
+def test_a_transfer_still_disbursing_is_refused(support, enabled_api, customer, quote, run):
+    transfer = _make(enabled_api, customer, quote, run, recipient_phone=SN_SILENT)
+    assert transfer.status == "disbursing"
+
+    _assert_refused(support, transfer, run, "This one is disbursing")
+
+
+def test_a_completed_transfer_is_refused(support, enabled_api, customer, quote, run):
+    transfer = _make(enabled_api, customer, quote, run)
+    assert transfer.status == "completed"
+
+    _assert_refused(support, transfer, run, "This one is completed")
+
+
+def test_a_transfer_whose_collection_failed_is_refused(support, enabled_api, customer, quote, run):
+    """Nothing was collected: there is nothing to return."""
+    transfer = _make(enabled_api, customer, quote, run, payer_phone=CM_DECLINED)
+    assert (transfer.status, transfer.payin_status) == ("failed", "failed")
+
+    _assert_refused(support, transfer, run, "payin_status failed")
+
+
+def test_a_disbursement_the_provider_reported_paid_is_refused_until_reconciled(
+    support, enabled_api, customer, quote, run
+):
+    """Timed out, then the provider said it paid: the recipient may have the money, so it is
+    not returned until support has reconciled (here: the provider did not pay after all)."""
+    transfer = _make(enabled_api, customer, quote, run, recipient_phone=SN_SILENT)
+    Transfer.objects.filter(pk=transfer.pk).update(
+        leg_timeout_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert run(services.transfers_fail_timed_out, now=timezone.now()) == 1
+    provider.deliver_answer(
+        callback=services.DISBURSEMENT_CALLBACK,
+        reference=services.disbursement_reference(transfer.id, 1),
+        provider_reference="SIM-late-1",
+        outcome="completed",
+    )
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=transfer.id)
+
+    _assert_refused(support, transfer, run, "reported this transfer&#x27;s failed disbursement")
+
+    payment_services.provider_discrepancy_resolve(
+        discrepancy_id=discrepancy.pk, actor=_agent(), now=timezone.now()
+    )
+    page = _click(support, transfer, run)
+    assert "Collected funds returned" in page
+    assert Transfer.objects.get(pk=transfer.pk).payout_status == "cancelled"
+    assert ledger_is_clean()
+
+
+def test_merchant_staff_cannot_return_funds(staff_client, enabled_merchant, failed_payout):
+    """The action is not offered to them, and posting it anyway does nothing."""
+    owner = staff_client(merchant=enabled_merchant, role="owner")
+    before = _observed(failed_payout.id)
+    assert f'value="{ACTION}"' not in owner.get(reverse(CHANGELIST)).content.decode()
+
+    owner.post(reverse(CHANGELIST), {"action": ACTION, "_selected_action": [str(failed_payout.pk)]})
+
+    assert _observed(failed_payout.id) == before
+
+
+# --- races: real threads, each its own connection ------------------------------------------
+
+
+def _setup_failed_payout(api) -> Transfer:
+    customer = create_customer(api, **SENDER_DETAILS)
+    quote = create_quote(api, customer_id=customer["id"])
+    created = api.post("/transfers", transfer_body(quote, customer, recipient_phone=SN_DECLINED))
+    transfer = Transfer.objects.get(pk=created.json()["id"])
+    assert (transfer.status, transfer.payin_status, transfer.payout_status) == (
+        "failed",
+        "completed",
+        "failed",
+    )
+    return transfer
+
+
+def _agents(count: int) -> list:
+    return [
+        merchant_services.staff_user_create(
+            username=f"agent-{i}", password="pw-123456-staff", support=True
+        )
+        for i in range(count)
+    ]
+
+
+def _in_threads(*work) -> None:
+    barrier = threading.Barrier(len(work), timeout=60)
+    errors: list[BaseException] = []
+
+    def run(fn) -> None:
+        try:
+            barrier.wait()
+            fn()
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(fn,)) for fn in work]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+
+
+def _return_by(agent, transfer_id, returned: list, refused: list):
+    def work() -> None:
+        try:
+            returned.append(
+                services.transfer_return_collected_funds(
+                    transfer_id=transfer_id, actor=agent, now=timezone.now()
+                )
+            )
+        except services.CollectedFundsNotReturnable as exc:
+            refused.append(exc)
+
+    return work
+
+
+def _journal_sums(transfer_id) -> dict[str, Decimal]:
+    """Per account code, what the transfer's journals moved."""
+    rows = (
+        JournalLine.objects.filter(journal__resource_id=transfer_id)
+        .values("account__code")
+        .annotate(total=Sum("amount"))
+    )
+    return {row["account__code"]: row["total"] for row in rows}
+
+
+def _returned_once(transfer_id) -> None:
+    transfer = Transfer.objects.get(pk=transfer_id)
+    assert (transfer.status, transfer.payin_status, transfer.payout_status) == (
+        "failed",
+        "completed",
+        "cancelled",
+    )
+    assert transfer.disbursement_attempt == 1
+    assert TransferHistory.objects.filter(transfer_id=transfer_id, reason=RETURNED).count() == 1
+    assert Event.objects.filter(data_id=transfer_id, event_type="transfer.failed").count() == 1
+    assert sorted(
+        Journal.objects.filter(resource_id=transfer_id).values_list("kind", flat=True)
+    ) == ["transfer_collected", "transfer_returned"]
+    assert _journal_sums(transfer_id) == {
+        "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
+        "transfer_suspense": Decimal("0"),
+        "merchant_available": Decimal("10000"),
+    }
+    assert AuditLogEntry.objects.filter(target=str(transfer_id)).count() == 1
+    assert ledger_is_clean()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_returns_credit_the_wallet_once(enabled_api, enabled_merchant):
+    transfer = _setup_failed_payout(enabled_api)
+    returned: list = []
+    refused: list = []
+
+    _in_threads(*(_return_by(agent, transfer.id, returned, refused) for agent in _agents(4)))
+
+    assert (len(returned), len(refused)) == (1, 3), refused
+    for exc in refused:
+        assert "already returned" in exc.message
+    _returned_once(transfer.id)
+    assert _available(enabled_api, "XAF") == "10000"
+
+
+def _waiting_for_a_lock(count: int) -> None:
+    """Until `count` other sessions of this database wait for a lock."""
+    for _ in range(1000):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")  # else frozen for the transaction
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] >= count:
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"{count} sessions never waited for the transfer")
+
+
+def _start(work) -> threading.Thread:
+    def run() -> None:
+        try:
+            work()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("first", ["return", "relaunch"])
+def test_a_return_racing_a_relaunch_has_exactly_one_winner(enabled_api, first):
+    """Both reach the transfer while its row is locked (as by an action in flight), in either
+    order; the first through wins, the second sees what it did and is refused. The relaunch
+    goes to a recipient the provider is still working on when the race ends."""
+    transfer = _setup_failed_payout(enabled_api)
+    [agent] = _agents(1)
+    returned: list = []
+    refused: list = []
+    relaunched: list = []
+
+    def relaunch() -> None:
+        client = APIClient()
+        client.credentials(
+            HTTP_X_API_KEY=enabled_api.api_key, HTTP_X_API_SECRET=enabled_api.api_secret
+        )
+        relaunched.append(
+            client.post(
+                f"/transfers/{transfer.id}/relaunch-payout",
+                {"recipient": {"first_name": "Moussa", "last_name": "Ndiaye", "phone": SN_SILENT}},
+                format="json",
+                HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4()),
+            )
+        )
+
+    works = [_return_by(agent, transfer.id, returned, refused), relaunch]
+    if first == "relaunch":
+        works.reverse()
+    with transaction.atomic():
+        Transfer.objects.select_for_update().get(pk=transfer.id)
+        threads = []
+        for count, work in enumerate(works, start=1):
+            threads.append(_start(work))
+            _waiting_for_a_lock(count)
+    for thread in threads:
+        thread.join(timeout=60)
+
+    [response] = relaunched
+    if first == "return":
+        assert (len(returned), refused) == (1, [])
+        assert response.status_code == 409, response.json()
+        assert response.json()["error"]["reason"] == "transfer_not_relaunchable"
+        _returned_once(transfer.id)
+        assert _available(enabled_api, "XAF") == "10000"
+    else:
+        assert response.status_code == 202, response.json()
+        [refusal] = refused
+        assert (returned, refusal.status) == ([], 409)
+        assert "This one is disbursing" in refusal.message
+        after = Transfer.objects.get(pk=transfer.id)
+        assert (after.status, after.payout_status, after.disbursement_attempt) == (
+            "disbursing",
+            "pending",
+            2,
+        )
+        assert selectors.transfer_suspense_held(transfer=after) == Decimal("10000")
+        assert _journal_sums(transfer.id) == {
+            "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
+            "transfer_suspense": Decimal("10000"),
+        }
+        assert not Journal.objects.filter(resource_id=transfer.id, kind="transfer_returned")
+        assert not AuditLogEntry.objects.filter(target=str(transfer.id)).exists()
+        assert _available(enabled_api, "XAF") == "0"
+        assert ledger_is_clean()
