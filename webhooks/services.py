@@ -597,9 +597,13 @@ def deliveries_sent_after_commit(part: rawsql.Part) -> None:
 def event_resend(
     *, event_id: UUID, now: datetime, merchant: Merchant | None = None
 ) -> list[Delivery]:
-    """Send an event again now: a new delivery (fresh attempt count), same event id and body,
-    to every enabled endpoint subscribed to it. `merchant`: only that merchant's event (the
-    API); another's is NotFound. NoWebhookEndpoint (409) when no endpoint would get it."""
+    """Send an event again now, same event id and body, to every enabled endpoint subscribed
+    to it. An endpoint with a delivery of the event still open gets no second one: that
+    delivery is the re-send, made due now if it was waiting for a retry (it keeps its attempt
+    count), so the receiver does not get the event now and once more at that retry. Any other
+    endpoint gets a new delivery (fresh attempt count). `merchant`: only that merchant's event
+    (the API); another's is NotFound. NoWebhookEndpoint (409) when no endpoint would get it.
+    Returns the deliveries that make the re-send, open ones first."""
     with transaction.atomic():
         events = Event.objects.filter(pk=event_id)
         if merchant is not None:
@@ -619,7 +623,29 @@ def event_resend(
             )
         if not endpoints:
             raise NoWebhookEndpoint()
-        return [_delivery_create(event=event, endpoint=e, now=now) for e in endpoints]
+        still_open = _deliveries_due_now(event=event, endpoints=endpoints, now=now)
+        covered = {delivery.endpoint_id for delivery in still_open}
+        return still_open + [
+            _delivery_create(event=event, endpoint=e, now=now)
+            for e in endpoints
+            if e.pk not in covered
+        ]
+
+
+def _deliveries_due_now(
+    *, event: Event, endpoints: list[WebhookEndpoint], now: datetime
+) -> list[Delivery]:
+    """The open deliveries of the event to these endpoints, those waiting for a retry made due
+    now (a sender is woken for them). One whose attempt is under way is left to it: that
+    attempt is the re-send. Only pending rows are written, never a delivering one, so this
+    waits on no sender's record of an outcome."""
+    targets = Delivery.objects.filter(event=event, endpoint__in=[e.pk for e in endpoints])
+    pulled = targets.filter(status=DeliveryStatus.PENDING, next_attempt_at__gt=now).update(
+        next_attempt_at=now, dispatched_at=now, updated_at=now
+    )
+    if pulled:
+        transaction.on_commit(_sender_wake)
+    return list(targets.filter(status__in=selectors.OPEN_STATUSES).order_by("created_at", "id"))
 
 
 def events_resend_failed(*, merchant: Merchant, since: datetime, now: datetime) -> int:

@@ -51,9 +51,10 @@ class EventResendView(APIView):
         responses={202: EventOutput},
         tags=["events"],
         description=(
-            "Deliver the event again, same event id and body, to every enabled endpoint "
-            "subscribed to it (a new delivery with a fresh attempt count). 409 "
-            "`no_webhook_endpoint` when there is none."
+            "Deliver the event again now, same event id and body, to every enabled endpoint "
+            "subscribed to it: a new delivery with a fresh attempt count, or, where a delivery "
+            "of the event is still pending, that delivery, made due now (it is not sent a "
+            "second time at its retry). 409 `no_webhook_endpoint` when there is none."
         ),
     )
     @idempotent

@@ -7,8 +7,10 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
+from merchants import services as merchant_services
 from webhooks import selectors, services
 
 
@@ -118,6 +120,18 @@ def webhook_settings(settings):
     settings.WEBHOOK_TIMEOUT_SECONDS = 2
     settings.WEBHOOK_RETRY_SCHEDULE = [60, 300, 900, 3600, 14400, 43200]
     return settings
+
+
+@pytest.fixture
+def developer(merchant) -> Client:
+    """The merchant's developer, logged in to the dashboard."""
+    username = f"dev-{merchant.pk}"
+    merchant_services.staff_user_create(
+        username=username, password="pw-123456-staff", merchant=merchant, role="developer"
+    )
+    browser = Client()
+    assert browser.login(username=username, password="pw-123456-staff")
+    return browser
 
 
 def signing_secret(endpoint) -> str:
