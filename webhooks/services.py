@@ -603,7 +603,9 @@ def event_resend(
     count), so the receiver does not get the event now and once more at that retry. Any other
     endpoint gets a new delivery (fresh attempt count). `merchant`: only that merchant's event
     (the API); another's is NotFound. NoWebhookEndpoint (409) when no endpoint would get it.
-    Returns the deliveries that make the re-send, open ones first."""
+    Returns the deliveries that make the re-send, open ones first. Re-sends of a merchant's
+    events (and events_resend_failed) take turns on its row, so two at once (a double click,
+    a retry under a new Idempotency-Key) see each other's delivery and make one."""
     with transaction.atomic():
         events = Event.objects.filter(pk=event_id)
         if merchant is not None:
@@ -611,6 +613,8 @@ def event_resend(
         event = events.first()
         if event is None:
             raise selectors.EventNotFound()
+        # FOR NO KEY UPDATE: the merchant's payments, whose inserts lock its key, never wait.
+        Merchant.objects.select_for_update(no_key=True).only("pk").get(pk=event.merchant_id)
         if event.event_type == TEST_EVENT_TYPE:  # a test is of one endpoint, its data id
             endpoints = [
                 endpoint
