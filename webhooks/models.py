@@ -36,6 +36,10 @@ class WebhookEndpoint(models.Model):
         max_length=32, choices=EndpointDisabledReason.choices, blank=True, default=""
     )
     disabled_at = models.DateTimeField(null=True, blank=True)
+    # The last change that could make failing deliveries succeed: created, moved (URL), a new
+    # signing secret, switched back on. The failing-endpoint sweep counts only attempts made
+    # since; a change of subscription, or a save that changes nothing, leaves it.
+    delivery_settings_changed_at = models.DateTimeField()
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 

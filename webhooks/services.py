@@ -220,6 +220,7 @@ def endpoint_set(
                 url=url,
                 signing_secret=secrets_at_rest.encrypt(secret),
                 enabled=True,
+                delivery_settings_changed_at=now,
                 created_at=now,
                 updated_at=now,
             )
@@ -229,6 +230,7 @@ def endpoint_set(
             endpoint.enabled = True
             endpoint.disabled_reason = ""
             endpoint.disabled_at = None
+            endpoint.delivery_settings_changed_at = now  # a new secret, at least
             endpoint.updated_at = now
             endpoint.save(
                 update_fields=[
@@ -237,6 +239,7 @@ def endpoint_set(
                     "enabled",
                     "disabled_reason",
                     "disabled_at",
+                    "delivery_settings_changed_at",
                     "updated_at",
                 ]
             )
@@ -273,6 +276,7 @@ def endpoint_add(
             signing_secret=secrets_at_rest.encrypt(secret),
             event_types=event_types,
             enabled=True,
+            delivery_settings_changed_at=now,
             created_at=now,
             updated_at=now,
         )
@@ -287,8 +291,11 @@ def endpoint_rotate_secret(*, endpoint_id: UUID, now: datetime) -> str:
         if endpoint is None:
             raise NotFound()
         endpoint.signing_secret = secrets_at_rest.encrypt(secret)
+        endpoint.delivery_settings_changed_at = now  # a receiver refusing the old one may pass
         endpoint.updated_at = now
-        endpoint.save(update_fields=["signing_secret", "updated_at"])
+        endpoint.save(
+            update_fields=["signing_secret", "delivery_settings_changed_at", "updated_at"]
+        )
     return secret
 
 
@@ -344,7 +351,9 @@ def endpoint_update(
 ) -> WebhookEndpoint:
     """Change the URL, the subscription (None: kept) or switch the endpoint on or off; the
     signing secret is kept. A disabled endpoint gets no new deliveries; its open ones wait
-    until it is enabled again. Enabling clears the reason it was disabled for."""
+    until it is enabled again. Enabling clears the reason it was disabled for. A new URL or
+    switching it back on restarts the failing-endpoint clock (endpoints_disable_failing); a
+    new subscription, or the same settings saved again, does not."""
     url = webhook_url_validate(url)
     if event_types is not None:
         event_types = event_types_validate(event_types)
@@ -352,6 +361,8 @@ def endpoint_update(
         endpoint = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint_id).first()
         if endpoint is None:
             raise NotFound()
+        if url != endpoint.url or (enabled and not endpoint.enabled):
+            endpoint.delivery_settings_changed_at = now
         endpoint.url = url
         if enabled and not endpoint.enabled:
             endpoint.disabled_reason = ""
@@ -369,6 +380,7 @@ def endpoint_update(
                 "disabled_reason",
                 "disabled_at",
                 "event_types",
+                "delivery_settings_changed_at",
                 "updated_at",
             ]
         )
@@ -379,15 +391,17 @@ def endpoints_disable_failing(*, now: datetime) -> int:
     """The sweep: disable every enabled endpoint whose every delivery attempt has failed for
     FAILING_DISABLE_AFTER (no success since a failure at least that old, and still failing
     inside the window). Its open deliveries wait; the merchant re-enables it in the dashboard.
-    Only attempts since the endpoint was last changed count (re-enabled, moved): a merchant who
-    fixed the receiver and re-enabled it is not disabled again for what failed before. Returns
-    the number of endpoints disabled."""
+    Only attempts since a change that could make them succeed count (created, moved, a new
+    signing secret, re-enabled: `delivery_settings_changed_at`): a merchant who fixed the
+    receiver and re-enabled it is not disabled again for what failed before, but changing
+    what an endpoint that keeps failing subscribes to, or saving it unchanged, does not keep
+    it enabled. Returns the number of endpoints disabled."""
     cutoff = now - FAILING_DISABLE_AFTER
     ok = Q(response_status__gte=200, response_status__lt=300)
     attempts = DeliveryAttempt.objects.filter(
         delivery__endpoint=OuterRef("pk"),
         finished_at__isnull=False,
-        started_at__gt=OuterRef("updated_at"),
+        started_at__gt=OuterRef("delivery_settings_changed_at"),
     )
     candidates = WebhookEndpoint.objects.filter(enabled=True).filter(
         Exists(attempts.filter(started_at__gt=cutoff).exclude(ok)),
@@ -407,7 +421,7 @@ def endpoints_disable_failing(*, now: datetime) -> int:
             mine = DeliveryAttempt.objects.filter(
                 delivery__endpoint=endpoint,
                 finished_at__isnull=False,
-                started_at__gt=endpoint.updated_at,
+                started_at__gt=endpoint.delivery_settings_changed_at,
             )
             last_success = mine.filter(ok).order_by("-started_at").first()
             streak = mine.exclude(ok).filter(started_at__lte=cutoff)
