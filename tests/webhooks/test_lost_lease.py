@@ -1,0 +1,99 @@
+"""An attempt whose sender was lost (killed mid-attempt: its lease ran out) is counted, logged,
+and the delivery is attempted again once the lease is over, without a further wait: the lease
+(150 s by default) is already longer than the first retry's minute, the fault was ours, and an
+attempt can outlive its lease only when its sender dies, never because a receiver hangs (an
+attempt ends at WEBHOOK_TIMEOUT_SECONDS, a failed attempt on the normal schedule). So a
+receiver that hangs is never hammered, and a delivery whose sender dies every time fails
+after its seven attempts, at most one a lease."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.webhooks.conftest import record_event
+from webhooks import services
+from webhooks.models import DeliveryStatus
+
+pytestmark = pytest.mark.django_db
+
+LOST = "No result recorded: the worker was lost or ran past its lease."
+
+
+def test_a_lost_attempt_is_counted_and_the_next_one_comes_when_its_lease_is_over(
+    merchant, endpoint, receiver, settings
+):
+    receiver.plan = [500]
+    start = timezone.now()
+    event = record_event(merchant, at=start)
+    delivery = event.deliveries.get()
+    assert services._delivery_claim(delivery_id=delivery.pk, now=start) is not None
+    # ... and the sender dies before it records anything.
+    lease_over = start + timedelta(seconds=services.lease_seconds())
+
+    for now in (start + timedelta(seconds=61), lease_over - timedelta(seconds=1)):
+        assert services.deliveries_send_due(now=now) == 0
+        assert services.deliveries_dispatch_due(now=now) == 0
+    assert services.deliveries_send_due(now=lease_over) == 1
+
+    delivery.refresh_from_db()
+    lost, failed = delivery.attempt_log.all()
+    assert (lost.number, lost.response_status, lost.error) == (1, None, LOST)
+    assert (failed.number, failed.response_status) == (2, 500)
+    assert delivery.attempts == 2
+    # the failure of attempt 2 waits the schedule's second delay (5 minutes), like any other
+    assert delivery.next_attempt_at == failed.finished_at + timedelta(
+        seconds=settings.WEBHOOK_RETRY_SCHEDULE[1]
+    )
+    assert len(receiver.requests) == 1
+
+
+def test_a_receiver_that_hangs_gets_one_request_per_scheduled_attempt(
+    merchant, endpoint, receiver, settings
+):
+    settings.WEBHOOK_TIMEOUT_SECONDS = 0.3
+    receiver.default = ("sleep", 1.0)  # every request: accepted, never answered in time
+    start = timezone.now()
+    event = record_event(merchant, at=start)
+    delivery = event.deliveries.get()
+    now = start
+
+    for number, delay in enumerate([*settings.WEBHOOK_RETRY_SCHEDULE, None], start=1):
+        assert services.deliveries_send_due(now=now) == 1
+        delivery.refresh_from_db()
+        attempt = delivery.attempt_log.get(number=number)
+        assert attempt.error == "Timed out after 0.3 s"
+        if delay is None:
+            break
+        assert delivery.status == DeliveryStatus.PENDING
+        assert delivery.next_attempt_at == attempt.finished_at + timedelta(seconds=delay)
+        # nothing is sent again before the retry is due, however often the senders look
+        for early in (now + timedelta(seconds=1), delivery.next_attempt_at - timedelta(seconds=1)):
+            assert services.deliveries_send_due(now=early) == 0
+            assert services.deliveries_dispatch_due(now=early) == 0
+        now = delivery.next_attempt_at
+
+    assert delivery.status == DeliveryStatus.FAILED
+    assert len(receiver.requests) == 7
+    assert not delivery.attempt_log.filter(error=LOST).exists()
+
+
+def test_a_delivery_whose_sender_is_lost_every_time_fails_after_seven_leases(
+    merchant, endpoint, receiver
+):
+    start = timezone.now()
+    event = record_event(merchant, at=start)
+    delivery = event.deliveries.get()
+    lease = timedelta(seconds=services.lease_seconds())
+
+    now = start
+    for _ in range(services.max_attempts()):
+        assert services._delivery_claim(delivery_id=delivery.pk, now=now) is not None
+        assert services._delivery_claim(delivery_id=delivery.pk, now=now + lease / 2) is None
+        now += lease  # each sender dies; the next claim comes when its lease is over
+
+    assert services._delivery_claim(delivery_id=delivery.pk, now=now) is None
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.last_error) == ("failed", 7, LOST)
+    assert [a.error for a in delivery.attempt_log.all()] == [LOST] * 7
+    assert receiver.requests == []
