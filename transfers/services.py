@@ -1007,6 +1007,18 @@ def _disbursement_reported_paid(transfer: Transfer) -> bool:
     ).exists()
 
 
+def _collection_reported_failed(transfer: Transfer) -> bool:
+    """Whether the provider said "failed" for a collection we had completed (a reversal, say),
+    and support has not resolved it yet (a ProviderDiscrepancy): the money held in
+    transfer_suspense may never have been collected."""
+    return ProviderDiscrepancy.objects.filter(
+        resource_type="transfer_collection",
+        resource_id=transfer.id,
+        provider_outcome=provider.FAILED,
+        resolved_at__isnull=True,
+    ).exists()
+
+
 def transfer_relaunch_payout(
     *,
     merchant: Merchant,
@@ -1219,9 +1231,11 @@ def transfer_return_collected_funds(*, transfer_id: UUID, actor: Any, now: datet
 
     Only for a transfer failed / payin completed / payout failed whose failed disbursement the
     provider has not reported paid (an unresolved "completed" ProviderDiscrepancy: the recipient
-    may have the money, as for a relaunch); 409 collected_funds_not_returnable otherwise,
-    changing nothing. The transfer is locked first and checked under the lock, so of a return
-    racing a relaunch, another return or a provider answer, one wins."""
+    may have the money, as for a relaunch) and whose completed collection it has not reported
+    failed (an unresolved "failed" one: the money may never have been collected); 409
+    collected_funds_not_returnable otherwise, changing nothing. The transfer is locked first and
+    checked under the lock, so of a return racing a relaunch, another return or a provider
+    answer, one wins."""
     refused = CollectedFundsNotReturnable
     with transaction.atomic():
         transfer = (
@@ -1253,6 +1267,12 @@ def transfer_return_collected_funds(*, transfer_id: UUID, actor: Any, now: datet
                 "The provider reported this transfer's failed disbursement as paid after all: "
                 "the recipient may have the money. Reconcile it first (apply the provider's "
                 "completion, or mark the discrepancy resolved if the provider did not pay)."
+            )
+        if _collection_reported_failed(transfer):
+            raise refused(
+                "The provider reported this transfer's collection as failed after it completed: "
+                "the money may never have been collected. Reconcile it first (mark the "
+                "discrepancy resolved once the provider confirms it collected the money)."
             )
         transfer = transfer_transition(
             transfer_id=transfer.id,

@@ -390,6 +390,36 @@ def test_a_disbursement_the_provider_reported_paid_is_refused_until_reconciled(
     assert ledger_is_clean()
 
 
+def test_a_collection_the_provider_reported_failed_is_refused_until_reconciled(
+    support, failed_payout, run
+):
+    """After the collection completed the provider said it failed after all (a reversal): the
+    money may never have been collected, so it is not credited to the wallet until support has
+    reconciled (here: the provider did collect it)."""
+    provider.deliver_answer(
+        callback=services.COLLECTION_CALLBACK,
+        reference=str(failed_payout.id),
+        provider_reference="SIM-reversed",
+        outcome="failed",
+        reason="reversed",
+    )
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=failed_payout.id)
+    assert (discrepancy.resource_type, discrepancy.provider_outcome) == (
+        "transfer_collection",
+        "failed",
+    )
+
+    _assert_refused(support, failed_payout, run, "reported this transfer&#x27;s collection")
+
+    payment_services.provider_discrepancy_resolve(
+        discrepancy_id=discrepancy.pk, actor=_agent(), now=timezone.now()
+    )
+    page = _click(support, failed_payout, run)
+    assert "Collected funds returned" in page
+    assert Transfer.objects.get(pk=failed_payout.pk).payout_status == "cancelled"
+    assert ledger_is_clean()
+
+
 def test_merchant_staff_cannot_return_funds(staff_client, enabled_merchant, failed_payout):
     """The action is not offered to them, and posting it anyway does nothing."""
     owner = staff_client(merchant=enabled_merchant, role="owner")
