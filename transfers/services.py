@@ -1182,6 +1182,13 @@ def transfer_apply_provider_completion(
             )
         if transfer is None:
             raise refused("The discrepancy's transfer does not exist.")
+        if _state(transfer) == _FUNDS_RETURNED:
+            raise refused(
+                "This transfer's collected funds were returned to the merchant's wallet: it can "
+                "no longer complete. If the provider did pay the recipient, the merchant holds "
+                "that money twice: reconcile it by hand (take it back with debit_wallet), then "
+                "mark the discrepancy resolved."
+            )
         if not is_relaunchable(transfer):
             raise refused(
                 "Only a transfer whose disbursement leg failed (status failed, payin_status "

@@ -291,7 +291,7 @@ def test_a_late_provider_completion_after_the_return_is_kept_for_reconciliation(
     assert _observed(failed_payout.id) == before
     discrepancy = ProviderDiscrepancy.objects.get(resource_id=failed_payout.id)
     assert (discrepancy.provider_outcome, discrepancy.our_status) == ("completed", "cancelled")
-    with pytest.raises(services.ProviderCompletionNotApplicable):
+    with pytest.raises(services.ProviderCompletionNotApplicable) as refused:
         services.transfer_apply_provider_completion(
             discrepancy_id=discrepancy.pk,
             actor=merchant_services.staff_user_create(
@@ -299,6 +299,13 @@ def test_a_late_provider_completion_after_the_return_is_kept_for_reconciliation(
             ),
             now=timezone.now(),
         )
+    # support is told why, and what the merchant now holds: not only the leg statuses
+    assert refused.value.message == (
+        "This transfer's collected funds were returned to the merchant's wallet: it can no "
+        "longer complete. If the provider did pay the recipient, the merchant holds that money "
+        "twice: reconcile it by hand (take it back with debit_wallet), then mark the "
+        "discrepancy resolved."
+    )
     assert _observed(failed_payout.id) == before
     assert ledger_is_clean()
 
