@@ -5,12 +5,14 @@ from pathlib import Path
 
 import environ
 
+from config import dotenv
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 VAR_DIR.mkdir(exist_ok=True)
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+dotenv.read(BASE_DIR / ".env")  # as bin/run-procfile reads it; the environment wins
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-in-production-0123")

@@ -1,6 +1,8 @@
-"""The README's copy-paste webhook check must accept what Cowry really sends."""
+"""The README's copy-paste webhook check must accept what Cowry really sends, and .env must
+mean what the README and .env.example say."""
 
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -108,3 +110,93 @@ def test_make_run_takes_the_procfiles_variables_from_env_as_the_settings_read_th
         "5",
     )
     assert "WEB_CONCURRENCY" not in exported and "SECRET_KEY" not in exported
+
+
+def test_the_settings_read_a_dotenv_line_as_make_run_does(tmp_path):
+    """One .env, one meaning: config/dotenv.py (the settings) and bin/run-procfile agree on
+    comments after a value, quotes, `#` inside a value and `export`."""
+    import os
+    import subprocess
+
+    from config import dotenv
+
+    lines = {
+        "PORT": "PORT=18434  # mine",
+        "HOST": 'HOST="0.0.0.0 # all" # every interface',
+        "WEB_CONCURRENCY": "WEB_CONCURRENCY=3#4\t# a tab before this comment",
+        "WORKER_CONCURRENCY": "export WORKER_CONCURRENCY='5 # five'   ",
+    }
+    (tmp_path / ".env").write_text("# PORT=1\n" + "\n".join(lines.values()) + "\n")
+    script = (README.parent / "bin" / "run-procfile").read_text()
+    block = re.search(r"\nif \[\[ -f \.env \]\]; then\n.*?\n  done < \.env\nfi\n", script, re.S)
+    environment = {name: value for name, value in os.environ.items() if name not in lines}
+    printed = subprocess.run(
+        ["bash", "-c", f"set -euo pipefail\ncd {tmp_path}\n{block.group()}\nenv -0\n"],
+        env=environment,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    exported = dict(item.split("=", 1) for item in printed.split("\0") if "=" in item)
+
+    read = dotenv.parse((tmp_path / ".env").read_text())
+    assert read == {name: exported[name] for name in lines}
+    assert read == {
+        "PORT": "18434",
+        "HOST": "0.0.0.0 # all",
+        "WEB_CONCURRENCY": "3#4",
+        "WORKER_CONCURRENCY": "5 # five",
+    }
+
+
+def test_env_example_uncommented_as_it_stands_gives_the_settings_its_values(tmp_path):
+    """Every line of .env.example, uncommented with its comment after the value, reaches the
+    settings as the value shown (here with WEBHOOK_ALLOW_HTTP switched on, as for a local
+    receiver), unless the environment has it; django-environ's reader kept the comment in the
+    value."""
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    root = README.parent
+    example = (root / ".env.example").read_text().split("# Production only")[0]
+    lines = [line[2:] for line in example.splitlines() if re.match(r"# [A-Z0-9_]+=", line)]
+    names = {line.split("=", 1)[0] for line in lines}
+    assert {"WEBHOOK_ALLOW_HTTP", "DATABASE_URL", "LOG_FORMAT"} <= names
+    dotenv_text = "\n".join(lines).replace("WEBHOOK_ALLOW_HTTP=false", "WEBHOOK_ALLOW_HTTP=true")
+    assert "WEBHOOK_ALLOW_HTTP=true " in dotenv_text  # a comment follows it
+    (tmp_path / ".env").write_text(dotenv_text + "\n")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "__init__.py").write_text("")
+    for module in ("settings.py", "dotenv.py"):
+        shutil.copy(root / "config" / module, tmp_path / "config" / module)
+    code = (
+        "import json\nfrom config import settings as s\n"
+        "print(json.dumps({'allow_http': s.WEBHOOK_ALLOW_HTTP, "
+        "'database': s.DATABASES['default']['NAME'], 'broker': s.CELERY_BROKER_URL, "
+        "'cache': s.CACHES['default']['BACKEND'], "
+        "'log_format': s.LOGGING['handlers']['console']['formatter'], "
+        "'linger': s.CONSUMER_LINGER_SECONDS, 'hosts': s.ALLOWED_HOSTS, "
+        "'media': s.MEDIA_ROOT, 'rate': s.RATE_LIMIT_PER_MINUTE, 'secret': s.SECRET_KEY}))"
+    )
+    environment = {name: value for name, value in os.environ.items() if name not in names}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**environment, "PYTHONPATH": str(tmp_path), "RATE_LIMIT_PER_MINUTE": "7"},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "allow_http": True,
+        "database": "var/cowry.sqlite3",
+        "broker": "filesystem://",
+        "cache": "django.core.cache.backends.locmem.LocMemCache",
+        "log_format": "json",
+        "linger": 0.5,
+        "hosts": ["127.0.0.1", "localhost", "testserver"],
+        "media": "var/media",
+        "rate": 7,  # the environment wins over the file
+        "secret": "dev-only-insecure-secret-key-change-me-in-production-0123",
+    }
