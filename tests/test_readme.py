@@ -1,5 +1,5 @@
-"""The README's copy-paste webhook check must accept what Cowry really sends, and .env must
-mean what the README and .env.example say."""
+"""The README's copy-paste webhook check must accept what Cowry really sends, and what the
+README says about .env, the components, the ops commands and the events must stay true."""
 
 import re
 import sys
@@ -200,3 +200,138 @@ def test_env_example_uncommented_as_it_stands_gives_the_settings_its_values(tmp_
         "rate": 7,  # the environment wins over the file
         "secret": "dev-only-insecure-secret-key-change-me-in-production-0123",
     }
+
+
+def _section(title: str) -> str:
+    text = README.read_text()
+    start = text.index(f"\n{title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _component(name: str) -> str:
+    row = re.search(rf"^\| {re.escape(name)} \| (.*) \|$", _section("## What is in the box"), re.M)
+    assert row, f"no component row {name!r} in the README"
+    return row.group(1)
+
+
+def test_the_components_are_the_procfiles_processes_and_the_worker_serves_every_queue():
+    from django.conf import settings
+
+    procfile = dict(
+        line.split(": ", 1)
+        for line in (README.parent / "Procfile").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert set(procfile) == {"web", "worker", "beat"}
+    assert "gunicorn" in procfile["web"] and _component("web (gunicorn)")
+    assert (
+        "celery" in procfile["beat"]
+        and " beat " in procfile["beat"]
+        and _component("beat (Celery)")
+    )
+    worker_queues = set(re.search(r"-Q (\S+)", procfile["worker"]).group(1).split(","))
+    routed = {route["queue"] for route in settings.CELERY_TASK_ROUTES.values()}
+    assert worker_queues == routed | {settings.CELERY_TASK_DEFAULT_QUEUE}
+    readme_queues = _component("worker (Celery)").split("queues ")[1]
+    assert set(re.findall(r"`(\w+)`", readme_queues)) == worker_queues
+
+
+# Each beat entry and what the README's beat row calls it (its interval is checked too).
+_TIMEOUTS = "provider timeouts and lost submissions of payments and of transfers"
+BEAT_IN_README = {
+    "expire-quotes": "expire quotes",
+    "deliver-due-webhooks": "due webhook deliveries",
+    "fail-timed-out-payments": _TIMEOUTS,
+    "fail-timed-out-transfers": _TIMEOUTS,
+    "resume-stalled-kyc": "stalled KYC fetches and reviews",
+    "disable-failing-webhook-endpoints": (
+        "disabling endpoints whose deliveries all failed for 5 days"
+    ),
+    "purge-expired-idempotency-records": "idempotency-key purge",
+    "check-ledger": "`check_ledger`",
+}
+
+
+def test_the_readme_names_every_beat_sweep_with_its_interval():
+    from django.conf import settings
+
+    interval = {30: "30 s", 60: "1 min", 3600: "1 h", 86400: "daily"}
+    row = _component("beat (Celery)")
+    assert set(BEAT_IN_README) == set(settings.CELERY_BEAT_SCHEDULE)
+    for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
+        assert f"{BEAT_IN_README[name]} ({interval[int(entry['schedule'])]})" in row, name
+
+
+def test_the_ops_table_lists_every_command_with_its_options():
+    import argparse
+
+    from django.core.management import get_commands, load_command_class
+
+    apps = {"merchants", "customers", "kyc", "quotes", "payments", "transfers", "webhooks"}
+    ours = {name: app for name, app in get_commands().items() if app in apps}
+    documented: dict[str, set[str]] = {}
+    for line in _section("## Ops commands").splitlines():
+        if not line.startswith("| `"):
+            continue
+        first_cell = re.split(r"(?<!\\)\|", line)[1]
+        for usage in re.findall(r"`([^`]+)`", first_cell):
+            documented[usage.split()[0]] = set(re.findall(r"--[a-z][a-z-]*", usage))
+    assert set(documented) == set(ours)
+    for name, app in ours.items():
+        parser = argparse.ArgumentParser()
+        load_command_class(app, name).add_command_arguments(parser)
+        options = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
+        assert documented[name] == options - {"--help"}, name
+
+
+def test_the_readme_lists_every_webhook_event():
+    from webhooks.services import EVENT_TYPES
+
+    paragraph = _section("## Webhooks").split("The events: ")[1].split(". The signature")[0]
+    assert re.findall(r"`([a-z.]+)`", paragraph) == list(EVENT_TYPES)
+
+
+def test_the_readme_receiver_answers_200_to_a_real_delivery_and_401_to_a_forged_one(
+    monkeypatch, capsys
+):
+    import threading
+    import urllib.error
+    import urllib.request
+    from http.server import HTTPServer
+
+    text = README.read_text()
+    receiver = re.search(r"```python\n(import sys\nfrom http\.server .*?)```", text, re.S).group(1)
+    namespace = {"__name__": "readme_receiver", "verify_cowry_webhook": _readme_verifier()}
+    exec(compile(receiver, "README.md", "exec"), namespace)
+    monkeypatch.setattr(sys, "argv", ["receiver.py", "whsec_test"])
+    server = HTTPServer(("127.0.0.1", 0), namespace["Receiver"])
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def post(signature: str) -> int:
+        now = int(time.time())
+        body = b'{"id": "e1", "event": "payin.completed"}'
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{server.server_port}/cowry",
+            data=body,
+            headers={
+                "X-Cowry-Timestamp": str(now),
+                "X-Cowry-Signature": signature
+                or sign(secret="whsec_test", timestamp=now, body=body),
+                "X-Cowry-Event": "payin.completed",
+                "X-Cowry-Webhook-Id": "e1",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    try:
+        assert post("") == 200
+        assert post("sha256=" + "0" * 64) == 401
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "payin.completed e1" in capsys.readouterr().out
