@@ -1019,6 +1019,32 @@ def _collection_reported_failed(transfer: Transfer) -> bool:
     ).exists()
 
 
+def _unreconciled_provider_answer(transfer: Transfer, *, moving: str) -> str:
+    """Why the money collected for a failed disbursement must not move yet, as a refusal's
+    message ("" when nothing stops it): the provider has said, and support has not yet
+    reconciled, that the failed disbursement paid after all (the recipient may have the
+    money) or that the completed collection failed after all (a reversal: the money may never
+    have been collected). `moving` is what would move it ("a relaunch"). Relaunch-payout and
+    the return of the collected funds both ask, under the transfer's row lock, which a provider
+    answer holds while it records its discrepancy."""
+    if _disbursement_reported_paid(transfer):
+        return (
+            "The provider reported this transfer's failed disbursement as paid after all: the "
+            f"recipient may have the money, and {moving} would pay it out a second time. "
+            "Support reconciles it first (applies the provider's completion, or marks the "
+            "discrepancy resolved if the provider did not pay)."
+        )
+    if _collection_reported_failed(transfer):
+        return (
+            "The provider reported this transfer's collection as failed after it completed (a "
+            "reversal, say): the money may never have been collected, and "
+            f"{moving} would pay out money the provider says it does not hold. Support "
+            "reconciles it first (marks the discrepancy resolved once the provider confirms it "
+            "collected the money)."
+        )
+    return ""
+
+
 def transfer_relaunch_payout(
     *,
     merchant: Merchant,
@@ -1031,8 +1057,10 @@ def transfer_relaunch_payout(
     """Start a new disbursement attempt for a transfer whose disbursement leg failed; the
     collection is never repeated. Without arguments the attempt reuses the transfer's current
     recipient and payout amount. 404 for another merchant's transfer, 409
-    transfer_not_relaunchable otherwise, 400 naming the field for a bad amount or recipient.
-    Of two racing relaunches, the second waits for the row lock and gets the 409. With an
+    transfer_not_relaunchable otherwise, 400 naming the field for a bad amount or recipient;
+    409 too while the provider has said, unreconciled, that the failed disbursement paid or
+    that the completed collection failed (see _unreconciled_provider_answer). Of two racing
+    relaunches, the second waits for the row lock and gets the 409. With an
     `actor` (support staff) the relaunch is written to the audit log in the same transaction."""
     from transfers import selectors
 
@@ -1049,12 +1077,8 @@ def transfer_relaunch_payout(
                 f"payin_status {transfer.payin_status} and payout_status "
                 f"{transfer.payout_status}."
             )
-        if _disbursement_reported_paid(transfer):
-            raise TransferNotRelaunchable(
-                "The provider reported this transfer's failed disbursement as paid after all: "
-                "a relaunch would pay the recipient twice. Support reconciles it first (applies "
-                "the provider's completion, or marks it resolved)."
-            )
+        if unreconciled := _unreconciled_provider_answer(transfer, moving="a relaunch"):
+            raise TransferNotRelaunchable(unreconciled)
         changes: dict[str, Any] = {}
         amount = transfer.payout_amount
         if payout_amount is not None:
@@ -1269,18 +1293,10 @@ def transfer_return_collected_funds(*, transfer_id: UUID, actor: Any, now: datet
                 f"{refused.message} This one is {transfer.status} with payin_status "
                 f"{transfer.payin_status} and payout_status {transfer.payout_status}."
             )
-        if _disbursement_reported_paid(transfer):
-            raise refused(
-                "The provider reported this transfer's failed disbursement as paid after all: "
-                "the recipient may have the money. Reconcile it first (apply the provider's "
-                "completion, or mark the discrepancy resolved if the provider did not pay)."
-            )
-        if _collection_reported_failed(transfer):
-            raise refused(
-                "The provider reported this transfer's collection as failed after it completed: "
-                "the money may never have been collected. Reconcile it first (mark the "
-                "discrepancy resolved once the provider confirms it collected the money)."
-            )
+        if unreconciled := _unreconciled_provider_answer(
+            transfer, moving="returning it to the merchant's wallet"
+        ):
+            raise refused(unreconciled)
         transfer = transfer_transition(
             transfer_id=transfer.id,
             move=COLLECTED_FUNDS_RETURNED,

@@ -1,19 +1,26 @@
+import uuid
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
+from rest_framework.test import APIClient
 
-from payments import ledger
+from payments import ledger, provider
 from payments.models import ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
 from payments.services import SUBMISSION_IN_FLIGHT_SECONDS
+from tests.payments.adjustments import start, waiting_for_a_lock
 from tests.payments.conftest import DISBURSEMENTS_DOWN
 from tests.transfers.conftest import (
+    SENDER_DETAILS,
     SN_DECLINED,
     SN_OTHER_PHONE,
     SN_SILENT,
+    create_customer,
+    create_quote,
     field_paths,
     ledger_is_clean,
     transfer_body,
@@ -511,6 +518,126 @@ def test_no_relaunch_while_the_provider_says_the_timed_out_attempt_paid(
     discrepancy.save()  # support reconciled it (the provider reversed its payment, say)
     relaunched = run(enabled_api.post, f"/transfers/{transfer.id}/relaunch-payout", {})
     assert relaunched.status_code == 202
+    assert ledger_is_clean()
+
+
+def _collection_reversed(transfer_id) -> None:
+    """The provider says the transfer's completed collection failed after all (a reversal)."""
+    provider.deliver_answer(
+        callback=services.COLLECTION_CALLBACK,
+        reference=str(transfer_id),
+        provider_reference="SIM-reversed",
+        outcome="failed",
+        reason="reversed",
+    )
+
+
+def test_no_relaunch_while_the_provider_says_the_completed_collection_failed(
+    enabled_api, failed_payout, run
+):
+    """The provider reversed the collection after we completed it: the money in suspense may
+    never have been collected, and a relaunch would pay it out. Refused until support has
+    reconciled (here: the provider confirms it did collect the money)."""
+    transfer_id = failed_payout["id"]
+    _collection_reversed(transfer_id)
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=transfer_id)
+    assert (discrepancy.resource_type, discrepancy.provider_outcome) == (
+        "transfer_collection",
+        "failed",
+    )
+
+    with run.capture(execute=True) as callbacks:
+        assert_not_relaunchable(enabled_api, transfer_id)
+    assert callbacks == []  # no disbursement enqueued
+    refused = enabled_api.post(f"/transfers/{transfer_id}/relaunch-payout").json()["error"]
+    assert refused["message"] == (
+        "The provider reported this transfer's collection as failed after it completed (a "
+        "reversal, say): the money may never have been collected, and a relaunch would pay out "
+        "money the provider says it does not hold. Support reconciles it first (marks the "
+        "discrepancy resolved once the provider confirms it collected the money)."
+    )
+    assert ledger_is_clean()
+
+    discrepancy.resolved_at, discrepancy.resolved_by = timezone.now(), "support"
+    discrepancy.save()
+    relaunched = run(enabled_api.post, f"/transfers/{transfer_id}/relaunch-payout", {})
+    assert relaunched.status_code == 202, relaunched.json()
+    assert Transfer.objects.get(pk=transfer_id).disbursement_attempt == 2
+    assert ledger_is_clean()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("first", ["reversal", "relaunch"])
+def test_a_relaunch_racing_the_collections_reversal_pays_nothing_out_after_it(enabled_api, first):
+    """The relaunch and the provider's "failed" for the completed collection reach the
+    transfer while its row is locked (as by an action in flight), in either order. The answer
+    first: it is recorded as a discrepancy and the relaunch, which then waits for the row,
+    sees it and is refused. The relaunch first: it goes out (to a recipient the provider is
+    still working on) and the answer, arriving after, is kept for reconciliation."""
+    customer = create_customer(enabled_api, **SENDER_DETAILS)
+    quote = create_quote(enabled_api, customer_id=customer["id"])
+    created = enabled_api.post(
+        "/transfers", transfer_body(quote, customer, recipient_phone=SN_DECLINED)
+    )
+    transfer_id = created.json()["id"]
+    assert Transfer.objects.get(pk=transfer_id).payout_status == "failed"
+    results: list = []
+
+    def relaunch():
+        client = APIClient()
+        client.credentials(
+            HTTP_X_API_KEY=enabled_api.api_key, HTTP_X_API_SECRET=enabled_api.api_secret
+        )
+        return client.post(
+            f"/transfers/{transfer_id}/relaunch-payout",
+            {"recipient": {"first_name": "Moussa", "last_name": "Ndiaye", "phone": SN_SILENT}},
+            format="json",
+            HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4()),
+        )
+
+    def reversal():
+        _collection_reversed(transfer_id)
+        return "answered"
+
+    works = [reversal, relaunch] if first == "reversal" else [relaunch, reversal]
+    with transaction.atomic():
+        Transfer.objects.select_for_update().get(pk=transfer_id)
+        threads = []
+        for count, work in enumerate(works, start=1):
+            threads.append(start(work, results))
+            waiting_for_a_lock(count)
+    for thread in threads:
+        thread.join(timeout=60)
+
+    [response] = [result for result in results if result != "answered"]
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=transfer_id)
+    assert (discrepancy.resource_type, discrepancy.provider_outcome) == (
+        "transfer_collection",
+        "failed",
+    )
+    transfer = Transfer.objects.get(pk=transfer_id)
+    if first == "reversal":
+        assert response.status_code == 409, response.json()
+        assert response.json()["error"]["reason"] == "transfer_not_relaunchable"
+        assert "never have been collected" in response.json()["error"]["message"]
+        assert (transfer.status, transfer.payout_status, transfer.disbursement_attempt) == (
+            "failed",
+            "failed",
+            1,
+        )
+        assert events_of(transfer_id) == ["transfer.payin.completed", "transfer.payout.failed"]
+    else:
+        assert response.status_code == 202, response.json()
+        assert (transfer.status, transfer.payout_status, transfer.disbursement_attempt) == (
+            "disbursing",
+            "pending",
+            2,
+        )
+        assert discrepancy.our_status == "completed"
+    assert ledger.account_balances(merchant=transfer.merchant, currency="XAF") == {
+        "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
+        "transfer_suspense": Decimal("10000"),
+    }
     assert ledger_is_clean()
 
 
