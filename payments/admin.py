@@ -260,7 +260,9 @@ class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
             "Mark resolved (reconciled with the provider; a failed payin or payout it"
             " completed: ops run credit_wallet / debit_wallet --discrepancy instead, which"
             " credits or takes back the money and resolves it; a transfer disbursement reported"
-            " paid: the provider confirmed it did not pay, so it can be relaunched)"
+            " paid, or a transfer collection reported failed: the provider confirmed it did not"
+            " pay, or did collect, so the payout can be relaunched or the collected funds"
+            " returned to the merchant's wallet)"
         ),
         permissions=["support"],
     )

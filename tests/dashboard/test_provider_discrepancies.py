@@ -41,6 +41,20 @@ def test_mark_resolved_points_support_at_the_ops_commands_that_settle_payins_and
     assert "reconciled by hand" not in page
 
 
+def test_mark_resolved_says_a_resolved_transfer_discrepancy_unblocks_relaunch_and_return(
+    discrepancy, staff_client
+):
+    """Both wait for the discrepancy of a transfer's disbursement reported paid, or of its
+    collection reported failed: support is told that resolving it lets either go ahead."""
+    page = staff_client(support=True).get(CHANGELIST).content.decode()
+
+    assert (
+        "a transfer disbursement reported paid, or a transfer collection reported failed: the "
+        "provider confirmed it did not pay, or did collect, so the payout can be relaunched or "
+        "the collected funds returned to the merchant&#x27;s wallet)"
+    ) in page
+
+
 def test_merchant_staff_do_not_see_the_reconciliation_queue(discrepancy, merchant, staff_client):
     owner = staff_client(merchant=merchant, role="owner")
     assert owner.get(CHANGELIST).status_code == 403
