@@ -237,8 +237,9 @@ class LedgerAccountAdmin(ReadOnlyAdmin):
 @admin.register(ProviderDiscrepancy)
 class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
     """Provider answers that contradict a final state: support reconciles, then resolves; a
-    failed payin the provider collected, or a failed payout it paid, is settled by ops with
-    credit_wallet / debit_wallet --discrepancy, which resolves it with the adjustment."""
+    failed payin or transfer collection the provider collected, or a failed payout or returned
+    transfer's disbursement it paid, is settled by ops with credit_wallet / debit_wallet
+    --discrepancy, which resolves it with the adjustment."""
 
     merchant_staff_can_view = False
     list_display = [
@@ -258,8 +259,10 @@ class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
     @admin.action(
         description=(
             "Mark resolved (reconciled with the provider; a failed payin or payout it"
-            " completed: ops run credit_wallet / debit_wallet --discrepancy instead, which"
-            " credits or takes back the money and resolves it; a transfer disbursement reported"
+            " completed, a transfer whose collection we failed that it collected, or a"
+            " returned transfer's disbursement it paid: ops run credit_wallet / debit_wallet"
+            " --discrepancy instead, which credits or takes back the money and resolves it;"
+            " a transfer disbursement reported"
             " paid, or a transfer collection reported failed: the provider confirmed it did not"
             " pay, or did collect, so the payout can be relaunched or the collected funds"
             " returned to the merchant's wallet)"

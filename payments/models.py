@@ -304,9 +304,10 @@ class ProviderDiscrepancy(models.Model):
     """A provider answer that contradicts a state we already made final (e.g. "completed" for
     a payout failed by the timeout sweep). Nothing is changed automatically: money may have
     moved without a journal, so support reconciles it by hand and marks it resolved (a failed
-    payin the provider collected: ops credit it with `credit_wallet --discrepancy`; a failed
-    payout the provider paid: ops take it back with `debit_wallet --discrepancy`; either
-    resolves it)."""
+    payin, or a transfer's failed collection, the provider collected: ops credit it with
+    `credit_wallet --discrepancy`; a failed payout, or the disbursement of a transfer whose
+    collected funds were returned, the provider paid: ops take it back with `debit_wallet
+    --discrepancy`; either resolves it)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     merchant = models.ForeignKey(Merchant, on_delete=models.PROTECT, related_name="+")

@@ -64,20 +64,31 @@ class DiscrepancyNotDebitable(DomainError):
 
 
 @dataclass(frozen=True)
+class _Settles:
+    """A provider discrepancy an adjustment settles: an unresolved "completed" answer about one
+    of the merchant's `resource_type`s, the resource (of `model`) in `state`, which is final, in
+    its `currency_field`, for no more than its `amount_field`."""
+
+    resource_type: str
+    model: type[Payin] | type[Payout] | type[Transfer]
+    state: dict[str, str]  # its fields when it can be settled
+    only: str  # which can be settled, in a refusal
+    what: str  # the resource, in a refusal naming its currency
+    currency_field: str
+    amount_field: str  # the most the adjustment may be
+    at_most: str  # what that amount is, in a refusal
+    also: str = ""  # the end of its settlement hint
+    otherwise: str = ""  # what settles it in another state, in a refusal
+
+
+@dataclass(frozen=True)
 class _Adjustment:
-    """A manual adjustment's direction, and the provider discrepancy it may settle: an
-    unresolved "completed" answer for one of the merchant's failed payments of `settles`, for no
-    more than that payment moved (or would have moved) in the wallet."""
+    """A manual adjustment's direction, and the provider discrepancies it may settle."""
 
     command: str  # the ops command; a settled discrepancy's resolved_by
     action: str  # the audit entry's detail action
     sign: int  # +1 into the available balance, -1 out of it
-    settles: str  # the discrepancy's resource_type
-    model: type[Payin] | type[Payout]
-    failed: str  # its status when we failed it
-    currency_field: str
-    amount_field: str  # the most the adjustment may be when it settles a discrepancy
-    at_most: str  # what that amount is, in a refusal
+    settles: tuple[_Settles, ...]
     nothing: str  # why another provider outcome leaves nothing to settle
     refused: type[DomainError]
 
@@ -86,12 +97,31 @@ _CREDIT = _Adjustment(
     command="credit_wallet",
     action="wallet_credited",
     sign=1,
-    settles="payin",
-    model=Payin,
-    failed=PayinStatus.FAILED,
-    currency_field="receive_currency",  # as its payin_completed journal (_payin_posting)
-    amount_field="receive_amount",
-    at_most="the payin would have credited the wallet, net of its fee",
+    settles=(
+        _Settles(
+            resource_type="payin",
+            model=Payin,
+            state={"status": PayinStatus.FAILED},
+            only="a payin we failed",
+            what="payin",
+            currency_field="receive_currency",  # as its payin_completed journal (_payin_posting)
+            amount_field="receive_amount",
+            at_most="the payin would have credited the wallet, net of its fee",
+        ),
+        # The transfer failed at its collection and is final; the payer's money reached the
+        # provider. The merchant gets what the payer paid, as when support returns the
+        # collected funds of a failed disbursement: the whole payin amount, no fee.
+        _Settles(
+            resource_type="transfer_collection",
+            model=Transfer,
+            state={"payin_status": LegStatus.FAILED},
+            only="a transfer whose collection we failed",
+            what="transfer's collection",
+            currency_field="payin_currency",
+            amount_field="payin_amount",
+            at_most="the transfer's payer paid (its payin amount)",
+        ),
+    ),
     nothing="it collected nothing to credit",
     refused=DiscrepancyNotCreditable,
 )
@@ -99,22 +129,54 @@ _DEBIT = _Adjustment(
     command="debit_wallet",
     action="wallet_debited",
     sign=-1,
-    settles="payout",
-    model=Payout,
-    failed=PayoutStatus.FAILED,
-    currency_field="send_currency",
-    amount_field="debit_amount",
-    at_most="the payout took from the wallet",
+    settles=(
+        _Settles(
+            resource_type="payout",
+            model=Payout,
+            state={"status": PayoutStatus.FAILED},
+            only="a payout we failed",
+            what="payout",
+            currency_field="send_currency",
+            amount_field="debit_amount",
+            at_most="the payout took from the wallet",
+        ),
+        # Support returned the collected funds of the failed disbursement to the wallet, then
+        # the provider said it paid the recipient: the merchant holds that money twice.
+        _Settles(
+            resource_type="transfer_disbursement",
+            model=Transfer,
+            state={"payin_status": LegStatus.COMPLETED, "payout_status": LegStatus.CANCELLED},
+            only="a transfer whose collected funds were returned to the merchant's wallet",
+            what="transfer's return",
+            currency_field="payin_currency",
+            amount_field="payin_amount",
+            at_most="the return of the transfer's collected funds credited the wallet",
+            also=(
+                " once the transfer's collected funds were returned to the merchant's wallet "
+                "(while its disbursement is failed, support applies the provider's completion)"
+            ),
+            otherwise=(
+                " While its disbursement is failed, support applies the provider's completion "
+                "instead (or marks it resolved if the provider did not pay)."
+            ),
+        ),
+    ),
     nothing="it paid nothing to take back",
     refused=DiscrepancyNotDebitable,
 )
-_SETTLED_BY = {adjustment.settles: adjustment for adjustment in (_CREDIT, _DEBIT)}
+_SETTLED_BY = {
+    settles.resource_type: (adjustment, settles)
+    for adjustment in (_CREDIT, _DEBIT)
+    for settles in adjustment.settles
+}
 
 
-def discrepancy_settlement_hint(resource_type: str) -> str:
-    """What settles a discrepancy about a `resource_type`, for a refusal's message."""
-    if resource_type in _SETTLED_BY:
-        return f"ops settle it with {_SETTLED_BY[resource_type].command} --discrepancy"
+def discrepancy_settlement_hint(resource_type: str, outcome: str) -> str:
+    """What settles a discrepancy about a `resource_type` whose provider answered `outcome`,
+    for a refusal's message."""
+    if outcome == provider.COMPLETED and resource_type in _SETTLED_BY:
+        adjustment, settles = _SETTLED_BY[resource_type]
+        return f"ops settle it with {adjustment.command} --discrepancy{settles.also}"
     return "reconcile it by hand, then mark it resolved"
 
 
@@ -159,9 +221,9 @@ def wallet_credit(
     discrepancy_id: UUID | None = None,
 ) -> Wallet:
     """A manual, balanced adjustment into the merchant's available balance (ops), e.g. to
-    credit a payin the provider collected after we failed it. With a discrepancy (see
-    _discrepancy_to_settle: _CREDIT), it is resolved in the same transaction, so a second credit
-    for it is refused. Audited as "system"."""
+    credit a payin, or a transfer's collection, the provider collected after we failed it.
+    With a discrepancy (see _discrepancy_to_settle: _CREDIT), it is resolved in the same
+    transaction, so a second credit for it is refused. Audited as "system"."""
     return _wallet_adjust(
         adjustment=_CREDIT,
         merchant=merchant,
@@ -182,7 +244,8 @@ def wallet_debit(
     discrepancy_id: UUID | None = None,
 ) -> Wallet:
     """A manual, balanced adjustment out of the merchant's available balance (ops): the mirror
-    of wallet_credit, e.g. to take back a payout the provider paid after we failed it.
+    of wallet_credit, e.g. to take back a payout the provider paid after we failed it, or the
+    collected funds returned for a transfer whose disbursement the provider then paid.
 
     Refused, changing nothing, when the available balance is short (InsufficientBalance: the
     posting locks the wallet, so a payout reserving the same funds waits, then is checked
@@ -279,12 +342,15 @@ def _discrepancy_to_settle(
     amount: Decimal,
     discrepancy_id: UUID,
 ) -> ProviderDiscrepancy:
-    """The discrepancy an adjustment settles, locked: an unresolved "completed" answer for one
-    of the merchant's payments of the kind it settles (a payin for a credit, a payout for a
-    debit) that we failed, in the adjustment's currency, for no more than the payment would
-    have credited (a payin's receive_amount) or took (a payout's debit_amount). The
+    """The discrepancy an adjustment settles, locked: an unresolved "completed" answer about
+    one of the merchant's resources of a kind the adjustment settles (_Settles), in the state
+    that leaves it to settle, in its currency, for no more than its limit. A credit: a payin we
+    failed (at most its receive_amount), or a transfer whose collection we failed (its
+    payin_amount, as a return). A debit: a payout we failed (its debit_amount), or a transfer
+    disbursement after its collected funds were returned to the wallet (the payin_amount the
+    return credited). Those states are final, so the resource is read without a lock. The
     adjustment's refusal (DiscrepancyNotCreditable, DiscrepancyNotDebitable) otherwise."""
-    refused, kind = adjustment.refused, adjustment.settles
+    refused = adjustment.refused
     discrepancy = (
         ProviderDiscrepancy.objects.select_for_update()
         .filter(pk=discrepancy_id, merchant=merchant)
@@ -297,29 +363,42 @@ def _discrepancy_to_settle(
             f"This discrepancy was already resolved by {discrepancy.resolved_by or 'support'} "
             f"at {discrepancy.resolved_at.isoformat(timespec='seconds')}."
         )
-    if discrepancy.resource_type != kind:
+    settles = next(
+        (s for s in adjustment.settles if s.resource_type == discrepancy.resource_type), None
+    )
+    if settles is None:
+        kinds = " or a ".join(s.resource_type.replace("_", " ") for s in adjustment.settles)
+        hint = discrepancy_settlement_hint(discrepancy.resource_type, discrepancy.provider_outcome)
         raise refused(
             f"This discrepancy is about a {discrepancy.resource_type.replace('_', ' ')}, not a "
-            f"{kind}: {discrepancy_settlement_hint(discrepancy.resource_type)}."
+            f"{kinds}: {hint}."
         )
     if discrepancy.provider_outcome != provider.COMPLETED:
         raise refused(
             f'The provider answered "{discrepancy.provider_outcome}", not "completed": '
             f"{adjustment.nothing}."
         )
-    payment = (
-        adjustment.model.objects.filter(pk=discrepancy.resource_id, merchant=merchant)
-        .values_list("status", adjustment.currency_field, adjustment.amount_field)
+    shown = list(dict.fromkeys(["status", *settles.state]))
+    resource = (
+        settles.model.objects.filter(pk=discrepancy.resource_id, merchant=merchant)
+        .values(*shown, settles.currency_field, settles.amount_field)
         .first()
     )
-    if payment is None or payment[0] != adjustment.failed:
-        raise refused(f"Only a {kind} we failed can be settled; this one is not failed.")
-    _, payment_currency, most = payment
-    if payment_currency != currency:
-        raise refused(f"The {kind} was in {payment_currency}, not {currency}.")
+    if resource is None:
+        raise refused(f"Only {settles.only} can be settled; this one does not exist.")
+    if any(resource[field] != value for field, value in settles.state.items()):
+        state = " and ".join(f"{field} {resource[field]}" for field in shown[1:])
+        raise refused(
+            f"Only {settles.only} can be settled; this one is {resource['status']}"
+            + (f" with {state}." if state else ".")
+            + settles.otherwise
+        )
+    resource_currency, most = resource[settles.currency_field], resource[settles.amount_field]
+    if resource_currency != currency:
+        raise refused(f"The {settles.what} was in {resource_currency}, not {currency}.")
     if amount > most:
         raise refused(
-            f"{money.format_amount(amount)} {currency} is more than {adjustment.at_most} "
+            f"{money.format_amount(amount)} {currency} is more than {settles.at_most} "
             f"({money.format_amount(most)} {currency})."
         )
     return discrepancy

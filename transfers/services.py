@@ -1176,17 +1176,17 @@ def transfer_apply_provider_completion(
         # transfer's row is locked before the discrepancy's, as every transfer action does.
         found = (
             ProviderDiscrepancy.objects.filter(pk=discrepancy_id)
-            .values_list("resource_type", "resource_id", "merchant_id")
+            .values_list("resource_type", "resource_id", "merchant_id", "provider_outcome")
             .first()
         )
         if found is None:
             raise refused("The discrepancy does not exist.")
-        resource_type, transfer_id, merchant_id = found
+        resource_type, transfer_id, merchant_id, outcome = found
         if resource_type != "transfer_disbursement":
             raise refused(
                 "Only a transfer disbursement's discrepancy can be applied; this one is about "
                 f"a {resource_type.replace('_', ' ')}: "
-                f"{payment_services.discrepancy_settlement_hint(resource_type)}."
+                f"{payment_services.discrepancy_settlement_hint(resource_type, outcome)}."
             )
         transfer = (
             Transfer.objects.select_for_update(of=("self",))
@@ -1210,8 +1210,8 @@ def transfer_apply_provider_completion(
             raise refused(
                 "This transfer's collected funds were returned to the merchant's wallet: it can "
                 "no longer complete. If the provider did pay the recipient, the merchant holds "
-                "that money twice: reconcile it by hand (take it back with debit_wallet), then "
-                "mark the discrepancy resolved."
+                "that money twice: ops take it back with debit_wallet --discrepancy, which "
+                "resolves the discrepancy (mark it resolved if the provider did not pay)."
             )
         if not is_relaunchable(transfer):
             raise refused(

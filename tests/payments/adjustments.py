@@ -23,6 +23,11 @@ from tests.payments.conftest import (
     payin_body,
     payout_body,
 )
+from tests.transfers import conftest as transfer_helpers
+from transfers import services as transfer_services
+from transfers.models import Transfer
+
+CM_SILENT_PHONE = "+237670001999"  # the sandbox never answers for it
 
 
 def adjust(command: str, merchant, amount: str, *args: str, currency: str = "XOF") -> dict:
@@ -120,6 +125,30 @@ def payin_collected_after_we_failed_it(api, capture, settings) -> ProviderDiscre
     assert (payin.status, payin.receive_amount, payin.total_fee) == ("failed", 9850, 150)
     assert balances(api)["available"] == "0"
     return discrepancy
+
+
+def transfer_collected_after_we_failed_it(api, capture) -> ProviderDiscrepancy:
+    """A transfer of 10000 XAF whose collection the timeout sweep failed (the transfer is
+    final: failed, payin failed, payout cancelled), then reported completed by the provider:
+    the payer paid, nothing holds the money for the merchant."""
+    customer = transfer_helpers.create_customer(api, **transfer_helpers.SENDER_DETAILS)
+    quote = transfer_helpers.create_quote(api, customer_id=customer["id"])
+    body = transfer_helpers.transfer_body(quote, customer, payer_phone=CM_SILENT_PHONE)
+    with capture(execute=True):
+        created = api.post("/transfers", body)
+    transfer = Transfer.objects.get(pk=created.json()["id"])
+    assert transfer.status == "collecting" and transfer.collection_reference
+    with capture(execute=True):
+        assert transfer_services.transfers_fail_timed_out(now=transfer.leg_timeout_at) == 1
+    late_answer(transfer_services.COLLECTION_CALLBACK, str(transfer.id), provider.COMPLETED)
+    transfer.refresh_from_db()
+    assert (transfer.status, transfer.payin_status, transfer.payout_status) == (
+        "failed",
+        "failed",
+        "cancelled",
+    )
+    assert (transfer.payin_amount, transfer.payin_currency) == (10000, "XAF")
+    return ProviderDiscrepancy.objects.get(resource_id=transfer.id)
 
 
 def reported_failed_after_it_completed(api, capture, kind: str) -> ProviderDiscrepancy:

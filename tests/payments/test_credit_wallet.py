@@ -18,14 +18,20 @@ from tests.payments.adjustments import (
     adjust,
     adjustment_state,
     balances,
+    late_answer,
     ledger_clean,
     payin_collected_after_we_failed_it,
     payout_paid_after_we_failed_it,
     reported_failed_after_it_completed,
     start,
+    transfer_collected_after_we_failed_it,
     waiting_for_a_lock,
 )
+from tests.payments.conftest import fund
 from tests.support import MerchantClient
+from tests.transfers import conftest as transfer_helpers
+from transfers import services as transfer_services
+from transfers.models import Transfer, TransferHistory
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -158,7 +164,8 @@ def test_a_credit_refuses_a_discrepancy_about_a_payout_and_says_what_settles_it(
 
     with pytest.raises(
         CommandError,
-        match="about a payout, not a payin: ops settle it with debit_wallet --discrepancy",
+        match="about a payout, not a payin or a transfer collection: ops settle it with "
+        "debit_wallet --discrepancy",
     ):
         _credit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id))
 
@@ -227,4 +234,179 @@ def test_two_credits_racing_for_one_discrepancy_have_exactly_one_winner(
     assert AuditLogEntry.objects.filter(detail__action="wallet_credited").count() == 1
     assert ProviderDiscrepancy.objects.get(pk=discrepancy.id).resolved_by == "credit_wallet"
     assert ledger.ledger_breaches() == []
+    ledger_clean()
+
+
+# --- a transfer whose collection we failed, that the provider collected ---------------------
+
+
+def _transfer_seen(transfer_id) -> tuple:
+    """What the merchant sees of the transfer itself: the credit must leave it as it was."""
+    return (
+        Transfer.objects.filter(pk=transfer_id)
+        .values_list("status", "payin_status", "payout_status", "updated_at")
+        .get(),
+        TransferHistory.objects.filter(transfer_id=transfer_id).count(),
+        list(Event.objects.filter(data_id=transfer_id).values_list("event_type", flat=True)),
+        sorted(Journal.objects.filter(resource_id=transfer_id).values_list("kind", flat=True)),
+    )
+
+
+@pytest.fixture
+def transfer_collected(enabled_api, django_capture_on_commit_callbacks) -> ProviderDiscrepancy:
+    """A 10000 XAF transfer whose collection we failed (timeout) and the provider collected."""
+    return transfer_collected_after_we_failed_it(enabled_api, django_capture_on_commit_callbacks)
+
+
+def test_a_credit_pays_the_merchant_a_transfer_collection_the_provider_collected_after_we_failed_it(
+    enabled_api, enabled_merchant, transfer_collected
+):
+    """The transfer is final (transfer.failed was sent) and the payer's money reached the
+    provider: the merchant gets the whole payin amount, no fee, in the payin currency, as a
+    return of collected funds would give it, and the discrepancy is resolved with it."""
+    discrepancy = transfer_collected
+    transfer_id = discrepancy.resource_id
+    assert (discrepancy.resource_type, discrepancy.our_status) == ("transfer_collection", "failed")
+    seen = _transfer_seen(transfer_id)
+
+    body = _credit(enabled_merchant, "10000", "--discrepancy", str(discrepancy.id), currency="XAF")
+
+    assert body == {"currency": "XAF", "available": "10000"}
+    assert balances(enabled_api, "XAF") == {
+        "currency": "XAF",
+        "available": "10000",
+        "reserved": "0",
+    }
+    journal = Journal.objects.get(merchant=enabled_merchant, kind="adjustment")
+    assert sorted((line.account.code, line.amount) for line in journal.lines.all()) == [
+        ("adjustments", Decimal("-10000")),
+        ("merchant_available", Decimal("10000")),
+    ]
+    discrepancy.refresh_from_db()
+    assert (discrepancy.resolved_at, discrepancy.resolved_by) == (
+        journal.created_at,
+        "credit_wallet",
+    )
+    entry = AuditLogEntry.objects.get(merchant=enabled_merchant, detail__action="wallet_credited")
+    assert entry.target == str(transfer_id)
+    assert entry.detail["discrepancy_id"] == str(discrepancy.id)
+    assert entry.detail["settled"] == f"transfer_collection {transfer_id}"
+    # the transfer stays failed, with no new event, journal or history row
+    assert _transfer_seen(transfer_id) == seen
+    ledger_clean()
+
+    before = adjustment_state(enabled_merchant)
+    with pytest.raises(CommandError, match="already resolved by credit_wallet"):
+        _credit(enabled_merchant, "10000", "--discrepancy", str(discrepancy.id), currency="XAF")
+    assert adjustment_state(enabled_merchant) == before
+
+
+def test_a_transfer_collection_credit_is_at_most_the_payin_amount_in_the_payin_currency(
+    enabled_merchant, transfer_collected
+):
+    before = adjustment_state(enabled_merchant)
+
+    with pytest.raises(
+        CommandError,
+        match=r"10001 XAF is more than the transfer's payer paid \(its payin amount\) "
+        r"\(10000 XAF\)",
+    ):
+        _credit(
+            enabled_merchant, "10001", "--discrepancy", str(transfer_collected.id), currency="XAF"
+        )
+    with pytest.raises(CommandError, match="The transfer's collection was in XAF, not XOF"):
+        _credit(enabled_merchant, "9800", "--discrepancy", str(transfer_collected.id))
+
+    assert adjustment_state(enabled_merchant) == before
+    transfer_collected.refresh_from_db()
+    assert transfer_collected.resolved_at is None
+
+
+def test_a_transfer_collection_the_provider_reversed_is_not_credited(
+    enabled_api, enabled_merchant, django_capture_on_commit_callbacks
+):
+    """The collection completed and the provider then said it failed: the merchant holds
+    nothing it was not owed from this answer; a credit would pay it money no one collected."""
+    customer = transfer_helpers.create_customer(enabled_api, **transfer_helpers.SENDER_DETAILS)
+    quote = transfer_helpers.create_quote(enabled_api, customer_id=customer["id"])
+    with django_capture_on_commit_callbacks(execute=True):
+        created = enabled_api.post("/transfers", transfer_helpers.transfer_body(quote, customer))
+    transfer_id = created.json()["id"]
+    assert Transfer.objects.get(pk=transfer_id).status == "completed"
+    late_answer(transfer_services.COLLECTION_CALLBACK, transfer_id, "failed")
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=transfer_id)
+    before = adjustment_state(enabled_merchant)
+
+    with pytest.raises(CommandError, match='answered "failed", not "completed": it collected'):
+        _credit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id), currency="XAF")
+
+    assert adjustment_state(enabled_merchant) == before
+
+
+def test_a_transfer_collections_discrepancy_names_credit_wallet_where_it_is_refused(
+    enabled_merchant, transfer_collected
+):
+    """debit_wallet and "Apply the provider's completion" point at the command that settles it."""
+    fund(enabled_merchant, "20000", currency="XAF")
+    before = adjustment_state(enabled_merchant)
+
+    with pytest.raises(
+        CommandError,
+        match="about a transfer collection, not a payout or a transfer disbursement: ops settle "
+        "it with credit_wallet --discrepancy",
+    ):
+        adjust(
+            "debit_wallet",
+            enabled_merchant,
+            "100",
+            "--discrepancy",
+            str(transfer_collected.id),
+            currency="XAF",
+        )
+    with pytest.raises(transfer_services.ProviderCompletionNotApplicable) as refused:
+        transfer_services.transfer_apply_provider_completion(
+            discrepancy_id=transfer_collected.id,
+            actor=get_user_model().objects.create_user(username="agent-ama", password="x" * 16),
+            now=timezone.now(),
+        )
+    assert refused.value.message == (
+        "Only a transfer disbursement's discrepancy can be applied; this one is about a "
+        "transfer collection: ops settle it with credit_wallet --discrepancy."
+    )
+
+    assert adjustment_state(enabled_merchant) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_credits_racing_for_one_transfer_collection_have_exactly_one_winner(
+    enabled_merchant, django_capture_on_commit_callbacks
+):
+    api = MerchantClient(enabled_merchant)
+    discrepancy = transfer_collected_after_we_failed_it(api, django_capture_on_commit_callbacks)
+    results: list = []
+
+    def credit():
+        try:
+            return _credit(
+                enabled_merchant, "10000", "--discrepancy", str(discrepancy.id), currency="XAF"
+            )
+        except CommandError as exc:
+            return str(exc)
+
+    with transaction.atomic():
+        ProviderDiscrepancy.objects.select_for_update().get(pk=discrepancy.id)
+        threads = []
+        for count in (1, 2):
+            threads.append(start(credit, results))
+            waiting_for_a_lock(count)
+    for thread in threads:
+        thread.join(timeout=60)
+
+    winners = [result for result in results if isinstance(result, dict)]
+    refusals = [result for result in results if isinstance(result, str)]
+    assert winners == [{"currency": "XAF", "available": "10000"}], results
+    assert len(refusals) == 1 and "already resolved by credit_wallet" in refusals[0], results
+    assert balances(api, "XAF") == {"currency": "XAF", "available": "10000", "reserved": "0"}
+    assert Journal.objects.filter(kind="adjustment").count() == 1
+    assert AuditLogEntry.objects.filter(detail__action="wallet_credited").count() == 1
     ledger_clean()

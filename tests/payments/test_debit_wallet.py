@@ -192,7 +192,9 @@ def test_a_debit_refuses_a_discrepancy_about_a_payin(
     before = adjustment_state(enabled_merchant)
 
     with pytest.raises(
-        CommandError, match="about a payin, not a payout: ops settle it with credit_wallet --disc"
+        CommandError,
+        match="about a payin, not a payout or a transfer disbursement: ops settle it with "
+        "credit_wallet --discrepancy",
     ):
         _debit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id))
 

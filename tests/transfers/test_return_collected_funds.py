@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import CommandError
 from django.db import connection, transaction
 from django.db.models import Sum
 from django.urls import reverse
@@ -23,6 +24,7 @@ from merchants.models import AuditLogEntry
 from payments import ledger, provider
 from payments import services as payment_services
 from payments.models import Journal, JournalLine, ProviderDiscrepancy
+from tests.payments.adjustments import adjust, adjustment_state, ledger_clean, start
 from tests.transfers.conftest import (
     CM_DECLINED,
     SENDER_DETAILS,
@@ -303,8 +305,8 @@ def test_a_late_provider_completion_after_the_return_is_kept_for_reconciliation(
     assert refused.value.message == (
         "This transfer's collected funds were returned to the merchant's wallet: it can no "
         "longer complete. If the provider did pay the recipient, the merchant holds that money "
-        "twice: reconcile it by hand (take it back with debit_wallet), then mark the "
-        "discrepancy resolved."
+        "twice: ops take it back with debit_wallet --discrepancy, which resolves the "
+        "discrepancy (mark it resolved if the provider did not pay)."
     )
     assert _observed(failed_payout.id) == before
     assert ledger_is_clean()
@@ -318,6 +320,157 @@ def test_check_ledger_flags_a_returned_transfer_without_its_journal(failed_payou
     assert report["breaches"] == [
         f"transfer {failed_payout.id} (failed) has no transfer_returned journal"
     ]
+
+
+# --- the provider paid after the return: ops take the money back ----------------------------
+
+
+def _paid_after_the_return(transfer: Transfer) -> ProviderDiscrepancy:
+    """Support returned the collected funds (10000 XAF to the wallet), then the provider said
+    the failed attempt paid the recipient after all: the merchant holds that money twice."""
+    services.transfer_return_collected_funds(
+        transfer_id=transfer.id, actor=None, now=timezone.now()
+    )
+    provider.deliver_answer(
+        callback=services.DISBURSEMENT_CALLBACK,
+        reference=services.disbursement_reference(transfer.id, transfer.disbursement_attempt),
+        provider_reference="SIM-late-1",
+        outcome="completed",
+    )
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=transfer.id)
+    assert (discrepancy.resource_type, discrepancy.our_status) == (
+        "transfer_disbursement",
+        "cancelled",
+    )
+    return discrepancy
+
+
+def _debit(merchant, amount: str, discrepancy, currency: str = "XAF") -> dict:
+    return adjust(
+        "debit_wallet", merchant, amount, "--discrepancy", str(discrepancy.id), currency=currency
+    )
+
+
+def test_ops_take_back_a_returned_transfers_payout_the_provider_paid_with_debit_wallet(
+    enabled_api, enabled_merchant, failed_payout
+):
+    """debit_wallet --discrepancy takes back what the return credited, in the payin currency,
+    and resolves the discrepancy in the same transaction; the transfer stays as it was."""
+    discrepancy = _paid_after_the_return(failed_payout)
+    assert _available(enabled_api, "XAF") == "10000"
+    before = adjustment_state(enabled_merchant)
+    seen = _observed(failed_payout.id)
+
+    with pytest.raises(
+        CommandError,
+        match=r"10001 XAF is more than the return of the transfer's collected funds credited "
+        r"the wallet \(10000 XAF\)",
+    ):
+        _debit(enabled_merchant, "10001", discrepancy)
+    with pytest.raises(CommandError, match="The transfer's return was in XAF, not XOF"):
+        _debit(enabled_merchant, "9800", discrepancy, currency="XOF")
+    assert adjustment_state(enabled_merchant) == before
+
+    assert _debit(enabled_merchant, "10000", discrepancy) == {"currency": "XAF", "available": "0"}
+
+    assert _available(enabled_api, "XAF") == "0"
+    journal = Journal.objects.get(merchant=enabled_merchant, kind="adjustment")
+    assert sorted((line.account.code, line.amount) for line in journal.lines.all()) == [
+        ("adjustments", Decimal("10000")),
+        ("merchant_available", Decimal("-10000")),
+    ]
+    discrepancy.refresh_from_db()
+    assert (discrepancy.resolved_at, discrepancy.resolved_by) == (
+        journal.created_at,
+        "debit_wallet",
+    )
+    entry = AuditLogEntry.objects.get(detail__action="wallet_debited")
+    assert (entry.actor_label, entry.merchant_id) == ("system", enabled_merchant.pk)
+    assert entry.detail["settled"] == f"transfer_disbursement {failed_payout.id}"
+    # the transfer, its journals and its events are as the return left them
+    assert {
+        k: v for k, v in _observed(failed_payout.id).items() if k not in ("audit", "wallets")
+    } == {k: v for k, v in seen.items() if k not in ("audit", "wallets")}
+    ledger_clean()
+
+    before = adjustment_state(enabled_merchant)
+    with pytest.raises(CommandError, match="already resolved by debit_wallet"):
+        _debit(enabled_merchant, "1", discrepancy)
+    assert adjustment_state(enabled_merchant) == before
+
+
+def test_a_debit_for_a_paid_disbursement_not_returned_is_refused_and_names_the_apply_action(
+    enabled_api, enabled_merchant, customer, quote, run
+):
+    """While the disbursement is failed (nothing returned), the provider's completion is
+    applied by support: a debit would take money the merchant never got back."""
+    transfer = _make(enabled_api, customer, quote, run, recipient_phone=SN_SILENT)
+    Transfer.objects.filter(pk=transfer.pk).update(
+        leg_timeout_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert run(services.transfers_fail_timed_out, now=timezone.now()) == 1
+    provider.deliver_answer(
+        callback=services.DISBURSEMENT_CALLBACK,
+        reference=services.disbursement_reference(transfer.id, 1),
+        provider_reference="SIM-late-1",
+        outcome="completed",
+    )
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=transfer.id)
+    payment_services.wallet_credit(
+        merchant=enabled_merchant,
+        currency="XAF",
+        amount=Decimal("20000"),
+        reason="float",
+        at=timezone.now(),
+    )
+    before = adjustment_state(enabled_merchant)
+
+    with pytest.raises(CommandError) as refused:
+        _debit(enabled_merchant, "100", discrepancy)
+
+    assert str(refused.value) == (
+        "Only a transfer whose collected funds were returned to the merchant's wallet can be "
+        "settled; this one is failed with payin_status completed and payout_status failed. "
+        "While its disbursement is failed, support applies the provider's completion instead "
+        "(or marks it resolved if the provider did not pay)."
+    )
+    assert adjustment_state(enabled_merchant) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_debits_racing_for_one_returned_transfers_discrepancy_have_exactly_one_winner(
+    enabled_api, enabled_merchant
+):
+    """Both reach the discrepancy while it is locked (as by a run in flight): the first
+    through takes the money back and resolves it, the second finds it resolved."""
+    transfer = _setup_failed_payout(enabled_api)
+    discrepancy = _paid_after_the_return(transfer)
+    results: list = []
+
+    def debit():
+        try:
+            return _debit(enabled_merchant, "10000", discrepancy)
+        except CommandError as exc:
+            return str(exc)
+
+    with transaction.atomic():
+        ProviderDiscrepancy.objects.select_for_update().get(pk=discrepancy.id)
+        threads = []
+        for count in (1, 2):
+            threads.append(start(debit, results))
+            _waiting_for_a_lock(count)
+    for thread in threads:
+        thread.join(timeout=60)
+
+    winners = [result for result in results if isinstance(result, dict)]
+    refusals = [result for result in results if isinstance(result, str)]
+    assert winners == [{"currency": "XAF", "available": "0"}], results
+    assert len(refusals) == 1 and "already resolved by debit_wallet" in refusals[0], results
+    assert _available(enabled_api, "XAF") == "0"
+    assert Journal.objects.filter(kind="adjustment").count() == 1
+    assert AuditLogEntry.objects.filter(detail__action="wallet_debited").count() == 1
+    assert ProviderDiscrepancy.objects.get(pk=discrepancy.id).resolved_by == "debit_wallet"
+    ledger_clean()
 
 
 # --- refusals: a clear message in the dashboard, the error shape, nothing changed -----------

@@ -12,8 +12,8 @@ class Command(AdjustmentCommand):
     )
     done = "Credited"
     discrepancy_help = (
-        "the unresolved provider discrepancy (a failed payin the provider collected) this credit "
-        "settles; it is resolved with it"
+        "the unresolved provider discrepancy (a failed payin, or a transfer's failed "
+        "collection, the provider collected) this credit settles; it is resolved with it"
     )
 
     def adjust(self, **adjustment) -> Wallet:

@@ -10,8 +10,8 @@ class Command(AdjustmentCommand):
     )
     done = "Debited"
     discrepancy_help = (
-        "the unresolved provider discrepancy (a failed payout the provider paid) this debit "
-        "settles; it is resolved with it"
+        "the unresolved provider discrepancy (a failed payout, or a returned transfer's "
+        "disbursement, the provider paid) this debit settles; it is resolved with it"
     )
 
     def adjust(self, **adjustment) -> Wallet:
