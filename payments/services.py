@@ -12,7 +12,8 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import connection, models, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, Sum, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -27,6 +28,7 @@ from merchants.models import AuditAction, Merchant
 from payments import ledger, provider
 from payments.models import (
     Journal,
+    JournalLine,
     Payin,
     PayinHistory,
     PayinStatus,
@@ -446,9 +448,77 @@ def _payment_breaches() -> list[str]:
     return breaches
 
 
+def _transfer_suspense_breaches() -> list[str]:
+    """Every transfer holds in transfer_suspense, in its payin currency, what its state implies:
+    its payin_amount from its collection's completion until its disbursement completes or
+    support returns the funds (disbursing, or a failed disbursement waiting for a relaunch or a
+    return), nothing otherwise (not collected yet, failed at collection, completed, returned).
+    And every transfer_suspense line is in a journal of a transfer, in that transfer's payin
+    currency: one elsewhere would be money in suspense that no transfer accounts for."""
+    suspense = JournalLine.objects.filter(account__code=ledger.TRANSFER_SUSPENSE)
+    held = (
+        suspense.filter(
+            journal__resource_type="transfer",
+            journal__resource_id=OuterRef("pk"),
+            journal__currency=OuterRef("payin_currency"),
+        )
+        .order_by()
+        .values("journal__resource_id")
+        .annotate(total=Sum("amount"))
+        .values("total")
+    )
+    amount = models.DecimalField(max_digits=20, decimal_places=2)  # as JournalLine.amount
+    holding = Q(payin_status=LegStatus.COMPLETED) & ~Q(
+        payout_status__in=[LegStatus.COMPLETED, LegStatus.CANCELLED]
+    )
+    wrong = (
+        Transfer.objects.annotate(
+            held=Coalesce(
+                Subquery(held, output_field=amount), Value(Decimal(0)), output_field=amount
+            ),
+            expected=Case(
+                When(holding, then=F("payin_amount")),
+                default=Value(Decimal(0)),
+                output_field=amount,
+            ),
+        )
+        .exclude(held=F("expected"))
+        .values_list(
+            "id", "status", "payin_status", "payout_status", "payin_currency", "held", "expected"
+        )
+    )
+    breaches = []
+    for transfer_id, status, payin_status, payout_status, currency, held_now, expected in wrong:
+        breaches.append(
+            f"transfer {transfer_id} ({status}, payin {payin_status}, payout {payout_status}) "
+            f"holds {money.format_amount(held_now)} {currency} in transfer_suspense, not "
+            f"{money.format_amount(expected)}"
+        )
+    transfer_currency = Transfer.objects.filter(pk=OuterRef("journal__resource_id")).values(
+        "payin_currency"
+    )
+    stray = (
+        suspense.annotate(transfer_currency=Subquery(transfer_currency))
+        .filter(
+            ~Q(journal__resource_type="transfer")
+            | Q(transfer_currency__isnull=True)
+            | ~Q(journal__currency=F("transfer_currency"))
+        )
+        .values_list("journal_id", "journal__kind", "journal__resource_type", "journal__currency")
+        .order_by("journal_id")
+        .distinct()
+    )
+    for journal_id, kind, resource_type, currency in stray:
+        breaches.append(
+            f"journal {journal_id} ({kind}, {resource_type}, {currency}) posts to "
+            "transfer_suspense for no transfer in that currency"
+        )
+    return breaches
+
+
 def ledger_check() -> dict:
     """Run every ledger invariant; {"ok", "breaches", "journals", "wallets"}."""
-    breaches = ledger.ledger_breaches() + _payment_breaches()
+    breaches = ledger.ledger_breaches() + _payment_breaches() + _transfer_suspense_breaches()
     return {
         "ok": not breaches,
         "breaches": breaches,

@@ -9,6 +9,9 @@ from django.utils import timezone
 from merchants.models import AuditLogEntry
 from payments import ledger, services
 from payments.models import Journal, JournalLine, Wallet
+from tests.transfers import conftest as transfer_helpers
+from transfers import services as transfer_services
+from transfers.models import Transfer
 
 pytestmark = pytest.mark.django_db
 
@@ -276,3 +279,157 @@ def test_reposting_a_movement_returns_the_first_even_when_the_balance_no_longer_
     assert Journal.objects.filter(resource_id=resource_id).count() == 1
     with pytest.raises(ledger.InsufficientBalance):  # a new movement is still refused
         _post(merchant, spend, kind="spend", resource_id=uuid.uuid4())
+
+
+# --- transfer_suspense: what each transfer holds there ------------------------------------
+
+CM_SILENT = "+237670001999"
+
+
+def _transfer(api, capture, *, domestic: bool = False, **phones) -> Transfer:
+    """A 10000 transfer through the API, every leg the simulator answers at once applied."""
+    customer = transfer_helpers.create_customer(api, **transfer_helpers.SENDER_DETAILS)
+    corridor = (
+        {
+            "corridor": "SN-SN-XOF-XOF",
+            "payer_operator": "SN_ORANGE_MOMO",
+            "recipient_operator": "SN_WAVE_MOMO",
+        }
+        if domestic
+        else {}
+    )
+    quote = transfer_helpers.create_quote(api, customer_id=customer["id"], **corridor)
+    if domestic:
+        phones.setdefault("payer_phone", "+221770002222")
+    with capture(execute=True):
+        created = api.post("/transfers", transfer_helpers.transfer_body(quote, customer, **phones))
+    assert created.status_code == 201, created.json()
+    return Transfer.objects.get(pk=created.json()["id"])
+
+
+def _states(*transfers: Transfer) -> list[tuple[str, str, str]]:
+    return [
+        tuple(
+            Transfer.objects.filter(pk=t.pk).values_list("status", "payin_status", "payout_status")[
+                0
+            ]
+        )
+        for t in transfers
+    ]
+
+
+@pytest.fixture
+def transfers_in_every_state(enabled_api, django_capture_on_commit_callbacks) -> dict:
+    capture = django_capture_on_commit_callbacks
+    made = {
+        "completed": _transfer(enabled_api, capture),
+        "completed_domestic": _transfer(enabled_api, capture, domestic=True),
+        "collecting": _transfer(enabled_api, capture, payer_phone=CM_SILENT),
+        "failed_at_collection": _transfer(
+            enabled_api, capture, payer_phone=transfer_helpers.CM_DECLINED
+        ),
+        "disbursing": _transfer(enabled_api, capture, recipient_phone=transfer_helpers.SN_SILENT),
+        "payout_failed": _transfer(
+            enabled_api, capture, recipient_phone=transfer_helpers.SN_DECLINED
+        ),
+        "returned": _transfer(enabled_api, capture, recipient_phone=transfer_helpers.SN_DECLINED),
+    }
+    transfer_services.transfer_return_collected_funds(
+        transfer_id=made["returned"].id, actor=None, now=timezone.now()
+    )
+    assert _states(*made.values()) == [
+        ("completed", "completed", "completed"),
+        ("completed", "completed", "completed"),
+        ("collecting", "pending", "not_started"),
+        ("failed", "failed", "cancelled"),
+        ("disbursing", "completed", "pending"),
+        ("failed", "completed", "failed"),
+        ("failed", "completed", "cancelled"),
+    ]
+    return made
+
+
+def test_check_ledger_passes_every_transfer_holding_what_its_state_implies_in_suspense(
+    enabled_merchant, transfers_in_every_state, capsys
+):
+    """Completed, returned, failed at collection or not collected yet: nothing. Disbursing,
+    or a failed disbursement waiting for a relaunch or a return: its payin amount."""
+    call_command("check_ledger", "--json")
+
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ok"], report["breaches"]) == (True, [])
+    balances = ledger.account_balances(merchant=enabled_merchant, currency="XAF")
+    assert balances[ledger.TRANSFER_SUSPENSE] == Decimal("20000")
+
+
+def _post_about(
+    transfer: Transfer, kind: str, lines, *, currency: str = "XAF", resource="transfer"
+):
+    return ledger.post_journal(
+        merchant_id=transfer.merchant_id,
+        currency=currency,
+        kind=kind,
+        resource_type=resource,
+        resource_id=transfer.id if resource == "transfer" else uuid.uuid4(),
+        lines=lines,
+        at=timezone.now(),
+    )
+
+
+def test_check_ledger_flags_a_transfer_whose_suspense_disagrees_with_its_state(
+    transfers_in_every_state, capsys
+):
+    """Balanced journals, wallets that agree with their lines, every journal a status implies:
+    only the suspense shows that money went where the transfer's state says it did not."""
+    completed = transfers_in_every_state["completed"]
+    payout_failed = transfers_in_every_state["payout_failed"]
+    returned = transfers_in_every_state["returned"]
+    # a failed disbursement's money credited to the wallet without the return
+    _post_about(
+        payout_failed,
+        "transfer_refund",
+        [
+            (ledger.TRANSFER_SUSPENSE, Decimal("-10000")),
+            (ledger.MERCHANT_AVAILABLE, Decimal("10000")),
+        ],
+    )
+    # a completed transfer collected a second time into its suspense
+    _post_about(
+        completed,
+        "transfer_recollected",
+        [
+            (ledger.provider_clearing("CM_MTN_MOMO"), Decimal("-10000")),
+            (ledger.TRANSFER_SUSPENSE, Decimal("10000")),
+        ],
+    )
+    # money put in suspense by a journal that is no transfer's, and by a returned transfer's
+    # journal in the payout currency
+    stray = _post_about(
+        completed,
+        "adjustment",
+        [(ledger.ADJUSTMENTS, Decimal("-5")), (ledger.TRANSFER_SUSPENSE, Decimal("5"))],
+        resource="adjustment",
+    )
+    wrong_currency = _post_about(
+        returned,
+        "transfer_parked",
+        [(ledger.FEE_REVENUE, Decimal("-7")), (ledger.TRANSFER_SUSPENSE, Decimal("7"))],
+        currency="XOF",
+    )
+    assert ledger.ledger_breaches() == []
+
+    with pytest.raises(CommandError, match="4 ledger breaches"):
+        call_command("check_ledger")
+
+    assert sorted(capsys.readouterr().out.splitlines()[1:]) == sorted(
+        [
+            f"transfer {payout_failed.id} (failed, payin completed, payout failed) holds 0 XAF "
+            "in transfer_suspense, not 10000",
+            f"transfer {completed.id} (completed, payin completed, payout completed) holds "
+            "10000 XAF in transfer_suspense, not 0",
+            f"journal {stray.id} (adjustment, adjustment, XAF) posts to transfer_suspense for no "
+            "transfer in that currency",
+            f"journal {wrong_currency.id} (transfer_parked, transfer, XOF) posts to "
+            "transfer_suspense for no transfer in that currency",
+        ]
+    )

@@ -318,7 +318,9 @@ def test_check_ledger_flags_a_returned_transfer_without_its_journal(failed_payou
     report = payment_services.ledger_check()
 
     assert report["breaches"] == [
-        f"transfer {failed_payout.id} (failed) has no transfer_returned journal"
+        f"transfer {failed_payout.id} (failed) has no transfer_returned journal",
+        f"transfer {failed_payout.id} (failed, payin completed, payout cancelled) holds 10000 "
+        "XAF in transfer_suspense, not 0",
     ]
 
 
