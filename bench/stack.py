@@ -228,6 +228,7 @@ class Stack:
                 str(self.web_workers),
                 "--worker-class",
                 "config.gunicorn_worker.JsonErrorSyncWorker",
+                "--no-control-socket",
                 "--backlog",
                 "2048",
                 "--timeout",

@@ -40,6 +40,7 @@ def gunicorn_url(gunicorn_log) -> Iterator[str]:
             "1",
             "--worker-class",
             "config.gunicorn_worker.JsonErrorSyncWorker",
+            "--no-control-socket",
             "--error-logfile",
             str(gunicorn_log),
         ],
@@ -121,3 +122,45 @@ def test_a_malformed_secret_header_line_is_not_written_to_the_log_or_echoed(
     log = gunicorn_log.read_text()
     assert "X-Api-Secret (value not shown)" in log
     assert secret not in log and secret.encode() not in answer
+
+
+def test_the_procfiles_web_opens_no_control_socket(tmp_path):
+    """gunicorn's control socket (a command interface to the master, at one path per user)
+    is off: nothing here uses it, and every gunicorn of the user would share its path."""
+    web = next(
+        line.split(": ", 1)[1]
+        for line in (ROOT / "Procfile").read_text().splitlines()
+        if line.startswith("web: ")
+    )
+    port = _free_port()
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    process = subprocess.Popen(
+        ["bash", "-c", f"exec {web}"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "PORT": str(port),
+            "WEB_CONCURRENCY": "1",
+            "HOME": str(tmp_path),
+            "XDG_RUNTIME_DIR": str(runtime),
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"http://127.0.0.1:{port}/no-such-thing", timeout=2)
+                break
+            except requests.ConnectionError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("the Procfile's web did not start")
+                time.sleep(0.2)
+        time.sleep(1)  # the master starts its control server after its workers
+        assert sorted(p.name for p in tmp_path.rglob("*.ctl")) == []
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
