@@ -81,6 +81,9 @@ class _Settles:
     at_most: str  # what that amount is, in a refusal
     also: str = ""  # the end of its settlement hint
     otherwise: str = ""  # what settles it in another state, in a refusal
+    # Settled once per resource, whichever of its discrepancies: the refusal of another
+    # ({command}, {id}, {reference}: the one settled); "" when each is settled on its own.
+    once: str = ""
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,14 @@ _DEBIT = _Adjustment(
             otherwise=(
                 " While its disbursement is failed, support applies the provider's completion "
                 "instead (or marks it resolved if the provider did not pay)."
+            ),
+            # Two attempts that both paid after the return are two discrepancies, but the
+            # return credited the merchant once.
+            once=(
+                "The collected funds returned for this transfer were already taken back by "
+                "{command} for discrepancy {id} (attempt {reference}): this one's payout is "
+                "beyond what the return credited the merchant. Reconcile it by hand, then mark "
+                "it resolved."
             ),
         ),
     ),
@@ -350,9 +361,23 @@ def _discrepancy_to_settle(
     failed (at most its receive_amount), or a transfer whose collection we failed (its
     payin_amount, as a return). A debit: a payout we failed (its debit_amount), or a transfer
     disbursement after its collected funds were returned to the wallet (the payin_amount the
-    return credited). Those states are final, so the resource is read without a lock. The
-    adjustment's refusal (DiscrepancyNotCreditable, DiscrepancyNotDebitable) otherwise."""
+    return credited). Those states are final, so the resource is read without a lock, except
+    where it is settled once whichever of its discrepancies (_Settles.once: a returned
+    transfer, whose attempts may each have paid): its row is locked first, before the
+    discrepancy's as every transfer action does, so of two settling two of its discrepancies at
+    once, the second sees the first. The adjustment's refusal (DiscrepancyNotCreditable,
+    DiscrepancyNotDebitable) otherwise."""
     refused = adjustment.refused
+    # resource_type and resource_id never change: read without a lock, to lock the resource
+    # first where it is settled once
+    about = (
+        ProviderDiscrepancy.objects.filter(pk=discrepancy_id, merchant=merchant)
+        .values_list("resource_type", "resource_id")
+        .first()
+    )
+    kind = next((s for s in adjustment.settles if about and s.resource_type == about[0]), None)
+    if kind is not None and kind.once:
+        kind.model.objects.select_for_update().filter(pk=about[1]).values_list("pk").first()
     discrepancy = (
         ProviderDiscrepancy.objects.select_for_update()
         .filter(pk=discrepancy_id, merchant=merchant)
@@ -395,6 +420,18 @@ def _discrepancy_to_settle(
             + (f" with {state}." if state else ".")
             + settles.otherwise
         )
+    settled = settles.once and (
+        ProviderDiscrepancy.objects.filter(
+            resource_type=discrepancy.resource_type,
+            resource_id=discrepancy.resource_id,
+            resolved_by=adjustment.command,
+        )
+        .exclude(pk=discrepancy.pk)
+        .values("id", "reference")
+        .first()
+    )
+    if settled:
+        raise refused(settles.once.format(command=adjustment.command, **settled))
     resource_currency, most = resource[settles.currency_field], resource[settles.amount_field]
     if resource_currency != currency:
         raise refused(f"The {settles.what} was in {resource_currency}, not {currency}.")

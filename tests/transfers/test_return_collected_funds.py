@@ -475,6 +475,120 @@ def test_two_debits_racing_for_one_returned_transfers_discrepancy_have_exactly_o
     ledger_clean()
 
 
+def _both_attempts_paid_after_the_return(api, transfer: Transfer, run) -> tuple:
+    """Attempt 1 declined, the relaunched attempt 2 declined too, support returned the 10000
+    XAF, then the provider said both attempts paid: two discrepancies (attempt 1 superseded,
+    attempt 2 cancelled) for one return. The merchant holds 20000 XAF more, so no debit is
+    refused for the balance."""
+    relaunched = run(api.post, f"/transfers/{transfer.id}/relaunch-payout", {})
+    assert relaunched.status_code == 202, relaunched.json()
+    transfer.refresh_from_db()
+    assert (transfer.status, transfer.payout_status, transfer.disbursement_attempt) == (
+        "failed",
+        "failed",
+        2,
+    )
+    services.transfer_return_collected_funds(
+        transfer_id=transfer.id, actor=None, now=timezone.now()
+    )
+    payment_services.wallet_credit(
+        merchant=transfer.merchant,
+        currency="XAF",
+        amount=Decimal("20000"),
+        reason="float",
+        at=timezone.now(),
+    )
+    for attempt in (1, 2):
+        provider.deliver_answer(
+            callback=services.DISBURSEMENT_CALLBACK,
+            reference=services.disbursement_reference(transfer.id, attempt),
+            provider_reference=f"SIM-late-{attempt}",
+            outcome="completed",
+        )
+    older, current = (
+        ProviderDiscrepancy.objects.get(
+            reference=services.disbursement_reference(transfer.id, attempt)
+        )
+        for attempt in (1, 2)
+    )
+    assert (older.our_status, current.our_status) == ("superseded", "cancelled")
+    assert _available(api, "XAF") == "30000"
+    return older, current
+
+
+def test_a_returns_collected_funds_are_taken_back_once_when_two_attempts_paid(
+    enabled_api, enabled_merchant, failed_payout, run
+):
+    """The return credited 10000 XAF once: debit_wallet --discrepancy takes that back for one
+    of the two attempts that paid, and refuses the other, which would take 10000 more that the
+    return never gave the merchant (the second payout is reconciled by hand)."""
+    older, current = _both_attempts_paid_after_the_return(enabled_api, failed_payout, run)
+
+    assert _debit(enabled_merchant, "10000", current) == {"currency": "XAF", "available": "20000"}
+    ledger_clean()
+    before = adjustment_state(enabled_merchant)
+
+    with pytest.raises(CommandError) as refused:
+        _debit(enabled_merchant, "10000", older)
+
+    assert str(refused.value) == (
+        "The collected funds returned for this transfer were already taken back by "
+        f"debit_wallet for discrepancy {current.id} (attempt {current.reference}): this "
+        "one's payout is beyond what the return credited the merchant. Reconcile it by hand, "
+        "then mark it resolved."
+    )
+    assert adjustment_state(enabled_merchant) == before
+    assert _available(enabled_api, "XAF") == "20000"
+    older.refresh_from_db()
+    assert older.resolved_at is None
+    ledger_clean()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_debits_racing_for_two_attempts_of_one_returned_transfer_take_it_back_once(
+    enabled_api, enabled_merchant, django_capture_on_commit_callbacks
+):
+    """Each reaches its own discrepancy while it is locked (as by runs in flight): the first
+    through takes the return back, the second is refused, not a second 10000 XAF."""
+    transfer = _setup_failed_payout(enabled_api)
+
+    def run(fn, *args, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            return fn(*args, **kwargs)
+
+    discrepancies = _both_attempts_paid_after_the_return(enabled_api, transfer, run)
+    results: list = []
+
+    def debit(discrepancy):
+        try:
+            return _debit(enabled_merchant, "10000", discrepancy)
+        except CommandError as exc:
+            return str(exc)
+
+    with transaction.atomic():
+        for discrepancy in sorted(discrepancies, key=lambda d: d.pk):
+            ProviderDiscrepancy.objects.select_for_update().get(pk=discrepancy.pk)
+        threads = []
+        for count, discrepancy in enumerate(discrepancies, start=1):
+            threads.append(start(lambda d=discrepancy: debit(d), results))
+            _waiting_for_a_lock(count)
+    for thread in threads:
+        thread.join(timeout=60)
+
+    winners = [result for result in results if isinstance(result, dict)]
+    refusals = [result for result in results if isinstance(result, str)]
+    assert winners == [{"currency": "XAF", "available": "20000"}], results
+    assert len(refusals) == 1 and "already taken back by debit_wallet" in refusals[0], results
+    assert _available(enabled_api, "XAF") == "20000"
+    assert AuditLogEntry.objects.filter(detail__action="wallet_debited").count() == 1
+    assert sorted(
+        ProviderDiscrepancy.objects.filter(resource_id=transfer.id).values_list(
+            "resolved_by", flat=True
+        )
+    ) == ["", "debit_wallet"]
+    ledger_clean()
+
+
 # --- refusals: a clear message in the dashboard, the error shape, nothing changed -----------
 
 
