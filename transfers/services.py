@@ -996,27 +996,24 @@ def _within_limits(*, operator: Operator, amount: Decimal) -> None:
         )
 
 
-def _disbursement_reported_paid(transfer: Transfer) -> bool:
-    """Whether the provider said "completed" for a disbursement attempt we had failed, and
-    support has not resolved it yet (a ProviderDiscrepancy)."""
-    return ProviderDiscrepancy.objects.filter(
-        resource_type="transfer_disbursement",
-        resource_id=transfer.id,
-        provider_outcome=provider.COMPLETED,
-        resolved_at__isnull=True,
-    ).exists()
+# The provider answers that stop a failed disbursement's collected money from moving until
+# support reconciles them: a failed disbursement reported paid after all (the recipient may have
+# the money), a completed collection reported failed after all (a reversal: the money may never
+# have been collected).
+_DISBURSEMENT_REPORTED_PAID = ("transfer_disbursement", provider.COMPLETED)
+_COLLECTION_REPORTED_FAILED = ("transfer_collection", provider.FAILED)
 
 
-def _collection_reported_failed(transfer: Transfer) -> bool:
-    """Whether the provider said "failed" for a collection we had completed (a reversal, say),
-    and support has not resolved it yet (a ProviderDiscrepancy): the money held in
-    transfer_suspense may never have been collected."""
-    return ProviderDiscrepancy.objects.filter(
-        resource_type="transfer_collection",
-        resource_id=transfer.id,
-        provider_outcome=provider.FAILED,
-        resolved_at__isnull=True,
-    ).exists()
+def _unresolved_provider_answers(transfer: Transfer) -> set[tuple[str, str]]:
+    """The (resource_type, provider_outcome) of the transfer's unresolved ProviderDiscrepancy
+    rows, in one query."""
+    return set(
+        ProviderDiscrepancy.objects.filter(
+            resource_type__in=[_DISBURSEMENT_REPORTED_PAID[0], _COLLECTION_REPORTED_FAILED[0]],
+            resource_id=transfer.id,
+            resolved_at__isnull=True,
+        ).values_list("resource_type", "provider_outcome")
+    )
 
 
 def _unreconciled_provider_answer(transfer: Transfer, *, moving: str) -> str:
@@ -1027,14 +1024,15 @@ def _unreconciled_provider_answer(transfer: Transfer, *, moving: str) -> str:
     have been collected). `moving` is what would move it ("a relaunch"). Relaunch-payout and
     the return of the collected funds both ask, under the transfer's row lock, which a provider
     answer holds while it records its discrepancy."""
-    if _disbursement_reported_paid(transfer):
+    answers = _unresolved_provider_answers(transfer)
+    if _DISBURSEMENT_REPORTED_PAID in answers:
         return (
             "The provider reported this transfer's failed disbursement as paid after all: the "
             f"recipient may have the money, and {moving} would pay it out a second time. "
             "Support reconciles it first (applies the provider's completion, or marks the "
             "discrepancy resolved if the provider did not pay)."
         )
-    if _collection_reported_failed(transfer):
+    if _COLLECTION_REPORTED_FAILED in answers:
         return (
             "The provider reported this transfer's collection as failed after it completed (a "
             "reversal, say): the money may never have been collected, and "
