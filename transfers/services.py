@@ -364,24 +364,25 @@ def _post_disbursed(transfer: Transfer, at: datetime) -> None:
             ],
         )
         return
-    ledger.post_journal(
-        **common,
-        currency=transfer.payin_currency,
-        kind="transfer_settled",
-        resource_id=transfer.id,
-        lines=[
-            (ledger.TRANSFER_SUSPENSE, -payin),
-            (ledger.FEE_REVENUE, fee),
-            (FX_CONVERSION, payin - fee),
-        ],
-    )
-    ledger.post_journal(
-        **common,
-        currency=transfer.payout_currency,
-        kind="transfer_disbursed",
-        resource_id=transfer.id,
-        lines=[(FX_CONVERSION, -quoted), *payout_lines],
-    )
+    journals = {
+        transfer.payin_currency: (
+            "transfer_settled",
+            [
+                (ledger.TRANSFER_SUSPENSE, -payin),
+                (ledger.FEE_REVENUE, fee),
+                (FX_CONVERSION, payin - fee),
+            ],
+        ),
+        transfer.payout_currency: ("transfer_disbursed", [(FX_CONVERSION, -quoted), *payout_lines]),
+    }
+    # Each posting locks the merchant's wallet in its currency until commit: posted in one
+    # order of currencies, a XAF->XOF and a XOF->XAF transfer of one merchant completing at the
+    # same moment cannot each hold the wallet the other waits for (a deadlock).
+    for currency in sorted(journals):
+        kind, lines = journals[currency]
+        ledger.post_journal(
+            **common, currency=currency, kind=kind, resource_id=transfer.id, lines=lines
+        )
 
 
 def _post_returned(transfer: Transfer, at: datetime) -> None:

@@ -1,25 +1,32 @@
 """Races on real PostgreSQL with real threads: each thread is its own request and connection."""
 
 import threading
+import time
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from payments.models import Wallet
 from payments.provider.simulator import SimulatorGateway
 from tests.transfers.conftest import (
     SENDER_DETAILS,
     SN_DECLINED,
+    SN_PHONE,
+    SN_SILENT,
     create_customer,
     create_quote,
     ledger_is_clean,
     transfer_body,
 )
+from transfers import services as transfer_services
 from transfers.models import Transfer, TransferHistory
 from webhooks.models import Event
 
+CM_SILENT = "+237670001999"
 THREADS = 6
 
 
@@ -211,4 +218,92 @@ def test_a_relaunch_after_a_paid_after_all_answer_is_refused_even_mid_answer(
     assert "paid after all" in response.json()["error"]["message"]
     assert Transfer.objects.get(pk=transfer_id).disbursement_attempt == 1
     assert ProviderDiscrepancy.objects.get(resource_id=transfer_id).our_status == "failed"
+    assert ledger_is_clean()
+
+
+def _waiting_on_locks() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def _until(condition, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_opposite_cross_currency_transfers_completing_at_once_do_not_deadlock(
+    enabled_api, enabled_merchant
+):
+    """A XAF->XOF and a XOF->XAF transfer of one merchant complete at the same moment. Each
+    completion posts a journal in each currency, locking the merchant's wallet in it: taken in
+    the money's direction, the first would hold XAF and wait for XOF while the second held XOF
+    and waited for XAF. Lined up so (the XAF wallet held until both wait), both complete."""
+    customer = create_customer(enabled_api, **SENDER_DETAILS)
+    to_sn = create_quote(enabled_api, customer_id=customer["id"])
+    to_cm = create_quote(
+        enabled_api,
+        customer_id=customer["id"],
+        corridor="SN-CM-XOF-XAF",
+        payer_operator="SN_WAVE_MOMO",
+        recipient_operator="CM_MTN_MOMO",
+    )
+    transfer_ids = [
+        enabled_api.post(
+            "/transfers", transfer_body(to_sn, customer, recipient_phone=SN_SILENT)
+        ).json()["id"],
+        enabled_api.post(
+            "/transfers",
+            transfer_body(to_cm, customer, payer_phone=SN_PHONE, recipient_phone=CM_SILENT),
+        ).json()["id"],
+    ]
+    assert [Transfer.objects.get(pk=i).status for i in transfer_ids] == ["disbursing"] * 2
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_xaf_wallet() -> None:
+        try:
+            with transaction.atomic():
+                Wallet.objects.select_for_update().get(merchant=enabled_merchant, currency="XAF")
+                held.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    failures: list[BaseException] = []
+
+    def complete(transfer_id: str) -> None:
+        try:
+            transfer_services.transfer_apply_disbursement_result(
+                reference=f"{transfer_id}:1",
+                provider_reference=f"SIM-{transfer_id[:8]}",
+                outcome="completed",
+                reason="",
+                at=timezone.now(),
+            )
+        except BaseException as exc:  # the test reports it
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_xaf_wallet)
+    holder.start()
+    assert held.wait(20)
+    completions = []
+    for waiting, transfer_id in enumerate(transfer_ids, start=1):
+        completions.append(threading.Thread(target=complete, args=(transfer_id,)))
+        completions[-1].start()
+        _until(lambda waiting=waiting: _waiting_on_locks() >= waiting)
+    release.set()
+    for thread in [holder, *completions]:
+        thread.join(60)
+
+    assert failures == []
+    assert [Transfer.objects.get(pk=i).status for i in transfer_ids] == ["completed"] * 2
     assert ledger_is_clean()
