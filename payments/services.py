@@ -2,8 +2,8 @@
 
 import logging
 import uuid
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -554,14 +554,34 @@ def _transfer_suspense_breaches() -> list[str]:
 
 
 def ledger_check() -> dict:
-    """Run every ledger invariant; {"ok", "breaches", "journals", "wallets"}."""
-    breaches = ledger.ledger_breaches() + _payment_breaches() + _transfer_suspense_breaches()
-    return {
-        "ok": not breaches,
-        "breaches": breaches,
-        "journals": Journal.objects.count(),
-        "wallets": Wallet.objects.count(),
-    }
+    """Run every ledger invariant; {"ok", "breaches", "journals", "wallets"}. Its statements
+    read one snapshot (see _one_snapshot), so a posting committed while it runs is seen whole
+    or not at all."""
+    with _one_snapshot():
+        breaches = ledger.ledger_breaches() + _payment_breaches() + _transfer_suspense_breaches()
+        return {
+            "ok": not breaches,
+            "breaches": breaches,
+            "journals": Journal.objects.count(),
+            "wallets": Wallet.objects.count(),
+        }
+
+
+@contextmanager
+def _one_snapshot() -> Iterator[None]:
+    """A read-only REPEATABLE READ transaction on PostgreSQL: every statement inside sees the
+    database as of the first. Under the default READ COMMITTED each statement sees what has
+    committed when it starts, so a check that sums the wallets' lines in one statement and
+    reads the wallets in the next reports a breach for a payment that completed in between.
+    Inside a caller's transaction (or on SQLite, whose transactions are serializable) the
+    caller's isolation stands."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        yield
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
 
 
 # --- payins and payouts ------------------------------------------------------------------------

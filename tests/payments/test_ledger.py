@@ -262,6 +262,75 @@ def test_accounts_created_by_a_posting_that_rolled_back_are_not_reused(merchant)
     assert ledger.ledger_breaches(merchant_ids=[merchant.pk]) == []
 
 
+@pytest.mark.django_db(transaction=True)
+def test_check_ledger_reads_one_snapshot_while_a_posting_commits(merchant):
+    """A credit commits after the check summed the wallets' lines and before it read the
+    wallets (it waits on the wallet table, which the crediting transaction holds): the check
+    must see the credit whole or not at all, not report the wallet as out of line with its
+    ledger."""
+    import threading
+    import time
+
+    from django.db import connection, transaction
+
+    services.wallet_credit(
+        merchant=merchant,
+        currency="XOF",
+        amount=Decimal("100"),
+        reason="opening",
+        at=timezone.now(),
+    )
+    locked, check_waits = threading.Event(), threading.Event()
+    reports: list[dict] = []
+
+    def credit_while_the_check_waits() -> None:
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("LOCK TABLE payments_wallet IN ACCESS EXCLUSIVE MODE")
+                locked.set()
+                assert check_waits.wait(20)
+                services.wallet_credit(
+                    merchant=merchant,
+                    currency="XOF",
+                    amount=Decimal("5"),
+                    reason="during the check",
+                    at=timezone.now(),
+                )
+        finally:
+            connection.close()
+
+    def check() -> None:
+        try:
+            reports.append(services.ledger_check())
+        finally:
+            connection.close()
+
+    crediting = threading.Thread(target=credit_while_the_check_waits)
+    crediting.start()
+    assert locked.wait(20)
+    checking = threading.Thread(target=check)
+    checking.start()
+    deadline = time.monotonic() + 20
+    with connection.cursor() as cursor:
+        while True:  # the check has run its first statements and waits for the wallets
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    check_waits.set()
+    crediting.join(30)
+    checking.join(30)
+
+    assert [report["breaches"] for report in reports] == [[]]
+    assert Wallet.objects.get(merchant=merchant, currency="XOF").available == Decimal("105")
+    assert services.ledger_check()["ok"]
+
+
 def test_reposting_a_movement_returns_the_first_even_when_the_balance_no_longer_allows_it(
     merchant,
 ):
