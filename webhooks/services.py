@@ -200,6 +200,15 @@ def event_types_validate(event_types: list[str] | tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(event_types))
 
 
+# An endpoint's row lock, its own only: WebhookEndpoint's default ordering starts with its
+# merchant, so a plain select_for_update() that orders (first()) joins the merchant's row and
+# locks it FOR UPDATE too, after the endpoint's. Against set_webhook or a re-send of failed
+# deliveries, which lock the merchant first and then write the endpoint, that is a deadlock;
+# and a merchant row held FOR UPDATE stalls every payment of the merchant at its commit (their
+# inserts' foreign keys lock its key).
+_ENDPOINT_LOCKED = WebhookEndpoint.objects.select_for_update(of=("self",))
+
+
 def endpoint_set(
     *, merchant: Merchant, url: str, secret: str | None = None, now: datetime, actor=None
 ) -> tuple[WebhookEndpoint, str]:
@@ -287,7 +296,7 @@ def endpoint_rotate_secret(*, endpoint_id: UUID, now: datetime) -> str:
     """A new random signing secret; attempts made from now on are signed with it."""
     secret = _validated_secret(None)
     with transaction.atomic():
-        endpoint = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint_id).first()
+        endpoint = _ENDPOINT_LOCKED.filter(pk=endpoint_id).first()
         if endpoint is None:
             raise NotFound()
         endpoint.signing_secret = secrets_at_rest.encrypt(secret)
@@ -311,12 +320,7 @@ def endpoint_secrets_reencrypt() -> dict[str, Any]:
     unreadable: list[str] = []
     for endpoint_id in list(WebhookEndpoint.objects.order_by("pk").values_list("pk", flat=True)):
         with transaction.atomic():
-            endpoint = (
-                WebhookEndpoint.objects.select_for_update()
-                .only("pk", "signing_secret")
-                .filter(pk=endpoint_id)
-                .first()
-            )
+            endpoint = _ENDPOINT_LOCKED.only("pk", "signing_secret").filter(pk=endpoint_id).first()
             if endpoint is None:  # deleted meanwhile
                 continue
             endpoints += 1
@@ -358,7 +362,7 @@ def endpoint_update(
     if event_types is not None:
         event_types = event_types_validate(event_types)
     with transaction.atomic():
-        endpoint = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint_id).first()
+        endpoint = _ENDPOINT_LOCKED.filter(pk=endpoint_id).first()
         if endpoint is None:
             raise NotFound()
         if url != endpoint.url or (enabled and not endpoint.enabled):
@@ -411,11 +415,7 @@ def endpoints_disable_failing(*, now: datetime) -> int:
     disabled = 0
     for endpoint_id in candidates.values_list("pk", flat=True):
         with transaction.atomic():
-            endpoint = (
-                WebhookEndpoint.objects.select_for_update()
-                .filter(pk=endpoint_id, enabled=True)
-                .first()
-            )
+            endpoint = _ENDPOINT_LOCKED.filter(pk=endpoint_id, enabled=True).first()
             if endpoint is None:
                 continue
             mine = DeliveryAttempt.objects.filter(
