@@ -209,6 +209,15 @@ def event_types_validate(event_types: list[str] | tuple[str, ...]) -> list[str]:
 _ENDPOINT_LOCKED = WebhookEndpoint.objects.select_for_update(of=("self",))
 
 
+def _merchant_turn(merchant: Merchant) -> None:
+    """Take turns with the merchant's other webhook-settings writers (set_webhook, endpoints
+    added, re-sends) on its row, until commit: FOR NO KEY UPDATE, as event_resend does. FOR
+    UPDATE would also hold off every insert referring to the merchant (a payment, an audit
+    entry) at its commit, which locks the merchant's key: a dashboard save of an endpoint,
+    holding the endpoint this writer then wrote, waited there for it, a deadlock."""
+    Merchant.objects.select_for_update(no_key=True).only("pk").get(pk=merchant.pk)
+
+
 def endpoint_set(
     *, merchant: Merchant, url: str, secret: str | None = None, now: datetime, actor=None
 ) -> tuple[WebhookEndpoint, str]:
@@ -219,7 +228,7 @@ def endpoint_set(
     url = webhook_url_validate(url)
     secret = _validated_secret(secret)
     with transaction.atomic():
-        Merchant.objects.select_for_update().only("pk").get(pk=merchant.pk)
+        _merchant_turn(merchant)
         endpoint = (
             WebhookEndpoint.objects.filter(merchant=merchant).order_by("created_at", "id").first()
         )
@@ -276,7 +285,7 @@ def endpoint_add(
     event_types = event_types_validate(event_types)
     secret = _validated_secret(secret)
     with transaction.atomic():
-        Merchant.objects.select_for_update().only("pk").get(pk=merchant.pk)
+        _merchant_turn(merchant)
         if WebhookEndpoint.objects.filter(merchant=merchant).count() >= MAX_ENDPOINTS_PER_MERCHANT:
             raise TooManyWebhookEndpoints()
         endpoint = WebhookEndpoint.objects.create(
@@ -677,7 +686,7 @@ def events_resend_failed(*, merchant: Merchant, since: datetime, now: datetime) 
         created_at__gt=OuterRef("created_at"),
     )
     with transaction.atomic():
-        Merchant.objects.select_for_update().only("pk").get(pk=merchant.pk)
+        _merchant_turn(merchant)
         failed = list(
             Delivery.objects.filter(
                 event__merchant=merchant,

@@ -11,14 +11,16 @@ import threading
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 
-from merchants.models import Merchant
+from merchants import services as merchant_services
+from merchants.models import AuditLogEntry, Merchant
 from tests.faults.conftest import admin_connection, backends_waiting_on_a_lock
-from tests.webhooks.conftest import signing_secret
+from tests.webhooks.conftest import record_event, signing_secret
 from tests.worker import wait_until
 from webhooks import services
-from webhooks.models import WebhookEndpoint
+from webhooks.models import Delivery, DeliveryStatus, WebhookEndpoint
 
 
 def _waiting(monitor) -> int:
@@ -86,3 +88,69 @@ def test_set_webhook_and_a_secret_rotation_at_once_do_not_deadlock(
     assert len(rotated) == 1
     # both were made, the rotation (which had the endpoint) first
     assert signing_secret(WebhookEndpoint.objects.get(pk=endpoint.pk)) == "s" * 32
+
+
+def _dashboard_save(merchant, endpoint):
+    """The developer's save of the endpoint in the dashboard, as a callable: endpoint_update
+    and its audit entry in the admin's transaction, whose commit locks the merchant's key (the
+    entry's foreign key)."""
+    username = f"dev-{merchant.pk}"
+    merchant_services.staff_user_create(
+        username=username, password="pw-123456-staff", merchant=merchant, role="developer"
+    )
+    browser = Client()
+    assert browser.login(username=username, password="pw-123456-staff")
+
+    def save() -> None:
+        response = browser.post(
+            f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/",
+            {"url": "http://127.0.0.1:9/moved", "event_types": "[]", "enabled": "on"},
+        )
+        assert response.status_code == 302
+
+    return save
+
+
+@pytest.mark.django_db(transaction=True)
+def test_set_webhook_and_a_dashboard_save_of_the_endpoint_at_once_do_not_deadlock(
+    merchant, receiver, webhook_settings
+):
+    """set_webhook's lock of the merchant's row lets the save's commit lock its key: taken FOR
+    UPDATE, it waited for the endpoint the save held while the save waited for it."""
+    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    save = _dashboard_save(merchant, endpoint)
+
+    def set_webhook() -> None:
+        services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+
+    failures = _line_up(set_webhook, save)
+
+    assert failures == []
+    # both were made, the dashboard's save (which had the endpoint) first
+    assert WebhookEndpoint.objects.get(pk=endpoint.pk).url == receiver.url
+    assert AuditLogEntry.objects.filter(merchant=merchant, action="webhook.updated").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_resend_of_failed_deliveries_and_a_dashboard_save_at_once_do_not_deadlock(
+    merchant, receiver, webhook_settings
+):
+    """The re-send's delivery locks the endpoint's key at its commit, behind the save; the
+    save's commit then needs the merchant's key, which the re-send's lock of the merchant's row
+    (FOR UPDATE) held from it."""
+    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    event = record_event(merchant)
+    since = timezone.now()
+    Delivery.objects.filter(event=event).update(status=DeliveryStatus.FAILED, created_at=since)
+    save = _dashboard_save(merchant, endpoint)
+    resent = []
+
+    def resend_failed() -> None:  # POST /events/resend-failed, past its Idempotency-Key claim
+        resent.append(services.events_resend_failed(merchant=merchant, since=since, now=since))
+
+    failures = _line_up(resend_failed, save)
+
+    assert failures == []
+    assert resent == [1]
+    assert Delivery.objects.filter(event=event, status=DeliveryStatus.PENDING).count() == 1
+    assert WebhookEndpoint.objects.get(pk=endpoint.pk).url == "http://127.0.0.1:9/moved"
