@@ -114,10 +114,14 @@ def _account_ids(*, merchant_id: UUID, currency: str, codes: set[str]) -> dict[s
 
     found = read()
     if not codes <= found.keys():
+        # In one order of codes: a concurrent posting creating two of the same accounts (ON
+        # CONFLICT waits for its uncommitted row) in a set's order, which differs between
+        # processes with the strings' hashes, could wait for this one while it waited for
+        # that one, a deadlock.
         LedgerAccount.objects.bulk_create(
             [
                 LedgerAccount(merchant_id=merchant_id, currency=currency, code=code)
-                for code in codes - found.keys()
+                for code in sorted(codes - found.keys())
             ],
             ignore_conflicts=True,
         )
