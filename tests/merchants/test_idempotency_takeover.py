@@ -9,7 +9,6 @@ the service its view calls (wrapped to wait for the test; the service itself run
 
 import itertools
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -23,6 +22,7 @@ from payments import services as payment_services
 from payments.models import Payin
 from quotes import services as quote_services
 from quotes.models import Quote, QuoteStatus
+from tests.locks import waiting_for_a_lock
 from tests.payments.conftest import create_customer, create_quote, payin_body
 from tests.support import MerchantClient
 from tests.test_query_counts import QUOTE
@@ -107,23 +107,6 @@ def _endpoint(path: str, api: MerchantClient):
         return (quote_services, "quote_create_collection"), QUOTE, Quote.objects
     body = payin_body(create_quote(api), create_customer(api))
     return (payment_services, "payin_create"), body, Payin.objects
-
-
-def _backends_waiting_on_a_lock(count: int) -> bool:
-    """Whether `count` backends wait for a lock (within 10 s). In a transaction too: the
-    activity read is taken afresh each time, not the transaction's snapshot of it."""
-    deadline = time.monotonic() + 10
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            )
-            if cursor.fetchone()[0] >= count:
-                return True
-            time.sleep(0.05)
-    return False
 
 
 @pytest.mark.parametrize("path", ["/customers", "/quotes/payin", "/payins"])
@@ -253,10 +236,10 @@ def test_a_take_over_that_waited_for_the_stalled_requests_completion_leaves_it(
     with transaction.atomic():
         IdempotencyRecord.objects.select_for_update().get(pk=claim.pk)
         stalls.go[0].set()
-        assert _backends_waiting_on_a_lock(1)  # the stalled request's completion
+        waiting_for_a_lock(1)  # the stalled request's completion
         settings.IDEMPOTENCY_LOCK_TIMEOUT_SECONDS = 0
         retry_response = stalls.post(api, path, body, key)
-        assert _backends_waiting_on_a_lock(2)  # and the retry's delete of the claim
+        waiting_for_a_lock(2)  # and the retry's delete of the claim
     stalled, retry = first_response(), retry_response()
 
     assert stalled.status_code == 201, stalled.json()

@@ -3,12 +3,9 @@ provider discrepancies they settle, and the harness of their races."""
 
 import io
 import json
-import threading
-import time
 from datetime import timedelta
 
 from django.core.management import call_command
-from django.db import connection
 from django.utils import timezone
 
 from merchants.models import AuditLogEntry
@@ -157,32 +154,3 @@ def reported_failed_after_it_completed(api, capture, kind: str) -> ProviderDiscr
     payment_id = _created(api, capture, kind, SN_PHONE)
     assert _KINDS[kind][1].objects.get(pk=payment_id).status == "completed"
     return _answered_late(kind, payment_id, provider.FAILED)
-
-
-def waiting_for_a_lock(count: int) -> None:
-    """Until `count` other sessions of this database wait for a lock."""
-    for _ in range(1000):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")  # else frozen for the transaction
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0] >= count:
-                return
-        time.sleep(0.01)
-    raise AssertionError(f"{count} sessions never waited for a lock")
-
-
-def start(work, results: list) -> threading.Thread:
-    """Run `work` in a thread of its own (its own database connection), appending its result."""
-
-    def run():
-        try:
-            results.append(work())
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread

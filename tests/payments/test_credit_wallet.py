@@ -14,6 +14,7 @@ from django.utils import timezone
 from merchants.models import AuditLogEntry
 from payments import ledger, services
 from payments.models import Journal, ProviderDiscrepancy
+from tests.locks import start, waiting_for_a_lock
 from tests.payments.adjustments import (
     adjust,
     adjustment_state,
@@ -23,9 +24,7 @@ from tests.payments.adjustments import (
     payin_collected_after_we_failed_it,
     payout_paid_after_we_failed_it,
     reported_failed_after_it_completed,
-    start,
     transfer_collected_after_we_failed_it,
-    waiting_for_a_lock,
 )
 from tests.payments.conftest import fund
 from tests.support import MerchantClient

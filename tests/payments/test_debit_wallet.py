@@ -11,6 +11,7 @@ from django.db import transaction
 from merchants.models import AuditLogEntry
 from payments import ledger
 from payments.models import Journal, Payout, Wallet
+from tests.locks import start, waiting_for_a_lock
 from tests.payments.adjustments import (
     adjust,
     adjustment_state,
@@ -19,8 +20,6 @@ from tests.payments.adjustments import (
     payin_collected_after_we_failed_it,
     payout_paid_after_we_failed_it,
     reported_failed_after_it_completed,
-    start,
-    waiting_for_a_lock,
 )
 from tests.payments.conftest import (
     SILENT_PHONE,

@@ -269,9 +269,10 @@ def test_check_ledger_reads_one_snapshot_while_a_posting_commits(merchant):
     must see the credit whole or not at all, not report the wallet as out of line with its
     ledger."""
     import threading
-    import time
 
     from django.db import connection, transaction
+
+    from tests.locks import waiting_for_a_lock
 
     services.wallet_credit(
         merchant=merchant,
@@ -311,17 +312,7 @@ def test_check_ledger_reads_one_snapshot_while_a_posting_commits(merchant):
     assert locked.wait(20)
     checking = threading.Thread(target=check)
     checking.start()
-    deadline = time.monotonic() + 20
-    with connection.cursor() as cursor:
-        while True:  # the check has run its first statements and waits for the wallets
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock'"
-            )
-            if cursor.fetchone()[0]:
-                break
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+    waiting_for_a_lock(1)  # the check has run its first statements and waits for the wallets
     check_waits.set()
     crediting.join(30)
     checking.join(30)

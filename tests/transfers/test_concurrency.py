@@ -1,7 +1,6 @@
 """Races on real PostgreSQL with real threads: each thread is its own request and connection."""
 
 import threading
-import time
 import uuid
 
 import pytest
@@ -12,6 +11,7 @@ from rest_framework.test import APIClient
 
 from payments.models import Wallet
 from payments.provider.simulator import SimulatorGateway
+from tests.locks import waiting_for_a_lock
 from tests.transfers.conftest import (
     SENDER_DETAILS,
     SN_DECLINED,
@@ -125,22 +125,6 @@ def test_two_transfers_racing_for_one_quote_create_one(enabled_api):
     assert ledger_is_clean()
 
 
-def _a_backend_waits_on_a_lock(timeout: float = 10) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            )
-            if cursor.fetchone()[0]:
-                return True
-            time.sleep(0.05)
-    return False
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_relaunch_after_a_paid_after_all_answer_is_refused_even_mid_answer(
     enabled_api, monkeypatch
@@ -208,7 +192,7 @@ def test_a_relaunch_after_a_paid_after_all_answer_is_refused_even_mid_answer(
     relaunching.start()
     relaunching.join(timeout=2)  # done already if nothing held it back
     if relaunching.is_alive():
-        assert _a_backend_waits_on_a_lock()  # waiting for the answer's lock, as it should
+        waiting_for_a_lock(1)  # for the answer's lock, as it should
     go.set()
     answering.join(timeout=30)
     relaunching.join(timeout=30)
@@ -219,22 +203,6 @@ def test_a_relaunch_after_a_paid_after_all_answer_is_refused_even_mid_answer(
     assert Transfer.objects.get(pk=transfer_id).disbursement_attempt == 1
     assert ProviderDiscrepancy.objects.get(resource_id=transfer_id).our_status == "failed"
     assert ledger_is_clean()
-
-
-def _waiting_on_locks() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
-
-
-def _until(condition, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -299,7 +267,7 @@ def test_opposite_cross_currency_transfers_completing_at_once_do_not_deadlock(
     for waiting, transfer_id in enumerate(transfer_ids, start=1):
         completions.append(threading.Thread(target=complete, args=(transfer_id,)))
         completions[-1].start()
-        _until(lambda waiting=waiting: _waiting_on_locks() >= waiting)
+        waiting_for_a_lock(waiting)
     release.set()
     for thread in [holder, *completions]:
         thread.join(60)

@@ -12,7 +12,7 @@ from payments import ledger, provider
 from payments.models import ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
 from payments.services import SUBMISSION_IN_FLIGHT_SECONDS
-from tests.payments.adjustments import start, waiting_for_a_lock
+from tests.locks import start, waiting_for_a_lock
 from tests.payments.conftest import DISBURSEMENTS_DOWN
 from tests.transfers.conftest import (
     SENDER_DETAILS,

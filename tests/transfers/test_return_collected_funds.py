@@ -5,7 +5,6 @@ the transfer can then never be relaunched or returned again."""
 import csv
 import io
 import threading
-import time
 import uuid
 from datetime import timedelta
 from decimal import Decimal
@@ -24,7 +23,8 @@ from merchants.models import AuditLogEntry
 from payments import ledger, provider
 from payments import services as payment_services
 from payments.models import Journal, JournalLine, ProviderDiscrepancy
-from tests.payments.adjustments import adjust, adjustment_state, ledger_clean, start
+from tests.locks import start, waiting_for_a_lock
+from tests.payments.adjustments import adjust, adjustment_state, ledger_clean
 from tests.transfers.conftest import (
     CM_DECLINED,
     SENDER_DETAILS,
@@ -460,7 +460,7 @@ def test_two_debits_racing_for_one_returned_transfers_discrepancy_have_exactly_o
         threads = []
         for count in (1, 2):
             threads.append(start(debit, results))
-            _waiting_for_a_lock(count)
+            waiting_for_a_lock(count)
     for thread in threads:
         thread.join(timeout=60)
 
@@ -571,7 +571,7 @@ def test_two_debits_racing_for_two_attempts_of_one_returned_transfer_take_it_bac
         threads = []
         for count, discrepancy in enumerate(discrepancies, start=1):
             threads.append(start(lambda d=discrepancy: debit(d), results))
-            _waiting_for_a_lock(count)
+            waiting_for_a_lock(count)
     for thread in threads:
         thread.join(timeout=60)
 
@@ -814,33 +814,6 @@ def test_racing_returns_credit_the_wallet_once(enabled_api, enabled_merchant):
     assert _available(enabled_api, "XAF") == "10000"
 
 
-def _waiting_for_a_lock(count: int) -> None:
-    """Until `count` other sessions of this database wait for a lock."""
-    for _ in range(1000):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")  # else frozen for the transaction
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0] >= count:
-                return
-        time.sleep(0.01)
-    raise AssertionError(f"{count} sessions never waited for the transfer")
-
-
-def _start(work) -> threading.Thread:
-    def run() -> None:
-        try:
-            work()
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("first", ["return", "relaunch"])
 def test_a_return_racing_a_relaunch_has_exactly_one_winner(enabled_api, first):
@@ -874,8 +847,8 @@ def test_a_return_racing_a_relaunch_has_exactly_one_winner(enabled_api, first):
         Transfer.objects.select_for_update().get(pk=transfer.id)
         threads = []
         for count, work in enumerate(works, start=1):
-            threads.append(_start(work))
-            _waiting_for_a_lock(count)
+            threads.append(start(work, []))
+            waiting_for_a_lock(count)
     for thread in threads:
         thread.join(timeout=60)
 
