@@ -375,9 +375,9 @@ def _discrepancy_to_settle(
         .values_list("resource_type", "resource_id")
         .first()
     )
-    kind = next((s for s in adjustment.settles if about and s.resource_type == about[0]), None)
-    if kind is not None and kind.once:
-        kind.model.objects.select_for_update().filter(pk=about[1]).values_list("pk").first()
+    settles = next((s for s in adjustment.settles if about and s.resource_type == about[0]), None)
+    if settles is not None and settles.once:
+        settles.model.objects.select_for_update().filter(pk=about[1]).values_list("pk").first()
     discrepancy = (
         ProviderDiscrepancy.objects.select_for_update()
         .filter(pk=discrepancy_id, merchant=merchant)
@@ -390,9 +390,6 @@ def _discrepancy_to_settle(
             f"This discrepancy was already resolved by {discrepancy.resolved_by or 'support'} "
             f"at {discrepancy.resolved_at.isoformat(timespec='seconds')}."
         )
-    settles = next(
-        (s for s in adjustment.settles if s.resource_type == discrepancy.resource_type), None
-    )
     if settles is None:
         kinds = " or a ".join(s.resource_type.replace("_", " ") for s in adjustment.settles)
         hint = discrepancy_settlement_hint(discrepancy.resource_type, discrepancy.provider_outcome)
