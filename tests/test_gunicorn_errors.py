@@ -6,7 +6,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,20 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def _answering(url: str, process: subprocess.Popen, failure: Callable[[], str]) -> None:
+    """Until gunicorn at `url` answers (any status); the test fails with `failure()` if it
+    exits or has not answered within 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            requests.get(f"{url}/no-such-thing", timeout=2)
+            return
+        except requests.ConnectionError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(failure())
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +65,9 @@ def gunicorn_url(gunicorn_log) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(f"{url}/no-such-thing", timeout=2)
-                break
-            except requests.ConnectionError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"gunicorn did not start: {gunicorn_log.read_text()[-2000:]}")
-                time.sleep(0.2)
+        _answering(
+            url, process, lambda: f"gunicorn did not start: {gunicorn_log.read_text()[-2000:]}"
+        )
         yield url
     finally:
         process.send_signal(signal.SIGTERM)
@@ -150,15 +158,7 @@ def test_the_procfiles_web_opens_no_control_socket(tmp_path):
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(f"http://127.0.0.1:{port}/no-such-thing", timeout=2)
-                break
-            except requests.ConnectionError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("the Procfile's web did not start")
-                time.sleep(0.2)
+        _answering(f"http://127.0.0.1:{port}", process, lambda: "the Procfile's web did not start")
         time.sleep(1)  # the master starts its control server after its workers
         assert sorted(p.name for p in tmp_path.rglob("*.ctl")) == []
     finally:
