@@ -47,7 +47,9 @@ def kyc_submit(
     while an earlier one is still in review supersedes it."""
     with transaction.atomic():
         customer = (
-            Customer.objects.select_for_update().filter(merchant=merchant, pk=customer_id).first()
+            Customer.objects.select_for_update(no_key=True)
+            .filter(merchant=merchant, pk=customer_id)
+            .first()
         )
         if customer is None:
             raise CustomerNotFound()
@@ -182,7 +184,7 @@ def kyc_submission_review(*, submission_id: UUID, at: datetime) -> KycSubmission
         customer_id = KycSubmission.objects.values_list("customer_id", flat=True).get(
             pk=submission_id
         )
-        customer = Customer.objects.select_for_update().get(pk=customer_id)
+        customer = Customer.objects.select_for_update(no_key=True).get(pk=customer_id)
         submission = KycSubmission.objects.select_for_update().get(pk=submission_id)
         if submission.outcome != SubmissionOutcome.PENDING:
             return submission

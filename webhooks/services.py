@@ -205,8 +205,9 @@ def event_types_validate(event_types: list[str] | tuple[str, ...]) -> list[str]:
 # locks it FOR UPDATE too, after the endpoint's. Against set_webhook or a re-send of failed
 # deliveries, which lock the merchant first and then write the endpoint, that is a deadlock;
 # and a merchant row held FOR UPDATE stalls every payment of the merchant at its commit (their
-# inserts' foreign keys lock its key).
-_ENDPOINT_LOCKED = WebhookEndpoint.objects.select_for_update(of=("self",))
+# inserts' foreign keys lock its key). FOR NO KEY UPDATE for the same reason: a payment's
+# delivery to the endpoint locks the endpoint's key at insert and need not wait for a save.
+_ENDPOINT_LOCKED = WebhookEndpoint.objects.select_for_update(of=("self",), no_key=True)
 
 
 def _merchant_turn(merchant_id: UUID) -> None:

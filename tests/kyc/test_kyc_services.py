@@ -239,3 +239,67 @@ def test_concurrent_submissions_are_numbered_and_the_latest_decides(
     customer.refresh_from_db()
     assert customer.kyc_status == "approved"
     assert history(customer)[-1] == ("pending", "approved")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_kyc_submission_in_progress_does_not_hold_up_the_customers_quotes(
+    enabled_merchant, enabled_api
+):
+    """KYC's writers take turns on the customer's row FOR NO KEY UPDATE: a quote or payment
+    of that customer (whose insert locks the customer's key) goes through meanwhile. FOR
+    UPDATE made it wait for the whole submission."""
+    from tests.faults.conftest import admin_connection
+    from tests.locks import start, waiting_for_a_lock
+    from tests.worker import wait_until
+
+    customer = CustomerFactory(merchant=enabled_merchant, country_code="CM")
+    now = timezone.now()
+    services.kyc_submit(
+        merchant=enabled_merchant,
+        customer_id=customer.id,
+        documents=[doc("https://a.example/1.png")],
+        at=now,
+    )
+    first = KycSubmission.objects.get(customer=customer)
+    # still in review (its file's fetch, run at commit here, failed and had it rejected)
+    KycSubmission.objects.filter(pk=first.pk).update(outcome="pending", reviewed_at=None)
+    submitted, quoted = [], []
+    holder = admin_connection()
+    try:
+        with holder.transaction():
+            # the second submission supersedes the first: it waits there, the customer locked
+            holder.execute("SELECT id FROM kyc_kycsubmission WHERE id = %s FOR UPDATE", [first.pk])
+            submitting = start(
+                lambda: services.kyc_submit(
+                    merchant=enabled_merchant,
+                    customer_id=customer.id,
+                    documents=[doc("https://a.example/2.png")],
+                    at=now,
+                ),
+                submitted,
+            )
+            waiting_for_a_lock(1)
+            quoting = start(
+                lambda: enabled_api.post(
+                    "/quotes/payin",
+                    {
+                        "customer_id": str(customer.id),
+                        "country_code": "CM",
+                        "operator_code": "CM_MTN_MOMO",
+                        "rail_type": "mobile_money",
+                        "send_amount": "10000",
+                        "send_currency": "XAF",
+                    },
+                ),
+                quoted,
+            )
+            assert wait_until(lambda: bool(quoted), timeout=10), "the quote waited for KYC"
+    finally:
+        holder.close()
+    for thread in (submitting, quoting):
+        thread.join(30)
+
+    assert quoted[0].status_code == 201, quoted[0].json()
+    assert quoted[0].json()["customer_id"] == str(customer.id)
+    assert submitted[0].kyc_status == "pending"
+    assert KycSubmission.objects.get(pk=first.pk).outcome == "superseded"

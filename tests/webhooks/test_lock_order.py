@@ -10,6 +10,7 @@ of them ("deadlock detected") if each holds what the other waits for."""
 import threading
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
@@ -17,6 +18,7 @@ from django.utils import timezone
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry, Merchant
 from tests.faults.conftest import admin_connection, backends_waiting_on_a_lock
+from tests.locks import start, waiting_for_a_lock
 from tests.webhooks.conftest import record_event, signing_secret
 from tests.worker import wait_until
 from webhooks import services
@@ -154,3 +156,37 @@ def test_a_resend_of_failed_deliveries_and_a_dashboard_save_at_once_do_not_deadl
     assert resent == [1]
     assert Delivery.objects.filter(event=event, status=DeliveryStatus.PENDING).count() == 1
     assert WebhookEndpoint.objects.get(pk=endpoint.pk).url == "http://127.0.0.1:9/moved"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dashboard_save_of_an_endpoint_does_not_hold_up_the_events_fanned_out_to_it(
+    merchant, receiver, webhook_settings, developer, endpoint
+):
+    """The endpoint's writers lock its row FOR NO KEY UPDATE: a payment's event, whose delivery
+    to the endpoint locks the endpoint's key at insert, goes through while a save is still in
+    its transaction (here it waits for the staff user's row, which its admin log entry needs).
+    FOR UPDATE made every such payment's commit wait for the save."""
+    user_id = get_user_model().objects.get(username=f"dev-{merchant.pk}").pk
+    saved, recorded = [], []
+    holder = admin_connection()
+    try:
+        with holder.transaction():
+            holder.execute("SELECT id FROM auth_user WHERE id = %s FOR UPDATE", [user_id])
+            saving = start(
+                lambda: developer.post(
+                    f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/",
+                    {"url": receiver.url, "event_types": '["payin.completed"]', "enabled": "on"},
+                ),
+                saved,
+            )
+            waiting_for_a_lock(1)
+            recording = start(lambda: record_event(merchant), recorded)
+            assert wait_until(lambda: bool(recorded), timeout=10), "the event waited for the save"
+    finally:
+        holder.close()
+    for thread in (saving, recording):
+        thread.join(30)
+
+    assert saved[0].status_code == 302
+    assert WebhookEndpoint.objects.get(pk=endpoint.pk).event_types == ["payin.completed"]
+    assert Delivery.objects.filter(event=recorded[0], endpoint=endpoint).count() == 1
