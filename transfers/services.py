@@ -1322,7 +1322,8 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
     provider_timeout), each transfer in its own transaction, unless the provider, asked first
     about a leg it received (its reference), has an answer for it (then that answer is
     applied), or it is a disbursement the provider cannot be asked about or whose last call
-    started too recently to have ended (left disbursing). Returns how many failed."""
+    started too recently to have ended (left disbursing), or the leg changed since it was read
+    (submitted, its receipt stored: the next run decides). Returns how many failed."""
     failed = 0
     due = Transfer.objects.filter(
         status__in=[TransferStatus.PENDING, TransferStatus.COLLECTING, TransferStatus.DISBURSING],
@@ -1364,9 +1365,15 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
             if asked:
                 continue
             with transaction.atomic():
-                if status == TransferStatus.DISBURSING and not _disbursement_unchanged(
-                    transfer_id, attempt=attempt, reference=disbursed_as, last_call=last_call
-                ):
+                if status == TransferStatus.DISBURSING:
+                    unchanged = _disbursement_unchanged(
+                        transfer_id, attempt=attempt, reference=disbursed_as, last_call=last_call
+                    )
+                else:
+                    unchanged = _collection_unchanged(
+                        transfer_id, status=status, reference=collected_as
+                    )
+                if not unchanged:
                     continue  # a call started, or its receipt came, since: the next run decides
                 if _apply_quietly(
                     transfer_id=transfer_id, reason=REASON_PROVIDER_TIMEOUT, at=now, **kwargs
@@ -1377,6 +1384,17 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
         except Exception:  # one leg's trouble must not hold up every other leg's timeout
             logger.exception("Timeout sweep: transfer %s left for the next run", transfer_id)
     return failed
+
+
+def _collection_unchanged(transfer_id: UUID, *, status: str, reference: str) -> bool:
+    """Whether the collection leg is as the sweep read it (not submitted since, for a transfer
+    read pending: the submission renews the leg timeout and calls the provider; no receipt
+    stored since), locking the transfer until the caller's transaction ends."""
+    return (
+        Transfer.objects.select_for_update()
+        .filter(pk=transfer_id, status=status, collection_reference=reference)
+        .exists()
+    )
 
 
 def _disbursement_unchanged(

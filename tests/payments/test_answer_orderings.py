@@ -3,6 +3,7 @@ row: real threads on PostgreSQL, lined up behind a lock the test holds (tests/lo
 order they meet in is the one under test. Each asserts what the merchant sees: statuses,
 balances, events and webhooks, the provider discrepancy support gets, a clean check_ledger."""
 
+import threading
 from datetime import timedelta
 from decimal import Decimal
 
@@ -448,6 +449,74 @@ def test_a_disbursements_late_completion_racing_the_timeout_sweep_pays_the_recip
         "transfer.payout.completed",
         "transfer.completed",
     ]
+    assert _suspense(transfer.id) == 0
+    ledger_clean()
+
+
+class CollectionOnItsWayGateway:
+    """The simulator, whose collection call is still on its way until the timeout sweep has
+    run (`sweep_done`)."""
+
+    sweep_done = threading.Event()
+
+    def __init__(self):
+        from payments.provider.simulator import SimulatorGateway
+
+        self.simulator = SimulatorGateway()
+
+    def submit_collection(self, **kwargs):
+        assert self.sweep_done.wait(timeout=30)
+        return self.simulator.submit_collection(**kwargs)
+
+    def submit_disbursement(self, **kwargs):
+        return self.simulator.submit_disbursement(**kwargs)
+
+    def transaction_status(self, **kwargs):
+        return self.simulator.transaction_status(**kwargs)
+
+
+def test_a_transfer_whose_collection_is_submitted_after_the_sweep_read_it_is_not_failed(
+    enabled_merchant, hooks, settings, monkeypatch
+):
+    """The collection's submission was late (a lost enqueue, a queue an hour behind): the sweep
+    reads the transfer pending past its timeout, and before it acts the submission moves it to
+    collecting (a fresh leg timeout) and calls the provider. The sweep must not fail a leg that
+    changed since it read it: the provider collects the payer's money and the transfer goes
+    on, rather than a transfer.failed that the provider's completion then contradicts."""
+    from transfers import tasks as transfer_tasks
+
+    api = MerchantClient(enabled_merchant)
+    with monkeypatch.context() as lost:  # the collection's enqueue after commit is lost
+        lost.setattr(transfer_tasks.submit_transfer_collection, "delay", lambda **_: None)
+        transfer = _transfer(api)
+    assert transfer.status == "pending"
+    _due(Transfer, transfer.id, "leg_timeout_at")
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.CollectionOnItsWayGateway"
+    CollectionOnItsWayGateway.sweep_done.clear()
+
+    def submission():
+        return transfer_tasks.submit_transfer_collection.delay(transfer_id=str(transfer.id))
+
+    def sweep():
+        try:
+            return transfer_services.transfers_fail_timed_out(now=timezone.now())
+        finally:
+            CollectionOnItsWayGateway.sweep_done.set()
+
+    # the submission takes the transfer first; the sweep read it pending while it waited
+    results = _in_order(Transfer, transfer.id, {"submission": submission, "sweep": sweep})
+
+    assert results["sweep"] == 0
+    body = api.get(f"/transfers/{transfer.id}").json()
+    assert (body["status"], body["payin_status"], body["payout_status"]) == (
+        "completed",
+        "completed",
+        "completed",
+    )
+    expected = ["transfer.payin.completed", "transfer.payout.completed", "transfer.completed"]
+    assert _events(transfer.id) == expected
+    assert sorted(hooks(transfer.id)) == sorted(expected)
+    assert not ProviderDiscrepancy.objects.exists()
     assert _suspense(transfer.id) == 0
     ledger_clean()
 
