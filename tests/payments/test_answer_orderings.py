@@ -165,6 +165,60 @@ def test_a_payouts_late_completion_racing_the_timeout_sweep_settles_it_once(
         ledger_clean()
 
 
+@pytest.mark.parametrize("first", ["answer", "support"])
+def test_support_marking_a_stuck_payout_failed_racing_its_completion_settles_it_once(
+    enabled_merchant, hooks, first
+):
+    """Support marks a stuck payout failed (the provider said out of band it did not pay) as
+    the provider's "completed" comes in. Completed first: support is refused, the payout is
+    paid. Support first: the reservation is released once, the answer is kept for ops."""
+    api = MerchantClient(enabled_merchant)
+    fund(enabled_merchant, "20000")
+    customer = create_customer(api)
+    quote = create_quote(api, "payout")
+    payout_id = api.post("/payouts", payout_body(quote, customer, SILENT_PHONE)).json()["id"]
+    payout = Payout.objects.get(pk=payout_id)
+    _due(Payout, payout_id)
+    agent = merchant_services.staff_user_create(
+        username="support-agent", password="pw-1-staff-login", support=True
+    )
+
+    def answer():
+        return provider.deliver_answer(
+            callback=services.PAYOUT_CALLBACK,
+            reference=payout_id,
+            provider_reference=payout.provider_reference,
+            outcome=provider.COMPLETED,
+        )
+
+    def support():
+        return services.payout_mark_failed(payout_id=payout_id, actor=agent, now=timezone.now())
+
+    racers = {"answer": answer, "support": support}
+    if first == "support":
+        racers = {"support": support, "answer": answer}
+    results = _in_order(Payout, payout_id, racers)
+
+    body = api.get(f"/payouts/{payout_id}").json()
+    assert results["answer"] is None
+    if first == "answer":
+        assert isinstance(results["support"], services.PayoutNotStuck), results
+        assert body["status"] == "completed"
+        assert balances(api) == {"currency": "XOF", "available": "9800", "reserved": "0"}
+        assert not ProviderDiscrepancy.objects.exists()
+    else:
+        assert (body["status"], body["history"][-1]["reason"]) == (
+            "failed",
+            "marked_failed_by_support",
+        )
+        assert balances(api) == {"currency": "XOF", "available": "20000", "reserved": "0"}
+        discrepancy = ProviderDiscrepancy.objects.get()
+        assert (discrepancy.provider_outcome, discrepancy.our_status) == ("completed", "failed")
+    assert _events(payout_id) == [f"payout.{body['status']}"]
+    assert hooks(payout_id) == [f"payout.{body['status']}"]
+    ledger_clean()
+
+
 # --- a payin's answer (one statement, no lock) racing the timeout sweep -------------------------
 
 
