@@ -288,7 +288,7 @@ class Quote(models.Model):
 
     def effective_status(self, now: datetime) -> str:
         """An active quote past expires_at is expired, whether or not the sweep has run."""
-        if self.status == QuoteStatus.ACTIVE and self.expires_at <= now:
+        if self.status == QuoteStatus.ACTIVE and self.expires_at < now:
             return QuoteStatus.EXPIRED
         return self.status
 

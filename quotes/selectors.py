@@ -340,10 +340,10 @@ def quote_list(
     API shows: an active quote past expires_at counts as expired even before the sweep ran."""
     queryset = Quote.objects.filter(merchant=merchant)
     if status == QuoteStatus.ACTIVE:
-        queryset = queryset.filter(status=QuoteStatus.ACTIVE, expires_at__gt=now)
+        queryset = queryset.filter(status=QuoteStatus.ACTIVE, expires_at__gte=now)
     elif status == QuoteStatus.EXPIRED:
         queryset = queryset.filter(
-            Q(status=QuoteStatus.EXPIRED) | Q(status=QuoteStatus.ACTIVE, expires_at__lte=now)
+            Q(status=QuoteStatus.EXPIRED) | Q(status=QuoteStatus.ACTIVE, expires_at__lt=now)
         )
     elif status is not None:
         queryset = queryset.filter(status=status)

@@ -684,6 +684,6 @@ def _names(quote: Quote, customer_id: UUID | str | None) -> bool:
 
 def quotes_expire(*, now: datetime) -> int:
     """Mark every active quote past expires_at as expired, in one UPDATE. Returns the count."""
-    return Quote.objects.filter(status=QuoteStatus.ACTIVE, expires_at__lte=now).update(
+    return Quote.objects.filter(status=QuoteStatus.ACTIVE, expires_at__lt=now).update(
         status=QuoteStatus.EXPIRED
     )

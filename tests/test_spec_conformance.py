@@ -7,12 +7,16 @@ import uuid
 from datetime import date, datetime, timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from config.pagination import PageRequest
 from customers.models import Customer
 from kyc.models import KycDocument
 from payments.models import Payin, Payout
+from quotes import selectors as quote_selectors
+from quotes import services as quote_services
 from quotes.models import Quote
 from tests.catalog import enable_everything
 from tests.payments.conftest import create_quote, fund, payin_body, payout_body
@@ -513,6 +517,42 @@ def test_a_payment_consumes_its_quote(world):
 
 
 # --- 3.1: an active quote expires when the current time is past expires_at -----------------
+
+
+def _consume(merchant, quote: Quote, now: datetime) -> Quote:
+    with transaction.atomic():
+        return quote_services.quote_consume(
+            merchant=merchant, quote_id=quote.id, flow_type="payin", customer_id=None, now=now
+        )
+
+
+def test_a_quote_is_active_up_to_its_expires_at_and_expired_only_past_it(enabled_api):
+    created = create_quote(enabled_api, "payin")
+    quote = Quote.objects.get(pk=created["id"])
+    past = quote.expires_at + timedelta(microseconds=1)
+
+    assert quote.effective_status(quote.expires_at) == "active"
+    assert quote_services.quotes_expire(now=quote.expires_at) == 0
+    assert quote.effective_status(past) == "expired"
+
+    def listed(status: str, now: datetime) -> list:
+        page = quote_selectors.quote_list(
+            merchant=enabled_api.merchant, page=PageRequest(), now=now, status=status
+        )
+        return [item.id for item in page.items]
+
+    assert listed("active", quote.expires_at) == [quote.id]
+    assert listed("expired", quote.expires_at) == []
+    assert listed("expired", past) == [quote.id]
+
+    assert _consume(enabled_api.merchant, quote, now=quote.expires_at).status == "consumed"
+
+
+def test_the_sweep_expires_a_quote_only_past_its_expires_at(enabled_api):
+    quote = Quote.objects.get(pk=create_quote(enabled_api, "payin")["id"])
+    assert quote_services.quotes_expire(now=quote.expires_at) == 0
+    assert quote_services.quotes_expire(now=quote.expires_at + timedelta(microseconds=1)) == 1
+    assert enabled_api.get(f"/quotes/{quote.id}").json()["status"] == "expired"
 
 
 def test_a_payment_with_an_expired_quote_is_400(enabled_api):

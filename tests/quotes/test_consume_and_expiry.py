@@ -76,7 +76,7 @@ def test_consume_after_expiry_is_quote_expired_even_before_the_sweep(enabled_mer
 
 @pytest.mark.django_db
 def test_consume_after_the_sweep_is_quote_expired(enabled_merchant, quote):
-    services.quotes_expire(now=quote.expires_at)
+    services.quotes_expire(now=quote.expires_at + timedelta(microseconds=1))
     assert reason_of(lambda: consume(enabled_merchant, quote)) == "quote_expired"
 
 
