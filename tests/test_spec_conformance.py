@@ -2,9 +2,14 @@
 the section it pins. Rules the area modules already pin one endpoint at a time (credentials,
 Idempotency-Key, scoping, formats) are pinned here for every endpoint of the table in 4.1."""
 
+import json
+import os
 import re
+import subprocess
+import sys
 import uuid
 from datetime import date, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from django.db import transaction
@@ -706,3 +711,33 @@ def test_a_completed_transfer_sends_its_leg_and_aggregate_events(
         "completed",
     )
     assert final["collection_completed_at"] and final["disbursement_completed_at"]
+
+
+# --- 8 and 6.4: the limits, as the settings hold them when nothing overrides them ------------
+
+
+def test_the_default_limits_are_the_specs():
+    """Tests set these to their own values; the defaults are what a merchant meets: a quote
+    lives 15 minutes, a delivery is retried after 1 m, 5 m, 15 m, 1 h, 4 h and 12 h, and fails
+    after the seventh failed attempt."""
+    names = ("QUOTE_TTL_SECONDS", "WEBHOOK_RETRY_SCHEDULE")
+    env = {k: v for k, v in os.environ.items() if k not in names and not k.startswith("DJANGO_")}
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    code = (
+        "import json, django; django.setup(); from django.conf import settings; "
+        "from webhooks import services; "
+        f"print(json.dumps([getattr(settings, n) for n in {names!r}] "
+        "+ [services.max_attempts()]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    ttl, schedule, attempts = json.loads(result.stdout.strip().splitlines()[-1])
+    assert ttl == 15 * 60
+    assert schedule == [60, 5 * 60, 15 * 60, 60 * 60, 4 * 60 * 60, 12 * 60 * 60]
+    assert attempts == 7
