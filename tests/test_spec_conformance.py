@@ -19,6 +19,8 @@ from rest_framework.test import APIClient
 from config.pagination import PageRequest
 from customers.models import Customer
 from kyc.models import KycDocument
+from merchants import idempotency
+from merchants.models import IdempotencyRecord, IdempotencyStatus
 from payments.models import Payin, Payout
 from quotes import selectors as quote_selectors
 from quotes import services as quote_services
@@ -388,6 +390,41 @@ def test_a_key_reused_with_another_body_is_409_and_changes_nothing(world, path):
     assert api.post(path, body, idempotency_key="reused").status_code == 201
     before = counts()
     response = api.post(path, {**body, **CHANGED[path]}, idempotency_key="reused")
+    assert assert_error(response, 409)["reason"] == "idempotency_key_reused"
+    assert counts() == before
+
+
+IDEMPOTENT_POSTS = [p for p in POSTS if not p.endswith("/kyc")]
+
+
+@pytest.mark.parametrize("template", IDEMPOTENT_POSTS)
+def test_a_key_still_processing_is_409_on_every_post_and_changes_nothing(world, template):
+    api, path = world["api"], resolve(world, template)
+    body = body_for(world, template)
+    IdempotencyRecord.objects.create(
+        merchant=api.merchant,
+        key="busy",
+        method="POST",
+        path=path,
+        fingerprint=idempotency.request_fingerprint(method="POST", path=path, body=body),
+        status=IdempotencyStatus.IN_PROGRESS,
+        locked_at=timezone.now(),
+        expires_at=timezone.now() + timedelta(days=1),
+    )
+    before = counts()
+    response = api.post(path, body, idempotency_key="busy")
+    assert assert_error(response, 409)["reason"] == "request_in_progress"
+    assert counts() == before
+
+
+@pytest.mark.parametrize("template", IDEMPOTENT_POSTS)
+def test_a_key_used_on_another_endpoint_is_409_on_every_post_and_changes_nothing(world, template):
+    api = world["api"]
+    first = "/quotes/payin" if template == "/customers" else "/customers"
+    assert api.post(first, body_for(world, first), idempotency_key="used").status_code == 201
+    body = body_for(world, template)
+    before = counts()
+    response = api.post(resolve(world, template), body, idempotency_key="used")
     assert assert_error(response, 409)["reason"] == "idempotency_key_reused"
     assert counts() == before
 
