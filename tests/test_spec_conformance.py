@@ -760,8 +760,9 @@ def test_the_default_limits_are_the_specs():
     names = ("QUOTE_TTL_SECONDS", "WEBHOOK_RETRY_SCHEDULE")
     env = {k: v for k, v in os.environ.items() if k not in names and not k.startswith("DJANGO_")}
     env["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    code = (
-        "import json, django; django.setup(); from django.conf import settings; "
+    code = (  # nor a developer's .env: its reader is switched off before the settings load
+        "import json, django; from config import dotenv; dotenv.read = lambda path: None; "
+        "django.setup(); from django.conf import settings; "
         "from webhooks import services; "
         f"print(json.dumps([getattr(settings, n) for n in {names!r}] "
         "+ [services.max_attempts()]))"
