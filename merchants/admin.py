@@ -94,6 +94,11 @@ class ApiKeyAdmin(MerchantScopedAdmin):
     def has_add_permission(self, request, *args) -> bool:
         return self._can_manage(request)
 
+    def has_change_permission(self, request, obj=None) -> bool:
+        # A key changes only by rotation or revocation; save_model issues a key, so a Save on
+        # an existing key's page would mint a second one whose secret nobody is shown.
+        return False
+
     def get_fields(self, request, obj=None):
         if obj is None:
             if dashboard.is_ops(request.user):

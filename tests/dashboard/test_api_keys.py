@@ -231,3 +231,15 @@ def test_rotating_an_expiring_key_gives_a_replacement_with_the_same_lifetime(mer
     lifetime = old.api_key.expires_at - ApiKey.objects.get(pk=old.api_key.pk).created_at
     assert ApiKey.objects.get(pk=new.api_key.pk).expires_at == later + lifetime
     assert ApiKey.objects.get(pk=forever.api_key.pk).expires_at is None
+
+
+def test_saving_a_keys_page_does_not_mint_another_key(merchant, admin_client):
+    """Ops had a Save button on a key's page: saving it issued a second, working key whose
+    secret nobody was shown (an orphan credential, recorded as api_key.created)."""
+    issued = services.api_key_create_by(merchant=merchant, actor=None, label="backend")
+    page = f"/admin/merchants/apikey/{issued.api_key.pk}/change/"
+
+    assert 'name="_save"' not in admin_client.get(page).content.decode()
+    assert admin_client.post(page, {"_save": "Save"}).status_code == 403
+    assert list(ApiKey.objects.filter(merchant=merchant)) == [issued.api_key]
+    assert AuditLogEntry.objects.filter(merchant=merchant, action="api_key.created").count() == 1
