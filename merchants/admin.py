@@ -116,7 +116,8 @@ class ApiKeyAdmin(MerchantScopedAdmin):
         issued = services.api_key_create_by(
             merchant=merchant, actor=request.user, label=obj.label, expires_at=obj.expires_at
         )
-        obj.pk = issued.api_key.pk
+        # The admin logs the addition of `obj` (the form's instance): it names the issued key.
+        obj.pk, obj.key, obj.merchant = issued.api_key.pk, issued.api_key.key, merchant
         request._cowry_issued = issued
 
     def response_add(self, request, obj, post_url_continue=None):

@@ -243,3 +243,17 @@ def test_saving_a_keys_page_does_not_mint_another_key(merchant, admin_client):
     assert admin_client.post(page, {"_save": "Save"}).status_code == 403
     assert list(ApiKey.objects.filter(merchant=merchant)) == [issued.api_key]
     assert AuditLogEntry.objects.filter(merchant=merchant, action="api_key.created").count() == 1
+
+
+def test_the_keys_history_names_the_key_added_and_never_its_secret(merchant, staff_client):
+    from django.contrib.admin.models import ADDITION, LogEntry
+
+    browser = staff_client(merchant=merchant, role="owner")
+    page = browser.post(KEY_ADD, {"label": "backend"}, follow=True).content.decode()
+    api_key = ApiKey.objects.get(merchant=merchant)
+
+    entry = LogEntry.objects.get(object_id=str(api_key.pk), action_flag=ADDITION)
+    assert entry.object_repr == api_key.key
+    history = browser.get(f"/admin/merchants/apikey/{api_key.pk}/history/").content.decode()
+    assert api_key.key in history
+    assert _secret_on(page) not in history + entry.change_message
