@@ -23,6 +23,7 @@ from kyc.models import (
     ReviewStatus,
     SubmissionOutcome,
 )
+from merchants import services as merchant_services
 from merchants.models import Merchant
 
 logger = logging.getLogger("cowry.kyc")
@@ -235,20 +236,35 @@ class KycAlreadyDecided(DomainError):
 
 
 def kyc_decide_by_hand(*, customer_id: UUID, approve: bool, user: Any, at: datetime) -> Customer:
-    """A support user's decision, recorded with who made it. A customer already in that status
-    is refused (KycAlreadyDecided): the move would record nothing, and support would be told a
-    decision was made."""
+    """A support user's decision, recorded with who made it on the status history and in the
+    merchant's audit log, in one transaction. A customer already in that status is refused
+    (KycAlreadyDecided): the move would record nothing, and support would be told a decision
+    was made; the customer is locked first, so of two racing clicks the second is refused."""
     username = getattr(user, "get_username", lambda: str(user))()
     to = KycStatus.APPROVED if approve else KycStatus.REJECTED
-    if Customer.objects.filter(pk=customer_id, kyc_status=to).exists():
-        raise KycAlreadyDecided(f"This customer's KYC is already {to}: nothing to decide.")
-    return customer_services.customer_kyc_transition(
-        customer_id=customer_id,
-        to=KycStatus.APPROVED if approve else KycStatus.REJECTED,
-        reason=f"{'approved' if approve else 'rejected'} by hand by support user {username}",
-        at=at,
-        changed_by=user,
-    )
+    verb = "approved" if approve else "rejected"
+    with transaction.atomic():
+        customer = (
+            Customer.objects.select_for_update().select_related("merchant").get(pk=customer_id)
+        )
+        if customer.kyc_status == to:
+            raise KycAlreadyDecided(f"This customer's KYC is already {to}: nothing to decide.")
+        was = customer.kyc_status
+        customer = customer_services.customer_kyc_transition(
+            customer_id=customer_id,
+            to=to,
+            reason=f"{verb} by hand by support user {username}",
+            at=at,
+            changed_by=user,
+        )
+        merchant_services.audit_record(
+            merchant=customer.merchant,
+            actor=user,
+            action="support.action",
+            target=str(customer_id),
+            detail={"action": f"kyc.{verb}_by_hand", "from": was},
+        )
+    return customer
 
 
 KYC_STALL_GRACE = timedelta(minutes=2)

@@ -108,3 +108,25 @@ def test_a_decision_by_hand_on_a_customer_already_there_is_refused_not_counted(
     assert not any("by hand for" in message for message in shown), shown
     assert any("already rejected" in message for message in shown), shown
     assert KycStatusChange.objects.filter(customer=reviewed_customer).count() == changes
+
+
+def test_a_decision_by_hand_is_in_the_merchants_audit_log_once(support_client, reviewed_customer):
+    """Every other support action is in the merchant's audit log; a KYC decision by hand was
+    only on the customer's status history."""
+    from merchants.models import AuditLogEntry
+
+    for _ in range(2):  # a second click finds the decision made: refused, not recorded
+        support_client.post(
+            reverse("admin:customers_customer_changelist"),
+            {"action": "approve_kyc_by_hand", "_selected_action": [str(reviewed_customer.pk)]},
+        )
+
+    entries = AuditLogEntry.objects.filter(merchant=reviewed_customer.merchant)
+    assert [(e.actor, e.action, e.target, e.detail) for e in entries] == [
+        (
+            support_client.user,
+            "support.action",
+            str(reviewed_customer.pk),
+            {"action": "kyc.approved_by_hand", "from": "rejected"},
+        )
+    ]
