@@ -32,7 +32,15 @@ def merchant_create(*, name: str) -> Merchant:
     name = name.strip()
     if not name:
         raise DomainError("A merchant needs a name.", reason="invalid_name")
+    _within_length(Merchant, "name", name, "A merchant's name", reason="invalid_name")
     return Merchant.objects.create(name=name)
+
+
+def _within_length(model, field: str, value: str, what: str, *, reason: str) -> None:
+    """A refusal that names the limit, where the column would otherwise raise a DataError."""
+    max_length = model._meta.get_field(field).max_length
+    if len(value) > max_length:
+        raise DomainError(f"{what} has at most {max_length} characters.", reason=reason)
 
 
 def api_key_create(
@@ -158,6 +166,7 @@ def api_key_create_by(
 ) -> IssuedApiKey:
     """A new key, recorded in the audit log with who made it (None: ops, "system"). An expiry
     must be in the future: a key born dead would only hand out a secret."""
+    _within_length(ApiKey, "label", label, "A key's label", reason="invalid_label")
     if expires_at is not None and expires_at <= timezone.now():
         raise DomainError("The expiry must be in the future.", reason="invalid_expiry")
     with transaction.atomic():
@@ -251,6 +260,9 @@ def staff_user_create(
             f"role must be one of {', '.join(MembershipRole.values)}.", reason="invalid_role"
         )
     user_model = get_user_model()
+    _within_length(
+        user_model, user_model.USERNAME_FIELD, username, "A username", reason="invalid_staff"
+    )
     with transaction.atomic():
         user = user_model.objects.select_for_update().filter(username=username).first()
         if user is not None and user.is_superuser:

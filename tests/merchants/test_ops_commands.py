@@ -111,3 +111,25 @@ def test_seed_demo_is_idempotent_and_prints_a_new_key_each_time():
     assert Merchant.objects.filter(name="Demo Merchant").count() == 1
     assert ApiKey.objects.filter(merchant_id=first["merchant_id"]).count() == 2
     assert _status_with(second["api_key"], second["api_secret"]) == 201
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (("create_merchant", "M" * 201), "at most 200 characters"),
+        (("create_api_key", "{merchant}", "--label", "L" * 101), "at most 100 characters"),
+        (
+            ("create_staff_user", "u" * 151, "--password", "pw-123456-staff", "--support"),
+            "at most 150 characters",
+        ),
+    ],
+)
+def test_an_overlong_name_is_refused_clearly_not_a_database_traceback(command, message):
+    from django.contrib.auth import get_user_model
+
+    merchant_id = _run("create_merchant", "Acme")["merchant_id"]
+    with pytest.raises(CommandError, match=message):
+        call_command(*(arg.replace("{merchant}", merchant_id) for arg in command))
+    assert Merchant.objects.count() == 1
+    assert not ApiKey.objects.exists()
+    assert not get_user_model().objects.exists()
