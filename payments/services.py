@@ -203,6 +203,9 @@ def _adjustment_reason(*, currency: str, amount: Decimal, reason: str) -> str:
         raise InvalidAdjustment(f"{amount} is not a whole amount of {currency}.")
     if not reason.strip():
         raise InvalidAdjustment("A reason is required.")
+    kept = Journal._meta.get_field("memo").max_length  # the journal keeps it, the audit too
+    if len(reason.strip()) > kept:
+        raise InvalidAdjustment(f"A reason has at most {kept} characters.")
     return reason.strip()
 
 

@@ -105,6 +105,19 @@ def test_debit_wallet_refuses_an_unknown_merchant_and_a_blank_reason(merchant):
     assert Wallet.objects.get(merchant=merchant).available == Decimal("100")
 
 
+@pytest.mark.parametrize("command", ["credit_wallet", "debit_wallet"])
+def test_a_reason_longer_than_the_journal_keeps_is_refused_not_cut(merchant, command):
+    """The journal's memo keeps 255 characters: a longer reason was cut there and in the audit
+    log without a word."""
+    fund(merchant, "100")
+    before = adjustment_state(merchant)
+    with pytest.raises(CommandError, match="at most 255 characters"):
+        call_command(command, str(merchant.id), "XOF", "10", "--reason", "r" * 256)
+    assert adjustment_state(merchant) == before
+    call_command(command, str(merchant.id), "XOF", "10", "--reason", "r" * 255)
+    assert Journal.objects.filter(merchant=merchant).latest("created_at").memo == "r" * 255
+
+
 def test_a_debit_takes_back_a_payout_the_provider_paid_and_resolves_its_discrepancy(
     enabled_api, enabled_merchant, django_capture_on_commit_callbacks, settings
 ):
