@@ -7,8 +7,9 @@ another merchant does not exist for merchant staff: 404, never 403.
 """
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import BooleanField, DateField, QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.http import Http404, HttpResponseRedirect
 
@@ -59,6 +60,20 @@ def can_manage_credentials(user: AbstractBaseUser) -> bool:
 
 
 SECRET_FIELDS = frozenset({"signing_secret", "secret_hash"})
+
+
+class ScopedAllValuesFieldListFilter(admin.AllValuesFieldListFilter):
+    """The values of a related model's field that the user's own rows reach. Django's filter
+    offers those of every row of the related model: another merchant's included."""
+
+    def __init__(self, field, request, params, model, model_admin, field_path):
+        super().__init__(field, request, params, model, model_admin, field_path)
+        self.lookup_choices = (
+            model_admin.get_queryset(request)
+            .order_by(field_path)
+            .values_list(field_path, flat=True)
+            .distinct()
+        )
 
 
 class MerchantScopedAdmin(admin.ModelAdmin):
@@ -138,8 +153,24 @@ class MerchantScopedAdmin(admin.ModelAdmin):
     def get_list_filter(self, request):
         filters = list(super().get_list_filter(request))
         if merchant_of(request.user) is not None and not is_ops(request.user):
-            filters = [f for f in filters if f not in ("merchant", self.merchant_path)]
+            filters = [
+                self._scoped_filter(f) for f in filters if f not in ("merchant", self.merchant_path)
+            ]
         return filters
+
+    def _scoped_filter(self, spec):
+        """Django takes the choices of a filter on a relation, or on a related model's field,
+        from every row of the related model; merchant staff get those of their own rows."""
+        if not isinstance(spec, str):
+            return spec
+        field = get_fields_from_path(self.model, spec)[-1]
+        if field.is_relation:
+            return (spec, admin.RelatedOnlyFieldListFilter)
+        if LOOKUP_SEP in spec and not (
+            field.flatchoices or isinstance(field, (BooleanField, DateField))
+        ):
+            return (spec, ScopedAllValuesFieldListFilter)
+        return spec
 
     def get_search_results(self, request, queryset, search_term):
         queryset = self.scope_queryset(request, queryset)

@@ -316,3 +316,32 @@ def test_support_filters_payments_by_status_operator_and_date(two_worlds, staff_
     )
     assert response.status_code == 200
     assert len(_result_pks(response)) == 2
+
+
+def test_list_filters_offer_merchant_staff_only_values_of_their_own_rows(
+    merchant, other_merchant, staff_client
+):
+    """A filter on a related model's field (a journal line's account code) offered the values
+    of every merchant's rows: which operators and currencies the others use."""
+    from payments.models import LedgerAccount
+
+    for owner, currency in ((merchant, "XOF"), (other_merchant, "XAF")):
+        payment_services.wallet_credit(
+            merchant=owner, currency=currency, amount=Decimal("100"), reason="f", at=timezone.now()
+        )
+    LedgerAccount.objects.create(
+        merchant=other_merchant, currency="XAF", code="provider_clearing:CM_MTN_MOMO"
+    )
+    browser = staff_client(merchant=merchant, role="viewer")
+
+    for changelist in ("/admin/payments/journalline/", "/admin/payments/ledgeraccount/"):
+        response = browser.get(changelist)
+        offered = {
+            str(choice["display"])
+            for spec in response.context["cl"].filter_specs
+            for choice in spec.choices(response.context["cl"])
+        }
+        assert "XOF" in offered and "merchant_available" in offered
+        assert "XAF" not in offered and "provider_clearing:CM_MTN_MOMO" not in offered, offered
+    support = staff_client(support=True).get("/admin/payments/journalline/")
+    assert "provider_clearing:CM_MTN_MOMO" in support.content.decode()
