@@ -84,3 +84,16 @@ def test_an_ops_login_is_not_turned_into_merchant_staff(merchant, other_merchant
     ops.refresh_from_db()
     assert ops.check_password("old-ops-password")
     assert not MerchantMembership.objects.filter(user=ops).exists()
+
+
+def test_seed_demo_refused_a_dashboard_login_changes_nothing():
+    """seed_demo issued its API key, then failed on the demo login (an ops login of that name):
+    a working key whose secret was never printed."""
+    from merchants.models import ApiKey, AuditLogEntry, Merchant
+
+    get_user_model().objects.create_superuser("demo-owner", "o@example.com", "old-ops-password")
+    with pytest.raises(CommandError, match="ops login"):
+        call_command("seed_demo", stdout=StringIO())
+    assert not ApiKey.objects.exists()
+    assert not AuditLogEntry.objects.exists()
+    assert not Merchant.objects.exists()

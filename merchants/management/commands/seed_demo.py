@@ -1,5 +1,7 @@
 import secrets
 
+from django.db import transaction
+
 from config.ops import OpsCommand
 from merchants import services
 
@@ -11,12 +13,14 @@ class Command(OpsCommand):
     help = "Load the catalog, create the Demo Merchant once, and print a new API key for it."
 
     def run(self, **_) -> None:
-        merchant = services.demo_merchant_seed(name=DEMO_MERCHANT_NAME)
-        issued = services.api_key_create_by(merchant=merchant, actor=None, label="seed_demo")
         password = secrets.token_urlsafe(12)
-        services.staff_user_create(
-            username=DEMO_OWNER_USERNAME, password=password, merchant=merchant, role="owner"
-        )
+        # All or nothing: a refused demo login leaves no key whose secret was never printed.
+        with transaction.atomic():
+            merchant = services.demo_merchant_seed(name=DEMO_MERCHANT_NAME)
+            issued = services.api_key_create_by(merchant=merchant, actor=None, label="seed_demo")
+            services.staff_user_create(
+                username=DEMO_OWNER_USERNAME, password=password, merchant=merchant, role="owner"
+            )
         self.emit(
             {
                 "merchant_id": str(merchant.id),
