@@ -133,3 +133,25 @@ def test_an_overlong_name_is_refused_clearly_not_a_database_traceback(command, m
     assert Merchant.objects.count() == 1
     assert not ApiKey.objects.exists()
     assert not get_user_model().objects.exists()
+
+
+def test_commands_that_set_something_are_safe_to_run_twice():
+    """A script retried after a timeout: the same merchant staff, webhook and ledger state."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from merchants.models import MerchantMembership
+    from webhooks.models import WebhookEndpoint
+
+    merchant_id = _run("create_merchant", "Acme")["merchant_id"]
+    staff = ("create_staff_user", "amina", "--password", "s3cret-pw-staff", "--merchant")
+    webhook = ("set_webhook", merchant_id, "https://93.184.216.34/hook", "--secret", "s" * 32)
+    for _ in range(2):
+        assert _run(*staff, merchant_id, "--role", "developer")["role"] == "developer"
+        assert _run(*webhook) == {"url": "https://93.184.216.34/hook", "signing_secret": "s" * 32}
+        assert _run("check_ledger")["ok"] is True
+
+    assert get_user_model().objects.filter(username="amina").count() == 1
+    assert MerchantMembership.objects.get(user__username="amina").role == "developer"
+    assert Client().login(username="amina", password="s3cret-pw-staff")
+    assert WebhookEndpoint.objects.filter(merchant_id=merchant_id).count() == 1
