@@ -345,3 +345,56 @@ def test_list_filters_offer_merchant_staff_only_values_of_their_own_rows(
         assert "XAF" not in offered and "provider_clearing:CM_MTN_MOMO" not in offered, offered
     support = staff_client(support=True).get("/admin/payments/journalline/")
     assert "provider_clearing:CM_MTN_MOMO" in support.content.decode()
+
+
+def test_merchant_staff_reach_nothing_of_another_merchant_by_the_admins_side_doors(
+    two_worlds, staff_client
+):
+    """Autocomplete, history and delete pages, `_changelist_filters`, and actions posted with
+    another merchant's ids: nothing of A, and nothing of A changes."""
+    from merchants.models import AuditLogEntry
+    from webhooks.models import Delivery, Event, WebhookEndpoint
+
+    merchant_a, merchant_b, _ = two_worlds
+    intruder = staff_client(merchant=merchant_b, role="owner")
+
+    for model in ("feeschedule", "fxrate"):
+        found = intruder.get(
+            "/admin/autocomplete/",
+            {"app_label": "quotes", "model_name": model, "field_name": "merchant", "term": ""},
+        ).json()
+        assert [result["id"] for result in found["results"]] == [str(merchant_b.pk)]
+
+    for model, model_admin in _registered():
+        if not isinstance(model_admin, MerchantScopedAdmin):
+            continue
+        label = f"{model._meta.app_label}_{model._meta.model_name}"
+        for row in _rows_of(model_admin, model, merchant_a)[:1]:
+            for page in ("history", "delete"):
+                url = reverse(f"admin:{label}_{page}", args=[quote(row.pk)])
+                assert intruder.get(url).status_code in (403, 404), url
+
+    payin = merchant_a.payins.first()
+    filters = f"merchant__id__exact={merchant_a.pk}"
+    listing = intruder.get("/admin/payments/payin/", {"_changelist_filters": filters})
+    assert payin.pk not in _result_pks(listing)
+
+    endpoint = WebhookEndpoint.objects.get(merchant=merchant_a)
+    secret = signing_secret(endpoint)
+    event = Event.objects.filter(merchant=merchant_a).first()
+    deliveries = Delivery.objects.filter(event__merchant=merchant_a).count()
+    audit = AuditLogEntry.objects.filter(merchant=merchant_a).count()
+    for changelist, action, pk in [
+        ("/admin/webhooks/webhookendpoint/", "rotate_signing_secret", endpoint.pk),
+        ("/admin/webhooks/webhookendpoint/", "send_test_event", endpoint.pk),
+        ("/admin/webhooks/event/", "resend_events", event.pk),
+    ]:
+        for extra in ({}, {"select_across": "1", "index": "0"}):
+            response = intruder.post(
+                changelist, {"action": action, "_selected_action": [str(pk)], **extra}, follow=True
+            )
+            assert secret not in response.content.decode()
+    endpoint.refresh_from_db()
+    assert signing_secret(endpoint) == secret
+    assert Delivery.objects.filter(event__merchant=merchant_a).count() == deliveries
+    assert AuditLogEntry.objects.filter(merchant=merchant_a).count() == audit
