@@ -257,3 +257,59 @@ def test_the_keys_history_names_the_key_added_and_never_its_secret(merchant, sta
     history = browser.get(f"/admin/merchants/apikey/{api_key.pk}/history/").content.decode()
     assert api_key.key in history
     assert _secret_on(page) not in history + entry.change_message
+
+
+def _signing_secret_on(page: str) -> str:
+    return re.search(r"Signing secret for \S+: (whsec_\S+)", page).group(1)
+
+
+def test_secrets_appear_only_on_their_owners_pages_never_in_logs_history_audit_or_sessions(
+    merchant, other_merchant, staff_client, settings, caplog
+):
+    """Every way a secret is issued in the dashboard, with every log record captured."""
+    import logging
+
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.sessions.models import Session
+
+    from webhooks.models import WebhookEndpoint
+
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+    caplog.set_level(logging.DEBUG)
+    owner = staff_client(merchant=merchant, role="owner")
+    secrets = [_secret_on(owner.post(KEY_ADD, {"label": "k"}, follow=True).content.decode())]
+    api_key = ApiKey.objects.get(merchant=merchant)
+    rotated = owner.post(f"/admin/merchants/apikey/{api_key.pk}/rotate/", {"grace_hours": "1"})
+    secrets.append(_secret_on(owner.get(rotated["Location"]).content.decode()))
+    added = owner.post(
+        "/admin/webhooks/webhookendpoint/add/",
+        {"url": "https://127.0.0.1:9/h", "event_types": "[]"},
+        follow=True,
+    )
+    secrets.append(_signing_secret_on(added.content.decode()))
+    endpoint = WebhookEndpoint.objects.get(merchant=merchant)
+    owner.post(f"/admin/webhooks/webhookendpoint/{endpoint.pk}/reveal-secret/")
+    rotation = owner.post(
+        "/admin/webhooks/webhookendpoint/",
+        {"action": "rotate_signing_secret", "_selected_action": [str(endpoint.pk)]},
+        follow=True,
+    )
+    secrets.append(_signing_secret_on(rotation.content.decode()))
+    endpoint.refresh_from_db()
+    assert all(secrets) and secrets[-1] == signing_secret(endpoint)
+
+    kept = [record.getMessage() + str(record.exc_text) for record in caplog.records]
+    kept += [entry.object_repr + entry.change_message for entry in LogEntry.objects.all()]
+    kept += [entry.target + str(entry.detail) for entry in AuditLogEntry.objects.all()]
+    kept += [str(session.get_decoded()) for session in Session.objects.all()]
+    for browser in (
+        staff_client(merchant=other_merchant, role="owner"),
+        staff_client(support=True),
+    ):
+        for page in ("/admin/", "/admin/merchants/apikey/", "/admin/merchants/auditlogentry/"):
+            kept.append(browser.get(page).content.decode())
+        kept.append(
+            browser.get(f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/").content.decode()
+        )
+    for secret in secrets:
+        assert not any(secret in text for text in kept)
