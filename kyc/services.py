@@ -244,8 +244,10 @@ def kyc_decide_by_hand(*, customer_id: UUID, approve: bool, user: Any, at: datet
     to = KycStatus.APPROVED if approve else KycStatus.REJECTED
     verb = "approved" if approve else "rejected"
     with transaction.atomic():
-        customer = (
-            Customer.objects.select_for_update().select_related("merchant").get(pk=customer_id)
+        customer = (  # the customer's row only: the merchant's, locked too, stalls its payments
+            Customer.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("merchant")
+            .get(pk=customer_id)
         )
         if customer.kyc_status == to:
             raise KycAlreadyDecided(f"This customer's KYC is already {to}: nothing to decide.")

@@ -303,3 +303,39 @@ def test_a_kyc_submission_in_progress_does_not_hold_up_the_customers_quotes(
     assert quoted[0].json()["customer_id"] == str(customer.id)
     assert submitted[0].kyc_status == "pending"
     assert KycSubmission.objects.get(pk=first.pk).outcome == "superseded"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_kyc_decision_by_hand_does_not_lock_the_merchants_row(merchant):
+    """The decision locks the customer's row only (FOR NO KEY UPDATE), though it reads the
+    merchant with it for the audit entry: locked FOR UPDATE too, the merchant's row would hold
+    off every payment of the merchant (their inserts lock its key) until the decision commits.
+    Here a session holding the merchant's key, as a payment's insert does, must not stop it."""
+    from tests.faults.conftest import admin_connection
+    from tests.locks import start
+    from tests.worker import wait_until
+
+    customer = CustomerFactory(merchant=merchant)
+    user = get_user_model().objects.create_user("agent", password="x", is_staff=True)
+    now = timezone.now()
+    for to in ("pending", "rejected"):
+        customer_services.customer_kyc_transition(customer_id=customer.id, to=to, at=now)
+    decided = []
+    holder = admin_connection()
+    try:
+        with holder.transaction():
+            holder.execute(
+                "SELECT id FROM merchants_merchant WHERE id = %s FOR KEY SHARE", [merchant.pk]
+            )
+            deciding = start(
+                lambda: services.kyc_decide_by_hand(
+                    customer_id=customer.id, approve=True, user=user, at=now
+                ),
+                decided,
+            )
+            assert wait_until(lambda: bool(decided), timeout=10), "it waited for the merchant"
+    finally:
+        holder.close()
+    deciding.join(30)
+
+    assert decided[0].kyc_status == "approved"
