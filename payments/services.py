@@ -992,12 +992,22 @@ def payin_submit(*, payin_id: UUID, now: datetime) -> None:
     """Send the collection to the provider (idempotent: a retried task resubmits the same
     reference). The payin is `pending` before the provider is called, so an answer can never
     arrive for a payin that is not waiting for one. No lock is held during the call."""
-    try:  # created -> pending; already pending is a no-op
-        payin = payin_transition(
-            payin_id=payin_id, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now
-        )
-    except InvalidTransition:  # final already (failed by the timeout sweep, say)
-        return
+    with transaction.atomic():
+        payin = _PAYIN_LOCKED.first(payin_id)
+        if payin is None:
+            raise Payin.DoesNotExist(f"No payin {payin_id}.")
+        # Each call's start is recorded first (submitted_at), and none starts once the payin is
+        # final, received or past its timeout, as for a payout: the timeout sweep leaves a payin
+        # whose last call started recently, and fails one only while no call has started since
+        # it looked, so a payer is not charged for a payin the merchant is told failed.
+        waiting = payin.status in (PayinStatus.CREATED, PayinStatus.PENDING)
+        if not waiting or payin.provider_reference or payin.provider_timeout_at <= now:
+            return
+        if payin.status == PayinStatus.CREATED:
+            _payin_move(payin, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now)
+        else:
+            payin.submitted_at = now
+            rawsql.update(payin, ["submitted_at"])
     _payin_send(payin, now=now)
 
 
@@ -1661,7 +1671,7 @@ def payout_apply_provider_result(
         )
 
 
-# Longer than any provider call takes (the gateway's own timeouts are far shorter): a payout
+# Longer than any provider call takes (the gateway's own timeouts are far shorter): a payment
 # whose last call started this recently and has no receipt yet may still be on its way.
 SUBMISSION_IN_FLIGHT_SECONDS = 300
 
@@ -1682,8 +1692,9 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     """Fail every payin/payout leg still waiting for the provider past provider_timeout_at,
     with reason provider_timeout, unless the provider, asked first about a leg it received
     (its reference), has an answer for it (then that answer is applied), or it is a payout the
-    provider cannot be asked about or whose last call started too recently to have ended
-    (left pending). Each one in its own transaction; returns how many failed."""
+    provider cannot be asked about, or a leg without a receipt whose last call started too
+    recently to have ended (left pending). Each one in its own transaction; returns how many
+    failed."""
     payins = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "submitted_at", "source")
@@ -1753,8 +1764,10 @@ def _timed_out(
                 return 0
             fail(payment_id)
             return 1
-        if kind == provider.DISBURSEMENT and call_may_be_in_flight(submitted_at, now=now):
-            return 0  # its last call may still reach the provider: failing it frees its money
+        if call_may_be_in_flight(submitted_at, now=now):
+            # its last call may still reach the provider: failing it would free a payout's
+            # money, or tell the merchant a payin failed that the payer is charged for
+            return 0
         with transaction.atomic():  # unless a call started, or its receipt came, since read
             unchanged = model.objects.select_for_update().filter(
                 pk=payment_id, provider_reference="", **same_time("submitted_at", submitted_at)

@@ -767,14 +767,31 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
     """Send the collection leg to the provider (idempotent: a retried task resubmits the same
     reference). The transfer is `collecting` before the call; no lock is held during it."""
     transfer = Transfer.objects.get(pk=transfer_id)
+    # Each call's start is recorded first (collection_submitted_at), and none starts once the
+    # leg is answered, received or past its timeout, as for a disbursement: the timeout sweep
+    # leaves a collection whose last call started recently, and fails one only while no call
+    # has started since it looked, so a payer is not charged for a transfer.failed.
+    started = False
     if _state(transfer) == _CREATED:
-        transfer = transfer_transition(
+        if transfer.leg_timeout_at <= now:  # never sent in time: the timeout sweep fails it
+            return transfer
+        transfer = transfer_transition(  # records the start, with a fresh leg timeout
             transfer_id=transfer.id,
             move=COLLECTION_SUBMITTED,
             reason=REASON_COLLECTION_SUBMITTED,
             at=now,
         )
+        started = transfer.collection_submitted_at == now  # not another submission's move
     if _state(transfer) != _COLLECTING or transfer.collection_reference:
+        return transfer
+    if not started and not (
+        Transfer.objects.filter(
+            pk=transfer.id,
+            status=TransferStatus.COLLECTING,
+            collection_reference="",
+            leg_timeout_at__gt=now,
+        ).update(collection_submitted_at=now)
+    ):
         return transfer
     try:
         receipt = provider.gateway().submit_collection(
@@ -1321,9 +1338,10 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
     """Fail every leg the provider has not answered by leg_timeout_at (reason
     provider_timeout), each transfer in its own transaction, unless the provider, asked first
     about a leg it received (its reference), has an answer for it (then that answer is
-    applied), or it is a disbursement the provider cannot be asked about or whose last call
-    started too recently to have ended (left disbursing), or the leg changed since it was read
-    (submitted, its receipt stored: the next run decides). Returns how many failed."""
+    applied), or it is a disbursement the provider cannot be asked about, or a leg without a
+    receipt whose last call started too recently to have ended (left as it is), or the leg
+    changed since it was read (submitted, a call started, its receipt stored: the next run
+    decides). Returns how many failed."""
     failed = 0
     due = Transfer.objects.filter(
         status__in=[TransferStatus.PENDING, TransferStatus.COLLECTING, TransferStatus.DISBURSING],
@@ -1335,12 +1353,13 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
         "collection_reference",
         "disbursement_reference",
         "disbursement_submitted_at",
+        "collection_submitted_at",
         "payer",
         "recipient",
     )
     for row in list(due):
         transfer_id, status, attempt, collected_as, disbursed_as, last_call = row[:6]
-        payer, recipient = row[6:]
+        last_collection_call, payer, recipient = row[6:]
         try:
             if status == TransferStatus.DISBURSING:
                 kwargs = {"move": DISBURSEMENT_FAILED, "attempt": attempt}
@@ -1355,6 +1374,10 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
                 )
             else:
                 kwargs = {"move": COLLECTION_FAILED}
+                if not collected_as and payment_services.call_may_be_in_flight(
+                    last_collection_call, now=now
+                ):
+                    continue  # its last call may still charge the payer: the next run decides
                 asked = collected_as and provider.answer_before_timeout(
                     kind=provider.COLLECTION,
                     reference=str(transfer_id),
@@ -1371,7 +1394,10 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
                     )
                 else:
                     unchanged = _collection_unchanged(
-                        transfer_id, status=status, reference=collected_as
+                        transfer_id,
+                        status=status,
+                        reference=collected_as,
+                        last_call=last_collection_call,
                     )
                 if not unchanged:
                     continue  # a call started, or its receipt came, since: the next run decides
@@ -1386,13 +1412,20 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
     return failed
 
 
-def _collection_unchanged(transfer_id: UUID, *, status: str, reference: str) -> bool:
+def _collection_unchanged(
+    transfer_id: UUID, *, status: str, reference: str, last_call: datetime | None
+) -> bool:
     """Whether the collection leg is as the sweep read it (not submitted since, for a transfer
-    read pending: the submission renews the leg timeout and calls the provider; no receipt
-    stored since), locking the transfer until the caller's transaction ends."""
+    read pending: the submission renews the leg timeout and calls the provider; no call started
+    and no receipt stored since), locking the transfer until the caller's transaction ends."""
     return (
         Transfer.objects.select_for_update()
-        .filter(pk=transfer_id, status=status, collection_reference=reference)
+        .filter(
+            pk=transfer_id,
+            status=status,
+            collection_reference=reference,
+            **payment_services.same_time("collection_submitted_at", last_call),
+        )
         .exists()
     )
 

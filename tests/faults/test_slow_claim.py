@@ -154,9 +154,12 @@ def test_a_payin_failed_by_the_sweep_while_its_claim_waits_is_never_collected(
     claimed_at = Payin.objects.get(pk=late).submitted_at
     assert Payin.objects.get(pk=late).status == "pending"  # claimed, its call not made yet
 
-    # A collection is failed at its timeout (decisions: no in-flight window for collections).
+    # At its timeout its recorded start may still be a call in flight: the sweep leaves it, as
+    # it leaves a payout. Once the claim is older than any one call, it is failed.
     due = Payin.objects.get(pk=late).provider_timeout_at
-    assert services.payments_fail_timed_out(now=due) == 1
+    assert services.payments_fail_timed_out(now=due) == 0
+    sweep_at = claimed_at + timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS + 1)
+    assert services.payments_fail_timed_out(now=sweep_at) == 1
     _release_late(slow_provider, thread, claimed_at=claimed_at)
 
     # The payer was never charged for the failed payin.

@@ -26,6 +26,31 @@ class DisbursementsDownGateway(SimulatorGateway):
 DISBURSEMENTS_DOWN = f"{__name__}.DisbursementsDownGateway"
 
 
+class CollectionsDownGateway(SimulatorGateway):
+    """The simulator, unreachable for collections: set PAYMENTS_PROVIDER_GATEWAY to
+    COLLECTIONS_DOWN."""
+
+    def submit_collection(self, **kwargs):
+        raise provider.ProviderUnavailable("connection reset")
+
+
+COLLECTIONS_DOWN = f"{__name__}.CollectionsDownGateway"
+
+
+class CollectionsCountedGateway(SimulatorGateway):
+    """The simulator, keeping the reference of each collection call in `calls` (cleared by the
+    test): set PAYMENTS_PROVIDER_GATEWAY to COLLECTIONS_COUNTED."""
+
+    calls: list[str] = []
+
+    def submit_collection(self, **kwargs):
+        self.calls.append(kwargs["reference"])
+        return super().submit_collection(**kwargs)
+
+
+COLLECTIONS_COUNTED = f"{__name__}.CollectionsCountedGateway"
+
+
 def create_customer(api, **fields) -> dict:
     body = {"first_name": "Awa", "last_name": "Diallo", "phone": SN_PHONE, **fields}
     response = api.post("/customers", body)

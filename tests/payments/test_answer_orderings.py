@@ -279,7 +279,7 @@ def test_a_payins_answer_written_at_once_racing_the_timeout_sweep_has_one_outcom
         ledger_clean()
 
 
-# --- a collection on its way to the provider when the sweep fails its payin ---------------------
+# --- a collection on its way to the provider when the sweep looks at its payin -----------------
 
 
 class SweepDuringCollectionGateway:
@@ -306,14 +306,14 @@ class SweepDuringCollectionGateway:
 swept: list[int] = []
 
 
-def test_a_payin_failed_by_the_sweep_while_its_collection_was_on_its_way_is_kept_for_support(
+def test_a_payin_whose_collection_is_on_its_way_at_its_timeout_is_left_to_its_answer(
     enabled_merchant, hooks, settings
 ):
-    """A collection call still on its way at the payin's timeout (no receipt, no reference):
-    the sweep fails the payin, as it fails a collection the provider cannot be asked about
-    (no money left the wallet). The receipt then says the payer paid: the payin stays failed,
-    the merchant got payin.failed once, and the collection is a discrepancy that credit_wallet
-    settles (ledger clean all along)."""
+    """A collection call still on its way at the payin's timeout (no receipt, no reference,
+    its start recorded a moment ago): the sweep leaves the payin pending, as it leaves a payout
+    whose call may be in flight, rather than tell the merchant it failed while the payer may be
+    charged. The receipt then says the payer paid: the payin completes, the merchant gets
+    payin.completed once and its wallet the credit; nothing is left for ops."""
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SweepDuringCollectionGateway"
     swept.clear()
     api = MerchantClient(enabled_merchant)
@@ -321,19 +321,13 @@ def test_a_payin_failed_by_the_sweep_while_its_collection_was_on_its_way_is_kept
     response = api.post("/payins", payin_body(create_quote(api, "payin"), customer))
     payin_id = response.json()["id"]
 
-    assert swept == [1]
+    assert swept == [0]
     body = api.get(f"/payins/{payin_id}").json()
-    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
-    assert balances(api)["available"] == "0"
-    assert _events(payin_id) == ["payin.failed"]
-    assert hooks(payin_id) == ["payin.failed"]
-    discrepancy = ProviderDiscrepancy.objects.get()
-    assert (discrepancy.resource_type, str(discrepancy.resource_id)) == ("payin", payin_id)
-    assert (discrepancy.provider_outcome, discrepancy.our_status) == ("completed", "failed")
-    ledger_clean()
-
-    adjust("credit_wallet", enabled_merchant, "9850", "--discrepancy", str(discrepancy.id))
+    assert [entry["status"] for entry in body["history"]] == ["created", "pending", "completed"]
     assert balances(api)["available"] == "9850"
+    assert _events(payin_id) == ["payin.completed"]
+    assert hooks(payin_id) == ["payin.completed"]
+    assert not ProviderDiscrepancy.objects.exists()
     ledger_clean()
 
 
@@ -512,6 +506,7 @@ class CollectionOnItsWayGateway:
     run (`sweep_done`)."""
 
     sweep_done = threading.Event()
+    calls: list[str] = []
 
     def __init__(self):
         from payments.provider.simulator import SimulatorGateway
@@ -519,6 +514,7 @@ class CollectionOnItsWayGateway:
         self.simulator = SimulatorGateway()
 
     def submit_collection(self, **kwargs):
+        self.calls.append(kwargs["reference"])
         assert self.sweep_done.wait(timeout=30)
         return self.simulator.submit_collection(**kwargs)
 
@@ -529,14 +525,17 @@ class CollectionOnItsWayGateway:
         return self.simulator.transaction_status(**kwargs)
 
 
-def test_a_transfer_whose_collection_is_submitted_after_the_sweep_read_it_is_not_failed(
-    enabled_merchant, hooks, settings, monkeypatch
+@pytest.mark.parametrize("submission", ["in time", "late"])
+def test_a_transfer_whose_collection_is_submitted_while_the_sweep_looks_has_one_outcome(
+    enabled_merchant, hooks, settings, monkeypatch, submission
 ):
-    """The collection's submission was late (a lost enqueue, a queue an hour behind): the sweep
-    reads the transfer pending past its timeout, and before it acts the submission moves it to
-    collecting (a fresh leg timeout) and calls the provider. The sweep must not fail a leg that
-    changed since it read it: the provider collects the payer's money and the transfer goes
-    on, rather than a transfer.failed that the provider's completion then contradicts."""
+    """The collection's submission started just before the leg's timeout (in time) or after it
+    (late: a lost enqueue, a queue an hour behind), and the sweep reads the transfer pending
+    past its timeout. In time, the submission holds the transfer's row first: it moves it to
+    collecting (a fresh leg timeout) and calls the provider, and the sweep must not fail a leg
+    that changed since it read it: the provider collects the payer's money and the transfer
+    goes on. Late: no call starts past the leg's timeout, and the sweep fails the transfer
+    cleanly: no payer charged for a transfer.failed, nothing for ops."""
     from transfers import tasks as transfer_tasks
 
     api = MerchantClient(enabled_merchant)
@@ -545,10 +544,16 @@ def test_a_transfer_whose_collection_is_submitted_after_the_sweep_read_it_is_not
         transfer = _transfer(api)
     assert transfer.status == "pending"
     _due(Transfer, transfer.id, "leg_timeout_at")
+    due = Transfer.objects.get(pk=transfer.id).leg_timeout_at
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.CollectionOnItsWayGateway"
     CollectionOnItsWayGateway.sweep_done.clear()
+    CollectionOnItsWayGateway.calls.clear()
 
-    def submission():
+    def submit():
+        if submission == "in time":  # the task's clock read just before the timeout
+            return transfer_services.transfer_submit_collection(
+                transfer_id=transfer.id, now=due - timedelta(milliseconds=1)
+            )
         return transfer_tasks.submit_transfer_collection.delay(transfer_id=str(transfer.id))
 
     def sweep():
@@ -557,17 +562,33 @@ def test_a_transfer_whose_collection_is_submitted_after_the_sweep_read_it_is_not
         finally:
             CollectionOnItsWayGateway.sweep_done.set()
 
-    # the submission takes the transfer first; the sweep read it pending while it waited
-    results = _in_order(Transfer, transfer.id, {"submission": submission, "sweep": sweep})
+    if submission == "in time":
+        # the submission takes the transfer first; the sweep read it pending while it waited
+        results = _in_order(Transfer, transfer.id, {"submission": submit, "sweep": sweep})
+    else:  # it looks at the transfer's timeout and goes no further: no lock to line up behind
+        results = {"submission": submit(), "sweep": sweep()}
 
-    assert results["sweep"] == 0
     body = api.get(f"/transfers/{transfer.id}").json()
-    assert (body["status"], body["payin_status"], body["payout_status"]) == (
-        "completed",
-        "completed",
-        "completed",
-    )
-    expected = ["transfer.payin.completed", "transfer.payout.completed", "transfer.completed"]
+    if submission == "in time":
+        assert results["sweep"] == 0
+        assert CollectionOnItsWayGateway.calls == [str(transfer.id)]
+        assert (body["status"], body["payin_status"], body["payout_status"]) == (
+            "completed",
+            "completed",
+            "completed",
+        )
+        expected = ["transfer.payin.completed", "transfer.payout.completed", "transfer.completed"]
+    else:
+        assert results["sweep"] == 1
+        assert CollectionOnItsWayGateway.calls == []
+        assert (body["status"], body["payin_status"], body["payout_status"]) == (
+            "failed",
+            "failed",
+            "cancelled",
+        )
+        failed = Transfer.objects.get(pk=transfer.id)
+        assert (failed.collection_submitted_at, failed.collection_reference) == (None, "")
+        expected = ["transfer.payin.failed", "transfer.failed"]
     assert _events(transfer.id) == expected
     assert sorted(hooks(transfer.id)) == sorted(expected)
     assert not ProviderDiscrepancy.objects.exists()

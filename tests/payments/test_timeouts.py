@@ -8,10 +8,13 @@ from payments import ledger, provider, selectors, services, tasks
 from payments.models import Payin, Payout, ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
 from tests.payments.conftest import (
+    COLLECTIONS_COUNTED,
+    COLLECTIONS_DOWN,
     DECLINED_PHONE,
     DISBURSEMENTS_DOWN,
     SILENT_PHONE,
     SN_PHONE,
+    CollectionsCountedGateway,
     create_quote,
     fund,
     payin_body,
@@ -411,5 +414,84 @@ def test_a_resubmission_started_just_before_the_timeout_keeps_the_payout_pending
     # its last call may still reach the provider: it is not failed while that can be
     assert services.payments_fail_timed_out(now=due + timedelta(seconds=5)) == 0
     assert Payout.objects.get(pk=payout_id).status == "pending"
+    window = timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
+    assert services.payments_fail_timed_out(now=due + window) == 1
+
+
+@pytest.mark.parametrize("late", ["enqueue lost", "outage retries"])
+def test_a_payin_submission_does_not_start_past_its_timeout(
+    enabled_api, enabled_merchant, customer, settings, late
+):
+    """A submission past the payin's timeout (its enqueue lost and the sweep's resubmission
+    behind a queue, or a provider outage's retries running past it) makes no provider call:
+    the sweep fails the payin, and no payer is charged for a payin the merchant is told
+    failed (no late "completed", no discrepancy for ops)."""
+    quote = create_quote(enabled_api, "payin")
+    payin_id = enabled_api.post("/payins", payin_body(quote, customer)).json()["id"]  # not sent
+    due = Payin.objects.get(pk=payin_id).provider_timeout_at
+    if late == "outage retries":
+        settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_DOWN
+        with pytest.raises(provider.ProviderUnavailable):
+            services.payin_submit(payin_id=payin_id, now=due - timedelta(minutes=30))
+    before = Payin.objects.get(pk=payin_id)
+    settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_COUNTED
+    CollectionsCountedGateway.calls.clear()
+
+    services.payin_submit(payin_id=payin_id, now=due)  # the submit_payin task, late
+
+    assert CollectionsCountedGateway.calls == []
+    payin = Payin.objects.get(pk=payin_id)
+    assert (payin.status, payin.submitted_at, payin.provider_reference) == (
+        before.status,
+        before.submitted_at,
+        "",
+    )
+    assert services.payments_fail_timed_out(now=due) == 1
+    body = enabled_api.get(f"/payins/{payin_id}").json()
+    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
+    assert list(Event.objects.filter(data_id=payin_id).values_list("event_type", flat=True)) == [
+        "payin.failed"
+    ]
+    assert not ProviderDiscrepancy.objects.exists()
+    assert ledger.ledger_breaches() == []
+
+
+def test_a_payin_whose_collection_may_be_in_flight_waits_then_times_out(
+    enabled_api, customer, django_capture_on_commit_callbacks
+):
+    quote = create_quote(enabled_api, "payin")
+    with django_capture_on_commit_callbacks(execute=True):
+        payin_id = enabled_api.post("/payins", payin_body(quote, customer, SILENT_PHONE)).json()[
+            "id"
+        ]
+    due = Payin.objects.get(pk=payin_id).provider_timeout_at
+    # its provider call started just before the timeout and has not returned yet
+    started = due - timedelta(seconds=5)
+    Payin.objects.filter(pk=payin_id).update(provider_reference="", submitted_at=started)
+
+    assert services.payments_fail_timed_out(now=due) == 0  # the payer may still be charged
+    assert Payin.objects.get(pk=payin_id).status == "pending"
+
+    after_any_call = started + timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
+    assert services.payments_fail_timed_out(now=after_any_call) == 1
+    body = enabled_api.get(f"/payins/{payin_id}").json()
+    assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
+
+
+def test_a_resubmission_started_just_before_the_timeout_keeps_the_payin_pending(
+    enabled_api, customer, settings
+):
+    quote = create_quote(enabled_api, "payin")
+    payin_id = enabled_api.post("/payins", payin_body(quote, customer)).json()["id"]
+    due = Payin.objects.get(pk=payin_id).provider_timeout_at
+    settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_DOWN
+    for started in (due - timedelta(minutes=30), due - timedelta(seconds=2)):  # a retry, late
+        with pytest.raises(provider.ProviderUnavailable):
+            services.payin_submit(payin_id=payin_id, now=started)
+    assert Payin.objects.get(pk=payin_id).submitted_at == due - timedelta(seconds=2)
+
+    # its last call may still reach the provider: it is not failed while that can be
+    assert services.payments_fail_timed_out(now=due + timedelta(seconds=5)) == 0
+    assert Payin.objects.get(pk=payin_id).status == "pending"
     window = timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
     assert services.payments_fail_timed_out(now=due + window) == 1

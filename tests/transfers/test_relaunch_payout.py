@@ -13,7 +13,12 @@ from payments.models import ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
 from payments.services import SUBMISSION_IN_FLIGHT_SECONDS
 from tests.locks import start, waiting_for_a_lock
-from tests.payments.conftest import DISBURSEMENTS_DOWN
+from tests.payments.conftest import (
+    COLLECTIONS_COUNTED,
+    COLLECTIONS_DOWN,
+    DISBURSEMENTS_DOWN,
+    CollectionsCountedGateway,
+)
 from tests.transfers.conftest import (
     SENDER_DETAILS,
     SN_DECLINED,
@@ -855,4 +860,66 @@ def test_a_resubmission_started_just_before_the_timeout_keeps_the_leg_disbursing
     assert enabled_api.post(f"/transfers/{transfer.id}/relaunch-payout").status_code == 409
     window = timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
     assert run(services.transfers_fail_timed_out, now=due + window) == 1
+    assert ledger_is_clean()
+
+
+@pytest.mark.parametrize("late", ["enqueue lost", "outage retries"])
+def test_a_collection_submission_does_not_start_past_its_leg_timeout(
+    enabled_api, customer, quote, run, settings, late
+):
+    """A collection submitted past its leg's timeout (its enqueue lost and the resubmission
+    behind a queue, or a provider outage's retries running past it) makes no provider call:
+    the sweep fails the transfer, and no payer is charged for a transfer.failed."""
+    response = enabled_api.post("/transfers", transfer_body(quote, customer))  # never enqueued
+    transfer = Transfer.objects.get(pk=response.json()["id"])
+    if late == "outage retries":
+        settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_DOWN
+        with pytest.raises(provider.ProviderUnavailable):  # collecting, with a fresh leg timeout
+            services.transfer_submit_collection(transfer_id=transfer.id, now=timezone.now())
+    before = Transfer.objects.get(pk=transfer.id)
+    settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_COUNTED
+    CollectionsCountedGateway.calls.clear()
+
+    due = before.leg_timeout_at
+    run(services.transfer_submit_collection, transfer_id=transfer.id, now=due)  # the task, late
+
+    assert CollectionsCountedGateway.calls == []
+    after = Transfer.objects.get(pk=transfer.id)
+    assert (after.status, after.collection_submitted_at, after.collection_reference) == (
+        before.status,
+        before.collection_submitted_at,
+        "",
+    )
+    assert run(services.transfers_fail_timed_out, now=due) == 1
+    body = enabled_api.get(f"/transfers/{transfer.id}").json()
+    assert (body["status"], body["payin_status"], body["payout_status"]) == (
+        "failed",
+        "failed",
+        "cancelled",
+    )
+    assert events_of(transfer.id) == ["transfer.payin.failed", "transfer.failed"]
+    assert not ProviderDiscrepancy.objects.exists()
+    assert ledger_is_clean()
+
+
+def test_a_collection_whose_call_may_be_in_flight_waits_then_times_out(
+    enabled_api, customer, quote, run, settings
+):
+    response = enabled_api.post("/transfers", transfer_body(quote, customer))  # never enqueued
+    transfer = Transfer.objects.get(pk=response.json()["id"])
+    settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_DOWN
+    with pytest.raises(provider.ProviderUnavailable):
+        services.transfer_submit_collection(transfer_id=transfer.id, now=timezone.now())
+    due = Transfer.objects.get(pk=transfer.id).leg_timeout_at
+    for started in (due - timedelta(minutes=30), due - timedelta(seconds=2)):  # a retry, late
+        with pytest.raises(provider.ProviderUnavailable):
+            services.transfer_submit_collection(transfer_id=transfer.id, now=started)
+    assert Transfer.objects.get(pk=transfer.id).collection_submitted_at == started
+
+    # its last call may still reach the provider: it is not failed while that can be
+    assert run(services.transfers_fail_timed_out, now=due + timedelta(seconds=5)) == 0
+    assert enabled_api.get(f"/transfers/{transfer.id}").json()["status"] == "collecting"
+    window = timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
+    assert run(services.transfers_fail_timed_out, now=started + window) == 1
+    assert enabled_api.get(f"/transfers/{transfer.id}").json()["payin_status"] == "failed"
     assert ledger_is_clean()
