@@ -24,7 +24,7 @@ from config.transactions import joined_atomic
 from customers import selectors as customer_selectors
 from customers.models import Customer
 from merchants import services as merchant_services
-from merchants.models import AuditAction, Merchant
+from merchants.models import AuditAction, AuditLogEntry, Merchant
 from payments import ledger, provider
 from payments.models import (
     Journal,
@@ -51,6 +51,12 @@ class InvalidAdjustment(DomainError):
     status = 400
     reason = "invalid_adjustment"
     message = "An adjustment needs a positive amount in a supported currency and a reason."
+
+
+class AdjustmentReferenceUsed(DomainError):
+    status = 409
+    reason = "adjustment_reference_used"
+    message = "This reference was already used for another adjustment of the merchant."
 
 
 class DiscrepancyNotCreditable(DomainError):
@@ -209,8 +215,46 @@ def _adjustment_reason(*, currency: str, amount: Decimal, reason: str) -> str:
     return reason.strip()
 
 
+ADJUSTMENT_REFERENCE_MAX = 64
+
+
+def _adjustment_reference(reference: str) -> str:
+    """A valid reference of a manual adjustment (an ops ticket or run id): 1 to 64 printable
+    ASCII characters, no spaces, kept as given (no trimming or case folding: a retry repeats
+    it exactly)."""
+    if not 0 < len(reference) <= ADJUSTMENT_REFERENCE_MAX or not all(
+        "!" <= char <= "~" for char in reference
+    ):
+        raise InvalidAdjustment(
+            f"A reference is 1 to {ADJUSTMENT_REFERENCE_MAX} printable ASCII characters "
+            "without spaces (an ops ticket or run id)."
+        )
+    return reference
+
+
+def adjustment_resource_id(*, merchant_id: UUID, reference: str) -> UUID:
+    """The resource_id of the adjustment journal of the merchant's `reference`: the same at
+    every run, so the journal's unique (resource_type, resource_id, kind) admits one."""
+    return uuid.uuid5(merchant_id, reference)
+
+
+@dataclass(frozen=True)
+class Adjusted:
+    """A manual adjustment's outcome: the wallet after it, and whether an earlier run with the
+    same reference had already applied it (this one then changed nothing)."""
+
+    wallet: Wallet
+    already_applied: bool = False
+
+
 def _adjustment_post(
-    *, merchant: Merchant, currency: str, amount: Decimal, reason: str, at: datetime | None
+    *,
+    merchant: Merchant,
+    currency: str,
+    amount: Decimal,
+    reason: str,
+    at: datetime | None,
+    resource_id: UUID,
 ) -> Journal:
     """A balanced adjustment between `adjustments` and the merchant's available balance:
     `amount` positive credits the wallet, negative debits it (InsufficientBalance, nothing
@@ -220,7 +264,7 @@ def _adjustment_post(
         currency=currency,
         kind="adjustment",
         resource_type="adjustment",
-        resource_id=uuid.uuid4(),
+        resource_id=resource_id,
         lines=[(ledger.ADJUSTMENTS, -amount), (ledger.MERCHANT_AVAILABLE, amount)],
         at=at,
         memo=reason,
@@ -235,11 +279,13 @@ def wallet_credit(
     reason: str,
     at: datetime,
     discrepancy_id: UUID | None = None,
-) -> Wallet:
+    reference: str | None = None,
+) -> Adjusted:
     """A manual, balanced adjustment into the merchant's available balance (ops), e.g. to
     credit a payin, or a transfer's collection, the provider collected after we failed it.
     With a discrepancy (see _discrepancy_to_settle: _CREDIT), it is resolved in the same
-    transaction, so a second credit for it is refused. Audited as "system"."""
+    transaction, so a second credit for it is refused. With a reference, applied once per
+    merchant and reference (see _wallet_adjust). Audited as "system"."""
     return _wallet_adjust(
         adjustment=_CREDIT,
         merchant=merchant,
@@ -248,6 +294,7 @@ def wallet_credit(
         reason=reason,
         at=at,
         discrepancy_id=discrepancy_id,
+        reference=reference,
     )
 
 
@@ -258,7 +305,8 @@ def wallet_debit(
     amount: Decimal,
     reason: str,
     discrepancy_id: UUID | None = None,
-) -> Wallet:
+    reference: str | None = None,
+) -> Adjusted:
     """A manual, balanced adjustment out of the merchant's available balance (ops): the mirror
     of wallet_credit, e.g. to take back a payout the provider paid after we failed it, or the
     collected funds returned for a transfer whose disbursement the provider then paid.
@@ -266,8 +314,9 @@ def wallet_debit(
     Refused, changing nothing, when the available balance is short (InsufficientBalance: the
     posting locks the wallet, so a payout reserving the same funds waits, then is checked
     against what the debit left). With a discrepancy (see _discrepancy_to_settle: _DEBIT), it is
-    resolved in the same transaction, so a second debit for it is refused. Audited as
-    "system"; the journal is stamped when the wallet is locked."""
+    resolved in the same transaction, so a second debit for it is refused. With a reference,
+    applied once per merchant and reference (see _wallet_adjust). Audited as "system"; the
+    journal is stamped when the wallet is locked."""
     return _wallet_adjust(
         adjustment=_DEBIT,
         merchant=merchant,
@@ -276,6 +325,7 @@ def wallet_debit(
         reason=reason,
         at=None,
         discrepancy_id=discrepancy_id,
+        reference=reference,
     )
 
 
@@ -288,11 +338,40 @@ def _wallet_adjust(
     reason: str,
     at: datetime | None,
     discrepancy_id: UUID | None,
-) -> Wallet:
+    reference: str | None,
+) -> Adjusted:
     """Post the adjustment of `amount` (positive) in its direction, resolve the discrepancy it
-    settles at the journal's time, and audit it, in one transaction."""
+    settles at the journal's time, and audit it, in one transaction.
+
+    With a reference (an ops ticket or run id), the journal's resource_id is derived from the
+    merchant and the reference, so its unique constraint admits one adjustment per merchant and
+    reference whatever runs race. A run again with the same reference (a dropped session, a
+    script's retry) changes nothing: already applied when it asks for the same adjustment
+    (direction, currency, amount, reason, discrepancy), AdjustmentReferenceUsed otherwise. The
+    runs with a reference take turns on the merchant's row (FOR NO KEY UPDATE, before the
+    discrepancy and the wallet; payments, which only lock its key, do not wait), so the second
+    of two racing ones finds the first's journal rather than settling its discrepancy again or
+    writing a second audit entry."""
     reason = _adjustment_reason(currency=currency, amount=amount, reason=reason)
+    resource_id = uuid.uuid4()
+    if reference is not None:
+        reference = _adjustment_reference(reference)
+        resource_id = adjustment_resource_id(merchant_id=merchant.pk, reference=reference)
     with transaction.atomic():
+        if reference is not None:
+            Merchant.objects.select_for_update(no_key=True).only("pk").get(pk=merchant.pk)
+            if _applied_before(
+                adjustment=adjustment,
+                merchant=merchant,
+                currency=currency,
+                amount=amount,
+                reason=reason,
+                discrepancy_id=discrepancy_id,
+                reference=reference,
+                resource_id=resource_id,
+            ):
+                wallet = Wallet.objects.get(merchant=merchant, currency=currency)
+                return Adjusted(wallet=wallet, already_applied=True)
         discrepancy = None
         if discrepancy_id is not None:  # locked before the wallet, as a transfer action does
             discrepancy = _discrepancy_to_settle(
@@ -308,6 +387,7 @@ def _wallet_adjust(
             amount=adjustment.sign * amount,
             reason=reason,
             at=at,
+            resource_id=resource_id,
         )
         if discrepancy is not None:
             discrepancy.mark_resolved(by=adjustment.command, at=journal.created_at)
@@ -317,8 +397,64 @@ def _wallet_adjust(
             action=adjustment.action,
             amount=amount,
             discrepancy=discrepancy,
+            reference=reference,
         )
-        return Wallet.objects.get(merchant=merchant, currency=currency)
+        return Adjusted(wallet=Wallet.objects.get(merchant=merchant, currency=currency))
+
+
+def _applied_before(
+    *,
+    adjustment: _Adjustment,
+    merchant: Merchant,
+    currency: str,
+    amount: Decimal,
+    reason: str,
+    discrepancy_id: UUID | None,
+    reference: str,
+    resource_id: UUID,
+) -> bool:
+    """Whether the merchant's adjustment with this reference was already posted, as this run
+    asks it (its direction, currency, amount, reason and the discrepancy it settled, the last
+    from its audit entry); AdjustmentReferenceUsed, naming what differs, when it was posted
+    otherwise."""
+    journal = Journal.objects.filter(
+        resource_type="adjustment", resource_id=resource_id, kind="adjustment"
+    ).first()
+    if journal is None:
+        return False
+    posted = journal.lines.get(account__code=ledger.MERCHANT_AVAILABLE).amount
+    detail = (
+        AuditLogEntry.objects.filter(
+            merchant=merchant,
+            action=AuditAction.WALLET_ADJUSTED,
+            detail__journal_id=str(journal.id),
+        )
+        .values_list("detail", flat=True)
+        .first()
+        or {}
+    )
+    differs = [
+        what
+        for what, same in (
+            ("direction", (posted > 0) == (adjustment.sign > 0)),
+            ("currency", journal.currency == currency),
+            ("amount", abs(posted) == amount),
+            ("reason", journal.memo == reason),
+            (
+                "discrepancy",
+                detail.get("discrepancy_id") == (str(discrepancy_id) if discrepancy_id else None),
+            ),
+        )
+        if not same
+    ]
+    if differs:
+        raise AdjustmentReferenceUsed(
+            f"Reference {reference} was already used for this merchant, by a "
+            f"{'credit' if posted > 0 else 'debit'} of {money.format_amount(abs(posted))} "
+            f"{journal.currency} at {journal.created_at.isoformat(timespec='seconds')}; this "
+            f"run differs in its {', '.join(differs)}: nothing changed."
+        )
+    return True
 
 
 def _adjustment_audit(
@@ -328,25 +464,30 @@ def _adjustment_audit(
     action: str,
     amount: Decimal,
     discrepancy: ProviderDiscrepancy | None = None,
+    reference: str | None = None,
 ) -> None:
     """The merchant's audit-log entry of a manual adjustment (ops, as "system"); one that
-    settled a discrepancy names it and its payment."""
+    settled a discrepancy names it and its payment; one with a reference (an ops ticket or run
+    id) keeps it, for support."""
+    detail = {
+        "action": action,
+        "currency": journal.currency,
+        "amount": money.format_amount(amount),
+        "reason": journal.memo,
+        "journal_id": str(journal.id),
+        "discrepancy_id": str(discrepancy.id) if discrepancy else None,
+        "settled": (
+            f"{discrepancy.resource_type} {discrepancy.resource_id}" if discrepancy else None
+        ),
+    }
+    if reference is not None:
+        detail["reference"] = reference
     merchant_services.audit_record(
         merchant=merchant,
         actor=None,
         action=AuditAction.WALLET_ADJUSTED,
         target=str(discrepancy.resource_id if discrepancy else journal.resource_id),
-        detail={
-            "action": action,
-            "currency": journal.currency,
-            "amount": money.format_amount(amount),
-            "reason": journal.memo,
-            "journal_id": str(journal.id),
-            "discrepancy_id": str(discrepancy.id) if discrepancy else None,
-            "settled": (
-                f"{discrepancy.resource_type} {discrepancy.resource_id}" if discrepancy else None
-            ),
-        },
+        detail=detail,
     )
 
 

@@ -2,18 +2,20 @@
 collected after all, and resolve its discrepancy with the credit (the mirror of debit_wallet
 --discrepancy). The plain credit_wallet tests are in test_ledger.py."""
 
+import io
+import json
 import uuid
 from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import CommandError
+from django.core.management import CommandError, call_command
 from django.db import transaction
 from django.utils import timezone
 
 from merchants.models import AuditLogEntry
 from payments import ledger, services
-from payments.models import Journal, ProviderDiscrepancy
+from payments.models import Journal, ProviderDiscrepancy, Wallet
 from tests.locks import start, waiting_for_a_lock
 from tests.payments.adjustments import (
     adjust,
@@ -408,4 +410,249 @@ def test_two_credits_racing_for_one_transfer_collection_have_exactly_one_winner(
     assert balances(api, "XAF") == {"currency": "XAF", "available": "10000", "reserved": "0"}
     assert Journal.objects.filter(kind="adjustment").count() == 1
     assert AuditLogEntry.objects.filter(detail__action="wallet_credited").count() == 1
+    ledger_clean()
+
+
+# --- --reference: an adjustment applied once per merchant and reference ---------------------
+
+
+def _run(command: str, merchant, amount: str, *args: str, currency: str = "XOF") -> tuple:
+    """Run credit_wallet or debit_wallet with --json: (its JSON output, its stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    call_command(
+        command,
+        str(merchant.id),
+        currency,
+        amount,
+        "--reason",
+        "provider statement 2024-05",
+        *args,
+        "--json",
+        stdout=out,
+        stderr=err,
+    )
+    return json.loads(out.getvalue()), err.getvalue()
+
+
+def test_a_credit_with_a_reference_is_applied_once_however_often_it_runs(
+    enabled_api, enabled_merchant, other_merchant
+):
+    body, said = _run("credit_wallet", enabled_merchant, "5000", "--reference", "OPS-1234")
+
+    assert (body, said) == ({"currency": "XOF", "available": "5000"}, "")
+    journal = Journal.objects.get(merchant=enabled_merchant, kind="adjustment")
+    assert journal.resource_id == uuid.uuid5(enabled_merchant.id, "OPS-1234")
+    entry = AuditLogEntry.objects.get(merchant=enabled_merchant, detail__action="wallet_credited")
+    assert entry.target == str(journal.resource_id)
+    assert entry.detail == {
+        "action": "wallet_credited",
+        "currency": "XOF",
+        "amount": "5000",
+        "reason": "provider statement 2024-05",
+        "journal_id": str(journal.id),
+        "discrepancy_id": None,
+        "settled": None,
+        "reference": "OPS-1234",
+    }
+    before = adjustment_state(enabled_merchant)
+
+    # the session dropped, or the script timed out: it runs again, as it was
+    body, said = _run("credit_wallet", enabled_merchant, "5000", "--reference", "OPS-1234")
+
+    assert body == {"currency": "XOF", "available": "5000"}  # the same keys, the balance now
+    assert "Already applied with reference OPS-1234, nothing changed" in said
+    out = io.StringIO()
+    call_command(
+        "credit_wallet",
+        str(enabled_merchant.id),
+        "XOF",
+        "5000",
+        "--reason",
+        "provider statement 2024-05",
+        "--reference",
+        "OPS-1234",
+        stdout=out,
+    )
+    assert out.getvalue() == (
+        "Already applied with reference OPS-1234, nothing changed: credited 5000 XOF; "
+        "available: 5000 XOF\n"
+    )
+    assert adjustment_state(enabled_merchant) == before
+    assert balances(enabled_api) == {"currency": "XOF", "available": "5000", "reserved": "0"}
+    ledger_clean()
+
+    # the reference is the merchant's: another merchant's adjustment may use it; and without
+    # a reference, each run is an adjustment of its own, as before
+    assert (
+        _run("credit_wallet", other_merchant, "700", "--reference", "OPS-1234")[0]["available"]
+        == "700"
+    )
+    _credit(enabled_merchant, "5000")
+    assert _credit(enabled_merchant, "5000") == {"currency": "XOF", "available": "15000"}
+    assert Journal.objects.filter(kind="adjustment").count() == 4
+    ledger_clean()
+
+
+@pytest.mark.parametrize(
+    "command,amount,currency,reason,differs",
+    [
+        ("credit_wallet", "5001", "XOF", "provider statement 2024-05", "amount"),
+        ("credit_wallet", "5000", "XAF", "provider statement 2024-05", "currency"),
+        ("credit_wallet", "5000", "XOF", "another reason", "reason"),
+        ("debit_wallet", "5000", "XOF", "provider statement 2024-05", "direction"),
+        ("debit_wallet", "100", "XAF", "another reason", "direction, currency, amount, reason"),
+    ],
+)
+def test_a_run_with_a_used_reference_asking_another_adjustment_is_refused(
+    enabled_merchant, command, amount, currency, reason, differs
+):
+    fund(enabled_merchant, "20000", currency="XAF")
+    _run("credit_wallet", enabled_merchant, "5000", "--reference", "OPS-1234")
+    before = adjustment_state(enabled_merchant)
+
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            command,
+            str(enabled_merchant.id),
+            currency,
+            amount,
+            "--reason",
+            reason,
+            "--reference",
+            "OPS-1234",
+            "--json",
+            stdout=io.StringIO(),
+        )
+
+    assert str(refused.value) == (
+        "Reference OPS-1234 was already used for this merchant, by a credit of 5000 XOF at "
+        f"{Journal.objects.get(currency='XOF').created_at.isoformat(timespec='seconds')}; "
+        f"this run differs in its {differs}: nothing changed."
+    )
+    assert adjustment_state(enabled_merchant) == before
+
+
+@pytest.mark.parametrize("command", ["credit_wallet", "debit_wallet"])
+@pytest.mark.parametrize(
+    "reference", ["", " ", "OPS 1234", " OPS-1234", "OPS-1234\n", "OPS-é", "x" * 65]
+)
+def test_a_bad_reference_is_refused_and_changes_nothing(enabled_merchant, command, reference):
+    fund(enabled_merchant, "10000")
+    before = adjustment_state(enabled_merchant)
+
+    with pytest.raises(
+        CommandError, match="A reference is 1 to 64 printable ASCII characters without spaces"
+    ):
+        adjust(command, enabled_merchant, "100", "--reference", reference)
+
+    assert adjustment_state(enabled_merchant) == before
+    assert adjust(command, enabled_merchant, "100", "--reference", "x" * 64)["available"] in {
+        "10100",
+        "9900",
+    }
+
+
+def test_a_credit_settling_a_discrepancy_with_a_reference_says_already_applied_when_run_again(
+    enabled_api, enabled_merchant, collected, django_capture_on_commit_callbacks, settings
+):
+    another = payin_collected_after_we_failed_it(
+        enabled_api, django_capture_on_commit_callbacks, settings
+    )
+    body, _ = _run(
+        "credit_wallet",
+        enabled_merchant,
+        "9850",
+        "--discrepancy",
+        str(collected.id),
+        "--reference",
+        "OPS-77",
+    )
+    assert body == {"currency": "XOF", "available": "9850"}
+    collected.refresh_from_db()
+    assert collected.resolved_by == "credit_wallet"
+    entry = AuditLogEntry.objects.get(merchant=enabled_merchant, detail__action="wallet_credited")
+    assert (entry.detail["discrepancy_id"], entry.detail["reference"]) == (
+        str(collected.id),
+        "OPS-77",
+    )
+    before = adjustment_state(enabled_merchant)
+
+    body, said = _run(
+        "credit_wallet",
+        enabled_merchant,
+        "9850",
+        "--discrepancy",
+        str(collected.id),
+        "--reference",
+        "OPS-77",
+    )
+
+    assert body == {"currency": "XOF", "available": "9850"}
+    assert "Already applied with reference OPS-77" in said
+    assert adjustment_state(enabled_merchant) == before
+    # the same reference without the discrepancy, or with another, is another adjustment
+    for args in ([], ["--discrepancy", str(another.id)]):
+        with pytest.raises(CommandError, match="this run differs in its discrepancy: nothing"):
+            _run("credit_wallet", enabled_merchant, "9850", *args, "--reference", "OPS-77")
+    assert adjustment_state(enabled_merchant) == before
+    another.refresh_from_db()
+    assert another.resolved_at is None
+    ledger_clean()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("second", ["same", "XAF", "debit"])
+def test_two_runs_racing_with_one_reference_apply_it_once(enabled_merchant, second):
+    """Both start while the wallet is locked (as by a posting in flight): the first through
+    credits; the second, the same run again, finds it applied, and asking another adjustment
+    with the reference (in another currency, or a debit of what the credit brings) is
+    refused."""
+    fund(enabled_merchant, "5000", currency="XAF")
+    fund(enabled_merchant, "1000")
+    results: list = []
+
+    def credit():
+        return _run("credit_wallet", enabled_merchant, "5000", "--reference", "RUN-42")
+
+    def again():
+        try:
+            if second == "same":
+                return credit()
+            command = "debit_wallet" if second == "debit" else "credit_wallet"
+            currency = "XAF" if second == "XAF" else "XOF"
+            return _run(
+                command, enabled_merchant, "5000", "--reference", "RUN-42", currency=currency
+            )
+        except CommandError as exc:
+            return str(exc)
+
+    with transaction.atomic():
+        Wallet.objects.select_for_update().get(merchant=enabled_merchant, currency="XOF")
+        threads = []
+        for count, work in enumerate((credit, again), start=1):
+            threads.append(start(work, results))
+            waiting_for_a_lock(count)
+    for thread in threads:
+        thread.join(timeout=60)
+
+    first, then = results
+    assert first == ({"currency": "XOF", "available": "6000"}, ""), results
+    if second == "same":
+        assert then[0] == {"currency": "XOF", "available": "6000"}, results
+        assert "Already applied with reference RUN-42" in then[1], results
+    else:
+        assert "Reference RUN-42 was already used for this merchant" in then, results
+    assert (
+        Journal.objects.filter(
+            resource_type="adjustment", resource_id=uuid.uuid5(enabled_merchant.id, "RUN-42")
+        ).count()
+        == 1
+    )
+    assert AuditLogEntry.objects.filter(detail__reference="RUN-42").count() == 1
+    assert list(
+        Wallet.objects.filter(merchant=enabled_merchant)
+        .order_by("currency")
+        .values_list("currency", "available")
+    ) == [("XAF", Decimal("5000")), ("XOF", Decimal("6000"))]
+    assert ledger.ledger_breaches() == []
     ledger_clean()

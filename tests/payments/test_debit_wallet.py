@@ -1,6 +1,7 @@
 """debit_wallet: ops take money back out of a merchant wallet (the mirror of credit_wallet),
 e.g. a payout we failed that the provider paid after all."""
 
+import io
 import uuid
 from decimal import Decimal
 
@@ -276,4 +277,54 @@ def test_a_debit_racing_a_payout_for_the_last_funds_has_exactly_one_winner(enabl
         assert balances(api) == {"currency": "XOF", "available": "0", "reserved": "0"}
         assert not Payout.objects.exists()
     assert ledger.ledger_breaches() == []
+    ledger_clean()
+
+
+def test_a_debit_with_a_reference_run_again_after_the_funds_went_is_already_applied(
+    enabled_api, enabled_merchant
+):
+    """A refusal uses no reference; once applied, a run again is answered from the journal,
+    not checked against a balance that has moved since."""
+    fund(enabled_merchant, "1000")
+    before = adjustment_state(enabled_merchant)
+    with pytest.raises(CommandError, match="available balance is too low"):
+        _debit(enabled_merchant, "1200", "--reference", "OPS-9")
+    assert adjustment_state(enabled_merchant) == before
+
+    fund(enabled_merchant, "1000")
+    assert _debit(enabled_merchant, "1200", "--reference", "OPS-9") == {
+        "currency": "XOF",
+        "available": "800",
+    }
+    journal = Journal.objects.get(resource_id=uuid.uuid5(enabled_merchant.id, "OPS-9"))
+    assert sorted((line.account.code, line.amount) for line in journal.lines.all()) == [
+        ("adjustments", Decimal("1200")),
+        ("merchant_available", Decimal("-1200")),
+    ]
+    entry = AuditLogEntry.objects.get(merchant=enabled_merchant, detail__action="wallet_debited")
+    assert entry.detail["reference"] == "OPS-9"
+    _debit(enabled_merchant, "800")  # the rest goes
+    before = adjustment_state(enabled_merchant)
+
+    out = io.StringIO()
+    call_command(
+        "debit_wallet",
+        str(enabled_merchant.id),
+        "XOF",
+        "1200",
+        "--reason",
+        "provider statement 2024-05",
+        "--reference",
+        "OPS-9",
+        stdout=out,
+    )
+
+    assert out.getvalue() == (
+        "Already applied with reference OPS-9, nothing changed: debited 1200 XOF; "
+        "available: 0 XOF\n"
+    )
+    assert adjustment_state(enabled_merchant) == before
+    with pytest.raises(CommandError, match=r"by a debit of 1200 XOF at .* differs in its amount"):
+        _debit(enabled_merchant, "1000", "--reference", "OPS-9")
+    assert adjustment_state(enabled_merchant) == before
     ledger_clean()

@@ -35,7 +35,7 @@ def test_credit_wallet_posts_a_balanced_adjustment(merchant):
         amount=Decimal("5000"),
         reason="opening float",
         at=timezone.now(),
-    )
+    ).wallet
     assert wallet.available == Decimal("5000")
     assert wallet.reserved == 0
     journal = Journal.objects.get(merchant=merchant)

@@ -9,7 +9,7 @@ from config import money
 from config.ops import OpsCommand
 from merchants import services as merchant_services
 from merchants.models import Merchant
-from payments.models import Wallet
+from payments.services import ADJUSTMENT_REFERENCE_MAX, Adjusted
 
 
 def merchant_and_amount(
@@ -27,8 +27,10 @@ def merchant_and_amount(
 
 
 class AdjustmentCommand(OpsCommand):
-    """MERCHANT_ID CURRENCY AMOUNT --reason TEXT [--discrepancy ID]: one wallet adjustment,
-    printed as the wallet's new available balance."""
+    """MERCHANT_ID CURRENCY AMOUNT --reason TEXT [--discrepancy ID] [--reference REF]: one
+    wallet adjustment, printed as the wallet's new available balance. With a reference, a run
+    again that asks the same adjustment changes nothing and prints the same (saying, in text or
+    on stderr with --json, that it was already applied); one asking another is refused."""
 
     done = ""  # "Credited" / "Debited"
     discrepancy_help = ""
@@ -39,6 +41,14 @@ class AdjustmentCommand(OpsCommand):
         parser.add_argument("amount", help='a positive amount, e.g. "50000"')
         parser.add_argument("--reason", required=True, help="why (kept on the journal)")
         parser.add_argument("--discrepancy", help=self.discrepancy_help)
+        parser.add_argument(
+            "--reference",
+            help=(
+                f"an ops ticket or run id (1 to {ADJUSTMENT_REFERENCE_MAX} printable ASCII "
+                "characters, no spaces): the merchant's adjustment with it is applied once, "
+                "however often the command runs"
+            ),
+        )
 
     def run(
         self,
@@ -48,6 +58,7 @@ class AdjustmentCommand(OpsCommand):
         amount: str,
         reason: str,
         discrepancy: str | None,
+        reference: str | None,
         **_,
     ) -> None:
         merchant, value = merchant_and_amount(
@@ -57,18 +68,26 @@ class AdjustmentCommand(OpsCommand):
             discrepancy_id = UUID(discrepancy) if discrepancy is not None else None
         except ValueError as exc:
             raise CommandError(f"No provider discrepancy {discrepancy}.") from exc
-        wallet = self.adjust(
+        adjusted = self.adjust(
             merchant=merchant,
             currency=currency,
             amount=value,
             reason=reason,
             discrepancy_id=discrepancy_id,
+            reference=reference,
         )
-        available = money.format_amount(wallet.available)
+        available = money.format_amount(adjusted.wallet.available)
+        done = f"{self.done} {money.format_amount(value)} {currency}"
+        if adjusted.already_applied:
+            done = (
+                f"Already applied with reference {reference}, nothing changed: "
+                f"{self.done.lower()} {money.format_amount(value)} {currency}"
+            )
+            if self.as_json:  # stdout keeps the contract's JSON object
+                self.stderr.write(done)
         self.emit(
             {"currency": currency, "available": available},
-            f"{self.done} {money.format_amount(value)} {currency}; "
-            f"available: {available} {currency}",
+            f"{done}; available: {available} {currency}",
         )
 
     def adjust(
@@ -79,5 +98,6 @@ class AdjustmentCommand(OpsCommand):
         amount: Decimal,
         reason: str,
         discrepancy_id: UUID | None,
-    ) -> Wallet:
+        reference: str | None,
+    ) -> Adjusted:
         raise NotImplementedError

@@ -2,7 +2,6 @@ from django.utils import timezone
 
 from payments import services
 from payments.management.commands._adjustments import AdjustmentCommand
-from payments.models import Wallet
 
 
 class Command(AdjustmentCommand):
@@ -16,5 +15,5 @@ class Command(AdjustmentCommand):
         "collection, the provider collected) this credit settles; it is resolved with it"
     )
 
-    def adjust(self, **adjustment) -> Wallet:
+    def adjust(self, **adjustment) -> services.Adjusted:
         return services.wallet_credit(**adjustment, at=timezone.now())

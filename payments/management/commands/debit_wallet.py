@@ -1,6 +1,5 @@
 from payments import services
 from payments.management.commands._adjustments import AdjustmentCommand
-from payments.models import Wallet
 
 
 class Command(AdjustmentCommand):
@@ -14,5 +13,5 @@ class Command(AdjustmentCommand):
         "disbursement, the provider paid) this debit settles; it is resolved with it"
     )
 
-    def adjust(self, **adjustment) -> Wallet:
+    def adjust(self, **adjustment) -> services.Adjusted:
         return services.wallet_debit(**adjustment)
