@@ -1,0 +1,146 @@
+"""Submission tasks delivered several times at once (acks_late redelivery after a worker died,
+the sweep of lost submissions of two beats, a provider-outage retry racing the sweep's): each
+payment moves once, posts its journals once and records its event once, however many of the
+calls reach the provider (each under the payment's own reference, the same request to it).
+
+Real threads on their own connections run the task bodies at the same moment (a barrier)."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from config import shared_cache
+from payments import ledger, tasks
+from payments.models import Journal, Payin, Payout
+from payments.services import SUBMITTER_WAKE_KEY
+from tests.payments.conftest import (
+    COLLECTIONS_COUNTED,
+    SILENT_PHONE,
+    CollectionsCountedGateway,
+    create_customer,
+    create_quote,
+    fund,
+    payin_body,
+    payout_body,
+)
+from tests.support import MerchantClient
+from webhooks.models import Event
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RUNS = 3
+
+
+def _at_once(work) -> None:
+    """`work` in RUNS threads at the same moment, each on its own connection."""
+    barrier = threading.Barrier(RUNS, timeout=30)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            work()
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(RUNS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+
+
+@pytest.fixture
+def submitter_busy():
+    """A submitter is "at work" (its wake key held): new payments wake none, so they wait for
+    the submission tasks the test delivers."""
+    shared_cache.wake_hold(SUBMITTER_WAKE_KEY)
+
+
+@pytest.mark.parametrize("delay", [0, 1], ids=["answer-in-receipt", "answer-by-callback"])
+def test_a_payin_submission_delivered_three_times_at_once_completes_it_once(
+    enabled_merchant, submitter_busy, settings, delay
+):
+    settings.PROVIDER_SIMULATION_DELAY_SECONDS = delay
+    settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_COUNTED
+    CollectionsCountedGateway.calls.clear()
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    payin_id = api.post("/payins", payin_body(create_quote(api, "payin"), customer)).json()["id"]
+    assert Payin.objects.get(pk=payin_id).status == "created"
+
+    _at_once(lambda: tasks.submit_payin(payin_id=payin_id))
+
+    payin = Payin.objects.get(pk=payin_id)
+    assert payin.status == "completed"
+    assert list(payin.history.values_list("status", flat=True)) == [
+        "created",
+        "pending",
+        "completed",
+    ]
+    assert 1 <= len(CollectionsCountedGateway.calls) <= RUNS
+    assert set(CollectionsCountedGateway.calls) == {payin_id}  # one reference: one request
+    assert list(Event.objects.filter(data_id=payin_id).values_list("event_type", flat=True)) == [
+        "payin.completed"
+    ]
+    assert Journal.objects.filter(resource_id=payin_id).count() == 1
+    assert ledger.ledger_breaches() == []
+
+
+@pytest.mark.parametrize("delay", [0, 1], ids=["answer-in-receipt", "answer-by-callback"])
+def test_a_payout_submission_delivered_three_times_at_once_pays_it_once(
+    enabled_merchant, submitter_busy, settings, delay
+):
+    settings.PROVIDER_SIMULATION_DELAY_SECONDS = delay
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    fund(enabled_merchant, "20000")
+    payout_id = api.post("/payouts", payout_body(create_quote(api, "payout"), customer)).json()[
+        "id"
+    ]
+    assert Payout.objects.get(pk=payout_id).submitted_at is None
+
+    _at_once(lambda: tasks.submit_payout(payout_id=payout_id))
+
+    payout = Payout.objects.get(pk=payout_id)
+    assert payout.status == "completed"
+    assert list(payout.history.values_list("status", flat=True)) == ["pending", "completed"]
+    assert list(Event.objects.filter(data_id=payout_id).values_list("event_type", flat=True)) == [
+        "payout.completed"
+    ]
+    kinds = sorted(Journal.objects.filter(resource_id=payout_id).values_list("kind", flat=True))
+    assert kinds == ["payout_completed", "payout_reserved"]
+    assert ledger.ledger_breaches() == []
+
+
+def test_a_provider_answer_delivered_three_times_at_once_is_applied_once(
+    enabled_merchant, submitter_busy
+):
+    from payments import services
+
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    body = payin_body(create_quote(api, "payin"), customer, SILENT_PHONE)
+    payin_id = api.post("/payins", body).json()["id"]
+    tasks.submit_payin(payin_id=payin_id)  # received; the provider answers later
+    payin = Payin.objects.get(pk=payin_id)
+    assert payin.status == "pending" and payin.provider_reference
+    answer = {
+        "callback": services.PAYIN_CALLBACK,
+        "reference": payin_id,
+        "provider_reference": payin.provider_reference,
+        "outcome": "completed",
+    }
+
+    _at_once(lambda: tasks.deliver_provider_answer(**answer))
+
+    payin.refresh_from_db()
+    assert payin.status == "completed"
+    assert payin.history.filter(status="completed").count() == 1
+    assert Event.objects.filter(data_id=payin_id).count() == 1
+    assert Journal.objects.filter(resource_id=payin_id).count() == 1
+    assert ledger.ledger_breaches() == []

@@ -1,0 +1,86 @@
+"""Webhook tasks delivered several times at once (acks_late redelivery after a worker died,
+the due sweep of two beats handing the same delivery out): each attempt is made by one worker,
+and the receiver gets the event once per attempt, always with the same id.
+
+Real threads on their own connections run the task bodies at the same moment (a barrier);
+the webhooks go over real sockets to a local receiver."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from config import shared_cache
+from tests.webhooks.conftest import record_event
+from webhooks import services, tasks
+from webhooks.models import Delivery
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RUNS = 3
+LOST = "No result recorded: the worker was lost or ran past its lease."
+
+
+def _at_once(work) -> None:
+    """`work` in RUNS threads at the same moment, each on its own connection."""
+    barrier = threading.Barrier(RUNS, timeout=30)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            work()
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(RUNS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+
+
+@pytest.fixture
+def sender_busy():
+    """A sender is "at work" (its wake key held): new deliveries wake none, so they wait for
+    the tasks the test delivers."""
+    shared_cache.wake_hold(services.SENDER_WAKE_KEY)
+
+
+def test_a_due_delivery_handed_out_three_times_at_once_is_sent_once(
+    merchant, endpoint, receiver, sender_busy
+):
+    event = record_event(merchant)
+    delivery = event.deliveries.get()
+
+    _at_once(lambda: tasks.deliver_webhook(delivery_id=str(delivery.pk)))
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("succeeded", 1)
+    assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [str(event.id)]
+
+
+def test_a_lost_attempt_taken_over_by_three_tasks_at_once_is_sent_again_once(
+    merchant, endpoint, receiver, sender_busy
+):
+    start = timezone.now() - timedelta(seconds=services.lease_seconds() + 1)
+    event = record_event(merchant, at=start)
+    delivery = event.deliveries.get()
+    assert services._delivery_claim(delivery_id=delivery.pk, now=start) is not None
+    # ... its sender dies; the lease is over now, and tasks for it come from the due sweeps
+    # of two beats and a redelivery.
+    assert receiver.requests == []
+
+    _at_once(lambda: tasks.deliver_webhook(delivery_id=str(delivery.pk)))
+
+    delivery = Delivery.objects.get(pk=delivery.pk)
+    assert (delivery.status, delivery.attempts) == ("succeeded", 2)
+    lost, sent = delivery.attempt_log.order_by("number")
+    assert (lost.number, lost.error) == (1, LOST)
+    assert (sent.number, sent.response_status) == (2, 200)
+    assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [str(event.id)]
