@@ -378,8 +378,9 @@ class GuardedAdapter(HTTPAdapter):
 
 
 def guarded_session() -> requests.Session:
-    """A requests session whose every connection is checked; never follows redirects
-    (pass allow_redirects=False on each call) and ignores proxy environment variables."""
+    """A requests session whose every connection is checked; ignores proxy environment
+    variables. Send through its adapter (kyc.fetching._get): session.get() and send() read a
+    3xx's whole body into memory, with no limit, even with allow_redirects=False."""
     session = requests.Session()
     session.trust_env = False
     session.max_redirects = 0

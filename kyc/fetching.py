@@ -82,9 +82,6 @@ def fetch_file(url: str) -> FetchedFile:
     """Download url or raise FetchFailed."""
     deadline = time.monotonic() + TOTAL_DEADLINE_SECONDS
     session = netguard.guarded_session()
-    # With max_redirects=0, requests raises TooManyRedirects on any 3xx even when
-    # allow_redirects=False; redirects are still never followed automatically here.
-    session.max_redirects = MAX_REDIRECTS
     try:
         with netguard.deadline(TOTAL_DEADLINE_SECONDS):
             for _ in range(MAX_REDIRECTS + 1):
@@ -100,13 +97,15 @@ def fetch_file(url: str) -> FetchedFile:
 
 
 def _get(session: requests.Session, url: str) -> requests.Response:
+    """The response, its body not read. Sent by the session's adapter, not by session.get():
+    even with allow_redirects=False, requests reads a 3xx's whole body into memory to prepare
+    the redirect it does not follow, with no limit on its size, gzip decoded."""
     try:
-        return session.get(
-            url,
-            allow_redirects=False,
-            stream=True,
-            timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS),
-            headers={"Accept": ", ".join(ALLOWED_CONTENT_TYPES)},
+        request = session.prepare_request(
+            requests.Request("GET", url, headers={"Accept": ", ".join(ALLOWED_CONTENT_TYPES)})
+        )
+        return session.get_adapter(request.url).send(
+            request, stream=True, timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
         )
     except netguard.BlockedDestination as exc:
         raise FetchFailed("private_address_refused", str(exc)) from None
@@ -114,8 +113,6 @@ def _get(session: requests.Session, url: str) -> requests.Response:
         raise FetchFailed("timeout", "the file server did not answer in time") from None
     except requests.exceptions.RequestException as exc:
         raise FetchFailed("connection_failed", type(exc).__name__) from None
-    except ValueError:  # requests parses a redirect's Location even when it does not follow it
-        raise FetchFailed("redirect_not_allowed", "the redirect's Location is not a URL") from None
 
 
 def _read_body(response: requests.Response, deadline: float) -> FetchedFile:

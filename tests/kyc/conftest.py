@@ -35,6 +35,7 @@ class FileServer:
     port: int
     requests: list[str] = field(default_factory=list)
     drips: list[str] = field(default_factory=list)
+    redirect_bodies: list[str] = field(default_factory=list)
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.port}{path}"
@@ -78,6 +79,8 @@ def file_server():
                 self._redirect(state.url("/id.png", host="localhost"))
             elif path == "/same-host":
                 self._redirect("/id.png")
+            elif path == "/redirect-with-body":  # a same-host redirect with a long body
+                self._redirect_with_body("/id.png")
             elif path == "/bad-port":  # a Location that is no URL at all
                 self._redirect("http://127.0.0.1:99999/id.png")
             elif path == "/bad-ipv6":
@@ -121,6 +124,23 @@ def file_server():
             self.send_header("Location", location)
             self.send_header("Content-Length", "0")
             self.end_headers()
+
+        def _redirect_with_body(self, location: str) -> None:
+            """A 302 followed by four times MAX_FILE_BYTES of body, no length announced.
+            Records whether the client read it to the end or hung up."""
+            state: FileServer = server_state["state"]
+            self.send_response(302)
+            self.send_header("Location", location)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            block = b"x" * 65536
+            try:
+                for _ in range(4 * MAX_FILE_BYTES // len(block)):
+                    self.wfile.write(block)
+                state.redirect_bodies.append("read to the end")
+            except (BrokenPipeError, ConnectionResetError):
+                state.redirect_bodies.append("hung up")
+            self.close_connection = True
 
         def log_message(self, *args):
             pass

@@ -287,6 +287,24 @@ def test_redirects_stay_on_the_same_host_and_port(location, followed):
             fetching._redirect_target("http://files.example/a", location)
 
 
+def test_a_redirects_body_is_not_read(
+    private_urls_allowed, file_server, customer, submit_and_settle
+):
+    """requests read a 3xx's whole body into memory (to free its connection) even when not
+    following it, with no size limit and gzip decoded: a few MB of a compressed body became
+    hundreds of MB in the worker, an endless one grew until the 60 s deadline."""
+    state = submit_and_settle(customer, [document(file_server.url("/redirect-with-body"))])
+
+    [doc] = state["documents"]
+    assert doc["status"] == "fetched"  # the redirect was followed, its body dropped
+    assert file_server.requests == ["/redirect-with-body", "/id.png"]
+    for _ in range(100):  # the server notices within a write or two
+        if file_server.redirect_bodies:
+            break
+        time.sleep(0.1)
+    assert file_server.redirect_bodies == ["hung up"]
+
+
 @pytest.mark.parametrize("location", ["/bad-port", "/bad-ipv6"])
 def test_a_redirect_to_no_url_fails_the_document_and_keeps_none_of_its_files(
     private_urls_allowed, file_server, customer, submit_and_settle, location
