@@ -1003,8 +1003,10 @@ def _post(*, claim: _Claim, now: datetime) -> _Outcome:
                 response.close()
                 response.release_conn()
         if 300 <= status < 400:
-            location = response.headers.get("Location", "")
-            error = f"HTTP {status}: redirect to {location!r} not followed"
+            location = repr(response.headers.get("Location", ""))
+            if len(location) > 900:  # the receiver's text, kept short like its answer
+                location = location[:900] + "..."
+            error = f"HTTP {status}: redirect to {location} not followed"
         elif not 200 <= status < 300:
             error = f"HTTP {status}"
     except urllib3.exceptions.NewConnectionError as exc:  # a TimeoutError subclass in urllib3 2

@@ -30,8 +30,12 @@ class Receiver:
     # keeps), ("short", status) (a body of a few bytes), ("body", status, raw bytes),
     # ("sleep", seconds), ("drip", seconds, lines) (a 200 whose header lines come one every
     # `seconds`), ("closing", status, body) (Connection: close, the body a moment after the
-    # headers) or ("redirect", path).
+    # headers), ("redirect", path), ("raw", status, [(header, value)], body) (the body sent as
+    # is, no length announced, the connection closed after it) or ("drip-body", seconds,
+    # body) (a 200 whose body comes a byte every `seconds`).
     plan: list = field(default_factory=list)
+    # For "raw" and "drip-body" answers: "sent it all" or "hung up" (the client closed first).
+    endings: list[str] = field(default_factory=list)
     default: object = 200
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -81,6 +85,8 @@ def receiver():
                     time.sleep(0.05)
                     self.wfile.write(answer[2])
                     self.close_connection = True
+                elif isinstance(answer, tuple) and answer[0] in ("raw", "drip-body"):
+                    self._send_slowly(answer)
                 elif isinstance(answer, tuple) and answer[0] == "redirect":
                     self.send_response(302)
                     self.send_header("Location", answer[1])
@@ -92,6 +98,29 @@ def receiver():
                 pass
 
         do_GET = do_POST
+
+        def _send_slowly(self, answer: tuple) -> None:
+            if answer[0] == "raw":
+                _, status, headers, body = answer
+                pause, step = 0.0, 65536
+            else:
+                _, pause, body = answer
+                status, step = 200, 1
+                headers = [("Content-Length", str(len(body)))]
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                for start in range(0, len(body), step):
+                    self.wfile.write(body[start : start + step])
+                    self.wfile.flush()
+                    time.sleep(pause)
+                state.endings.append("sent it all")
+            except (BrokenPipeError, ConnectionResetError):
+                state.endings.append("hung up")
 
         def _reply(self, status: int, body: bytes) -> None:
             self.send_response(status)

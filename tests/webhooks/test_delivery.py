@@ -1,8 +1,10 @@
+import gzip
 import hashlib
 import hmac
 import json
 import threading
 import time
+import tracemalloc
 from datetime import timedelta
 
 import pytest
@@ -285,6 +287,71 @@ def test_a_redirect_is_not_followed_and_counts_as_a_failure(
     assert attempt.response_status == 302
     assert "redirect" in attempt.error
     assert "/elsewhere" in attempt.error
+
+
+def test_a_redirects_location_is_recorded_cut_short(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    """The Location is the receiver's text like its body: a header line of 60 KB was kept
+    whole in the attempt's error and the delivery's last error, at every attempt."""
+    receiver.plan = [("redirect", "/elsewhere?" + "a" * 60_000)]
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+
+    delivery = Delivery.objects.get(event=event)
+    attempt = delivery.attempt_log.get()
+    assert attempt.error.startswith("HTTP 302: redirect to '/elsewhere?aaa")
+    assert len(attempt.error) <= 1000
+    assert delivery.last_error == attempt.error
+
+
+def _endless(block: bytes):
+    while True:
+        yield block
+
+
+def test_a_long_or_compressed_answer_is_read_to_its_first_kib_only(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    """A 64 MiB answer, then one of 64 MiB once decoded (gzip, 64 KiB sent): the attempt keeps
+    the first KiB of the decoded text and hangs up on the rest."""
+    member = gzip.compress(b"z" * (4 << 20))
+    receiver.plan = [
+        ("raw", 200, [("Content-Type", "text/plain")], b"y" * (64 << 20)),
+        ("raw", 200, [("Content-Encoding", "gzip")], member * 16),
+    ]
+    tracemalloc.start()
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            events = [record(merchant), record(merchant)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    attempts = [DeliveryAttempt.objects.get(delivery__event=event) for event in events]
+    assert [(a.response_status, a.error) for a in attempts] == [(200, ""), (200, "")]
+    assert [a.response_body for a in attempts] == ["y" * 1024, "z" * 1024]
+    assert peak < 8 << 20  # neither answer was read whole
+    for _ in range(100):  # the receiver notices within a write or two
+        if receiver.endings[:1] == ["hung up"]:
+            break
+        time.sleep(0.1)
+    assert receiver.endings[0] == "hung up"
+
+
+def test_an_answer_whose_body_drips_times_out_at_the_timeout(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, settings
+):
+    # The headers come at once, then a byte of the body every 0.1 s: 3 s for the first KiB.
+    settings.WEBHOOK_TIMEOUT_SECONDS = 0.5
+    receiver.plan = [("drip-body", 0.1, b"d" * 30)]
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+
+    attempt = DeliveryAttempt.objects.get(delivery__event=event)
+    assert attempt.duration_ms < 2000
+    assert attempt.response_status == 200
+    assert attempt.response_body == ""  # the body did not come in time: none is kept
 
 
 def test_an_event_recorded_while_the_broker_is_down_is_delivered_by_the_sweep(
