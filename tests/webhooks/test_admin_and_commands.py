@@ -137,6 +137,44 @@ def test_admin_pages_never_render_the_signing_secret(
     assert "answer 200" in detail  # the attempt log is shown inline
 
 
+@pytest.mark.parametrize("viewer", ["admin_client", "developer"])
+def test_a_receivers_answer_is_shown_escaped_in_the_admin(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, request, viewer
+):
+    """The answer's first KiB and the Location of a redirect are the receiver's text, shown
+    on the event's and the delivery's pages: as text, never as markup."""
+    receiver.plan = [
+        (
+            "raw",
+            302,
+            [("Location", "/<img src=x onerror=alert(1)>")],
+            b"<script>alert('body')</script>",
+        )
+    ]
+    with django_capture_on_commit_callbacks(execute=True):
+        event = _record(merchant)
+    delivery = Delivery.objects.get(event=event)
+    attempt = delivery.attempt_log.get()
+    assert attempt.response_body == "<script>alert('body')</script>"
+    assert "<img src=x onerror=alert(1)>" in attempt.error
+
+    browser = request.getfixturevalue(viewer)
+    shown = ""
+    for page in (
+        f"/admin/webhooks/event/{event.pk}/change/",
+        f"/admin/webhooks/delivery/{delivery.pk}/change/",
+    ):
+        response = browser.get(page)
+        assert response.status_code == 200, page
+        html = response.content.decode()
+        assert "<script>alert(" not in html, page
+        assert "<img src=x" not in html, page
+        shown += html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in shown  # the error, every viewer
+    if viewer == "admin_client":  # the answer itself is shown to ops only
+        assert "&lt;script&gt;alert(" in shown
+
+
 def test_event_list_filters_by_merchant_status_and_type(
     merchant, other_merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
 ):
