@@ -54,6 +54,21 @@ def local_server():
         ("::7f00:1", False),  # IPv4-compatible 127.0.0.1
         ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo, client 192.0.2.45
         ("fec0::1", False),  # site-local
+        ("100.64.0.1", False),  # shared address space (carrier-grade NAT)
+        ("100.127.255.254", False),
+        ("198.18.0.1", False),  # benchmarking
+        ("240.0.0.1", False),  # reserved
+        ("255.255.255.255", False),
+        ("0.1.2.3", False),  # "this network"
+        ("fc00::1", False),  # unique local
+        ("fd00:ec2::254", False),  # a cloud metadata service's IPv6 address
+        ("fe80::1%eth0", False),  # link-local with a zone
+        ("ff02::1", False),  # multicast
+        ("::", False),
+        ("::ffff:100.64.0.1", False),
+        ("::ffff:169.254.169.254", False),
+        ("64:ff9b:1::a9fe:a9fe", False),  # local-use NAT64 of 169.254.169.254
+        ("2002:a00:1::", False),  # 6to4 of 10.0.0.1
     ],
 )
 def test_address_classification(address, public):
@@ -88,6 +103,40 @@ def test_a_refused_host_gets_no_handshake_open_port_or_closed(settings, silent_l
     for port in (open_port, closed_port):  # the same refusal: no port scan through it
         with pytest.raises(netguard.BlockedDestination):
             netguard.guarded_session().get(f"http://localhost:{port}/", timeout=2)
+    assert not silent_listener.connected()
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "2130706433",  # the same address as one decimal integer
+        "0x7f000001",  # hexadecimal
+        "0177.0.0.1",  # octal
+        "0x7f.1",
+        "127.1",
+        "0",
+        "0.0.0.0",  # reaches the host's own services on Linux
+        "LOCALHOST",
+        "[::1]",
+        "[::]",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:7f00:1]",
+        "[0:0:0:0:0:ffff:127.0.0.1]",
+    ],
+)
+def test_every_spelling_of_a_loopback_address_is_refused_before_the_handshake(
+    settings, host, silent_listener
+):
+    """The address is judged as resolved (the C library reads integer, octal and hexadecimal
+    spellings, which no URL check here parses), on both outbound paths."""
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    url = f"http://{host}:{silent_listener.port}/"
+    with pytest.raises(urllib3.exceptions.HTTPError) as refused:
+        netguard.guarded_pool_manager().request("POST", url, timeout=2, retries=False)
+    assert netguard.is_refusal(refused.value)
+    with pytest.raises(netguard.BlockedDestination):
+        netguard.guarded_session().get(url, timeout=2)
     assert not silent_listener.connected()
 
 

@@ -1,4 +1,5 @@
 import contextlib
+import gzip
 import http.server
 import struct
 import threading
@@ -25,6 +26,7 @@ def _png_1x1() -> bytes:
 
 
 PNG = _png_1x1()
+GZIPPED_ZEROS = gzip.compress(b"\x00" * (4 << 20))  # one gzip member; members may follow
 PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
 
 
@@ -67,6 +69,15 @@ def file_server():
                         self.wfile.write(block)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+            elif path == "/bomb.png":  # 64 MiB once decompressed, 64 KiB on the wire
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Encoding", "gzip")
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(gzip.compress(PNG) + GZIPPED_ZEROS * 16)
+            elif path == "/image.svg":
+                self._send(200, "image/svg+xml", b'<svg xmlns="http://www.w3.org/2000/svg"/>')
             elif path == "/page.html":
                 self._send(200, "text/html", b"<html>not an image</html>")
             elif path == "/fake.png":

@@ -1,12 +1,15 @@
 """Submissions whose files are served by a real local HTTP server; Celery runs eagerly and
 the on-commit work runs when the request's transaction commits."""
 
+import socket
 import time
+import tracemalloc
 from datetime import date, timedelta
 
 import pytest
 from django.core.files.storage import default_storage
 
+from config import netguard
 from kyc import fetching
 from kyc.models import KycDocument, KycStatusChange
 from tests.kyc.conftest import PDF, PNG
@@ -99,6 +102,8 @@ def test_every_file_of_a_document_is_stored(
         ("/big.png", "front_file_url: file_too_large"),
         ("/big-unannounced.png", "front_file_url: file_too_large"),
         ("/page.html", "front_file_url: content_type_not_allowed"),
+        ("/image.svg", "front_file_url: content_type_not_allowed"),  # may carry scripts
+        ("/bomb.png", "front_file_url: file_too_large"),  # the limit is on the decoded bytes
         ("/fake.png", "front_file_url: content_mismatch"),
         ("/elsewhere", "front_file_url: redirect_to_other_host"),
     ],
@@ -303,6 +308,44 @@ def test_a_redirects_body_is_not_read(
             break
         time.sleep(0.1)
     assert file_server.redirect_bodies == ["hung up"]
+
+
+def test_a_compressed_file_is_decoded_a_chunk_at_a_time(private_urls_allowed, file_server):
+    """A gzip body of 64 KiB that decodes to 64 MiB: each read gives at most a chunk of
+    decoded bytes (urllib3 >= 2.6 bounds the decompression), so the fetch never holds much
+    more than MAX_FILE_BYTES, however dense the compression."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(fetching.FetchFailed) as failed:
+            fetching.fetch_file(file_server.url("/bomb.png"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert failed.value.reason == "file_too_large"
+    assert peak < 3 * fetching.MAX_FILE_BYTES
+
+
+def test_each_redirect_hop_is_checked_again_where_it_connects(settings, monkeypatch, file_server):
+    """A same-host redirect whose name answers another address to the second lookup (DNS
+    rebinding between hops): the second connection is judged by that address. 127.0.0.1
+    stands for a public address here, 127.0.0.2 for an internal one."""
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    monkeypatch.setattr(netguard, "address_is_public", lambda address: address == "127.0.0.1")
+    real_getaddrinfo = socket.getaddrinfo
+    answers = iter(["127.0.0.1"])
+
+    def rebinding_getaddrinfo(host, *args, **kwargs):
+        if host == "files.rebind.example":
+            host = next(answers, "127.0.0.2")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding_getaddrinfo)
+    with pytest.raises(fetching.FetchFailed) as failed:
+        fetching.fetch_file(file_server.url("/same-host", host="files.rebind.example"))
+
+    assert failed.value.reason == "private_address_refused"
+    assert file_server.requests == ["/same-host"]
 
 
 @pytest.mark.parametrize("location", ["/bad-port", "/bad-ipv6"])
