@@ -198,13 +198,34 @@ def test_file_url_that_is_not_a_string_is_400(api, customer):
 
 
 @pytest.mark.parametrize(
-    "url", ["http://127.0.0.1/id.png", "http://10.0.0.8/id.png", "http://[::1]/id.png"]
+    "url",
+    [
+        "http://127.0.0.1/id.png",
+        "http://10.0.0.8/id.png",
+        "http://[::1]/id.png",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://100.64.0.1/id.png",
+        "http://0.0.0.0/id.png",
+        "http://[fc00::1]/id.png",
+        "http://[fe80::1]/id.png",
+        "http://[::ffff:127.0.0.1]/id.png",
+        "http://2130706433/id.png",  # 127.0.0.1 to the C library: not a URL here
+        "http://0x7f000001/id.png",
+    ],
 )
 def test_literal_private_address_url_is_400_when_private_urls_are_off(api, customer, settings, url):
     settings.ALLOW_PRIVATE_NETWORK_URLS = False
     response = submit(api, customer.id, {"documents": [passport(back_file_url=url)]})
     assert_rejected_and_nothing_changed(
         response, customer, field_path=["documents", "0", "back_file_url"]
+    )
+
+
+def test_file_url_over_2048_characters_is_400(api, customer):
+    url = "https://files.example.com/" + "a" * 2048
+    response = submit(api, customer.id, {"documents": [passport(front_file_url=url)]})
+    assert_rejected_and_nothing_changed(
+        response, customer, field_path=["documents", "0", "front_file_url"]
     )
 
 
