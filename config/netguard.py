@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 import urllib3
@@ -351,7 +351,11 @@ _GUARDED_POOLS = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
 
 
 def refusal_message(url: str) -> str:
-    return f"{_REFUSED}: {url}"
+    """The refusal, naming the URL without its query, fragment or credentials: it is logged
+    (a KYC fetch) and kept on a webhook attempt, and a presigned URL's token is in its query."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return f"{_REFUSED}: {urlunsplit((parts.scheme, netloc, parts.path, '', ''))}"
 
 
 def is_refusal(exc: BaseException) -> bool:

@@ -232,6 +232,20 @@ def test_loopback_url_is_refused_when_private_urls_are_not_allowed(local_server,
         netguard.guarded_session().get(local_server, timeout=2)
 
 
+def test_a_refusal_names_the_url_without_its_query_or_credentials(local_server, settings):
+    """The refusal's text goes to logs (a KYC fetch's failure) and to a webhook attempt's error:
+    a presigned file URL's token, in its query, or credentials in it stay out of both."""
+    settings.ALLOW_PRIVATE_NETWORK_URLS = False
+    url = local_server + "id-front.png?X-Amz-Signature=s3cr3t-token#frag"
+    with pytest.raises(netguard.BlockedDestination) as refused:
+        netguard.guarded_session().get(url, timeout=2)
+    assert str(refused.value).endswith(local_server + "id-front.png")
+    assert "s3cr3t" not in str(refused.value)
+    assert netguard.refusal_message("https://user:pw@10.0.0.1:8443/hook?t=1") == (
+        "Refusing to connect to non-public address: https://10.0.0.1:8443/hook"
+    )
+
+
 def test_hostname_resolving_to_loopback_is_refused(local_server, settings):
     settings.ALLOW_PRIVATE_NETWORK_URLS = False
     with pytest.raises(netguard.BlockedDestination):
