@@ -26,6 +26,7 @@ class KycFileUrlField(StrictCharField):
 
     default_error_messages = {
         "invalid_url": "Enter a valid http or https URL.",
+        "port": "The URL's port must be between 1 and 65535.",
         "credentials": "The URL must not contain a user name or password.",
         "private": "The URL must lead to a public address.",
     }
@@ -41,6 +42,12 @@ class KycFileUrlField(StrictCharField):
         except DjangoValidationError:
             self.fail("invalid_url")
         parts = urlsplit(value)
+        try:
+            port = parts.port  # above 65535 it raises
+        except ValueError:
+            port = 0
+        if port == 0:  # as for a webhook URL: it could never be fetched
+            self.fail("port")
         if parts.username or parts.password:
             self.fail("credentials")
         host = (parts.hostname or "").strip("[]")

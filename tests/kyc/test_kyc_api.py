@@ -181,6 +181,8 @@ def test_document_without_any_file_url_is_400(api, customer):
         "javascript:alert(1)",
         "not a url",
         "https://user:pass@files.example.com/id.png",
+        "https://files.example.com:0/id.png",
+        "https://files.example.com:70000/id.png",
     ],
 )
 def test_non_http_file_url_is_400(api, customer, url):
