@@ -32,6 +32,8 @@ COLUMNS = (
     "fee",
     "balance_after",
 )
+# A provider reference starting with one of these is prefixed with ' (spreadsheet formulas).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 class InvalidStatementRange(DomainError):
@@ -190,5 +192,6 @@ def _signed(amount: Decimal) -> str:
 
 
 def _safe(text: str) -> str:
-    """No spreadsheet formula injection from a provider-supplied reference."""
-    return f"'{text}" if text[:1] in ("=", "+", "-", "@") else text
+    """No spreadsheet formula injection from a provider-supplied reference: OWASP's list of
+    leading characters, with tab and line breaks, which spreadsheets skip before a formula."""
+    return f"'{text}" if text[:1] in FORMULA_STARTS else text

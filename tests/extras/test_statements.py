@@ -110,6 +110,38 @@ def test_a_payout_reserved_against_a_credit_that_landed_during_its_request_is_li
     assert all(Decimal(row["balance_after"]) >= 0 for row in rows)
 
 
+@pytest.mark.parametrize(
+    ("reference", "shown"),
+    [
+        ('=HYPERLINK("http://x")', '\'=HYPERLINK("http://x")'),
+        ("+1", "'+1"),
+        ("-1", "'-1"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\t=1+1", "'\t=1+1"),
+        ("\r=1+1", "'\r=1+1"),
+        ("\n=1+1", "'\n=1+1"),
+        ('a,"b"\r\nc', 'a,"b"\r\nc'),
+        ("SIM-1 =1", "SIM-1 =1"),
+    ],
+)
+def test_provider_references_are_quoted_and_never_start_a_formula(
+    enabled_api, django_capture_on_commit_callbacks, reference, shown
+):
+    # The reference is the provider's text: a spreadsheet evaluates a cell starting with
+    # = + - @, and skips a leading tab or line break before doing so.
+    customer = create_customer(enabled_api)
+    payin = create_payin(enabled_api, customer, settle=django_capture_on_commit_callbacks)
+    Payin.objects.filter(pk=payin["id"]).update(provider_reference=reference)
+
+    rows = rows_of(
+        enabled_api.get("/statements", **{"from": today(), "to": today(), "currency": "XOF"})
+    )
+
+    assert [(row["kind"], row["provider_reference"]) for row in rows] == [
+        ("payin_completed", shown)
+    ]
+
+
 def test_statement_range_is_whole_days(enabled_api, history):
     week_ago = (timezone.now() - timedelta(days=7)).date().isoformat()
 
