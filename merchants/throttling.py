@@ -23,7 +23,9 @@ def _count(counter: str) -> int:
         key = shared_cache.cache_key(counter)
         pipeline = client.pipeline(transaction=False)  # INCR is atomic on its own
         pipeline.incr(key)
-        pipeline.expire(key, WINDOW_SECONDS * 2, nx=True)
+        # Each count pushes the expiry on (the window's last count + 2 windows at most): EXPIRE's
+        # NX, which would set it once, needs Redis 7 and failed every count on a Redis 6.
+        pipeline.expire(key, WINDOW_SECONDS * 2)
         return pipeline.execute()[0]
     if cache.add(counter, 1, timeout=WINDOW_SECONDS * 2):  # local memory (embedded mode)
         return 1

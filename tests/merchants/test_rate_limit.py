@@ -1,7 +1,13 @@
+import time
+
 import pytest
+from django.conf import settings
 from django.core.cache import cache
 
+from config import shared_cache
+
 pytestmark = pytest.mark.django_db
+PATH = "/customers/00000000-0000-0000-0000-000000000000"
 
 
 @pytest.fixture(autouse=True)
@@ -78,3 +84,25 @@ def test_a_merchant_limit_of_zero_is_refused_not_read_as_no_limit(merchant):
     assert "rate_limit_per_minute" in form.errors
     with pytest.raises(IntegrityError), transaction.atomic():
         Merchant.objects.filter(pk=merchant.pk).update(rate_limit_per_minute=0)
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="needs the shared Redis")
+def test_the_count_uses_only_commands_redis_6_knows(api):
+    """EXPIRE's NX option came with Redis 7.0: on a Redis 6 (Ubuntu 22.04's, many managed
+    ones) the count failed on every request, so the limit was never applied, and each failure
+    paused the request path's Redis use (payment wake-ups) for REDIS_PAUSE_SECONDS."""
+    from merchants.models import ApiKey
+
+    counter = f"ratelimit:{ApiKey.objects.get(key=api.api_key).pk}:"
+    client = shared_cache.redis_client()
+    db = client.connection_pool.connection_kwargs.get("db", 0)
+    with client.monitor() as monitor:
+        assert api.get(PATH).status_code == 404
+        deadline = time.monotonic() + 5
+        commands = []
+        while time.monotonic() < deadline and not any("EXPIRE" in c for c in commands):
+            seen = monitor.next_command()
+            if seen["db"] == db and counter in seen["command"]:
+                commands.append(seen["command"])
+    expires = [c.split() for c in commands if c.startswith("EXPIRE")]
+    assert expires and all(len(parts) == 3 for parts in expires)  # EXPIRE key seconds
