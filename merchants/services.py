@@ -79,12 +79,19 @@ def api_key_revoke(*, key: str, actor=None, now: datetime | None = None) -> ApiK
 
 # On every request: the key and its merchant in one hand-written read.
 _API_KEY = RowReader(ApiKey, where=("key",), related=("merchant",))
+_KEY_MAX_LENGTH = ApiKey._meta.get_field("key").max_length
+
+
+def _may_be_a_key(key: str) -> bool:
+    """Whether a key could be stored: no read for one that could not (PostgreSQL refuses a NUL,
+    the driver a character UTF-8 cannot encode), so it is a miss like any other."""
+    return len(key) <= _KEY_MAX_LENGTH and key.isascii() and key.isprintable()
 
 
 def api_key_authenticate(*, key: str, secret: str, now: datetime | None = None) -> ApiKey:
     """The ApiKey for these credentials, or InvalidCredentials. Every failure looks the same."""
     now = now or timezone.now()
-    api_key = _API_KEY.first(key)
+    api_key = _API_KEY.first(key) if _may_be_a_key(key) else None
     known = api_key is not None
     if not known:  # a miss builds what a hit does and checks a hash: the same cost
         api_key = _API_KEY.placeholder()

@@ -140,3 +140,24 @@ def test_an_unknown_key_does_the_work_of_a_known_key_with_a_wrong_secret(merchan
             services.api_key_authenticate(key=key, secret="cs_wrong")
         done[label] = sorted(work)
     assert done["unknown"] == done["wrong secret"] == ["ApiKey", "Merchant", "hash compared"]
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("{key}\x00", "{secret}"),  # PostgreSQL refuses NUL in text: was a 500
+        ("ck_\udcff", "{secret}"),  # not UTF-8 encodable: was a 500
+        ("{key}", "{secret}\udcff"),
+        ("ck_\xff\xe9", "{secret}"),  # header bytes outside ASCII, as a WSGI server decodes them
+        ("{key}", "{secret}\xe9"),
+        ("ck_" + "a" * 100_000, "{secret}"),
+        ("{key}", "cs_" + "a" * 100_000),
+    ],
+)
+def test_credentials_no_key_could_have_are_a_clean_401(merchant, key, secret):
+    """gunicorn refuses control characters in a header and decodes the rest as Latin-1, but
+    the API must not rest on the server in front of it for a 401."""
+    issued = services.api_key_create(merchant=merchant)
+    key = key.format(key=issued.api_key.key)
+    secret = secret.format(secret=issued.secret)
+    _assert_unauthorized(_get({"X-Api-Key": key, "X-Api-Secret": secret}))
