@@ -106,3 +106,104 @@ def test_the_count_uses_only_commands_redis_6_knows(api):
                 commands.append(seen["command"])
     expires = [c.split() for c in commands if c.startswith("EXPIRE")]
     assert expires and all(len(parts) == 3 for parts in expires)  # EXPIRE key seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The rate limit's clock, set by the test (the windows are fixed minutes of it)."""
+    from types import SimpleNamespace
+
+    from merchants import throttling
+
+    state = SimpleNamespace(now=1_800_000_000.0)
+    monkeypatch.setattr(throttling, "time", SimpleNamespace(time=lambda: state.now))
+    return state
+
+
+def test_a_window_frees_at_its_edge_and_retry_after_says_when(api, clock):
+    api.merchant.rate_limit_per_minute = 2
+    api.merchant.save()
+    clock.now = 30_000_000 * 60 + 0.0  # the first instant of a window
+    assert [api.get(PATH).status_code for _ in range(2)] == [404, 404]
+    assert api.get(PATH)["Retry-After"] == "60"
+    clock.now += 59.95  # its last moment: still limited, and never told 0
+    assert api.get(PATH)["Retry-After"] == "1"
+    clock.now += 0.05  # the next window
+    assert [api.get(PATH).status_code for _ in range(3)] == [404, 404, 429]
+
+
+def test_requests_refused_before_or_by_the_limit_do_not_hold_a_key_back(api, clock):
+    """A 401 is not counted (no key is proven: whoever knows a public key id must not use up
+    its merchant's limit); a 429 is, but only in its own window: hammering a limited key does
+    not carry the refusal over into the next window."""
+    from rest_framework.test import APIClient
+
+    api.merchant.rate_limit_per_minute = 2
+    api.merchant.save()
+    clock.now = 30_000_000 * 60 + 1.0
+    stranger = APIClient()
+    stranger.credentials(HTTP_X_API_KEY=api.api_key, HTTP_X_API_SECRET="cs_guess")
+    assert {stranger.get(PATH).status_code for _ in range(5)} == {401}
+    assert [api.get(PATH).status_code for _ in range(10)] == [404, 404] + [429] * 8
+    clock.now += 60
+    assert [api.get(PATH).status_code for _ in range(3)] == [404, 404, 429]
+
+
+def test_a_new_merchant_limit_applies_to_the_next_request(api, clock):
+    api.merchant.rate_limit_per_minute = 1
+    api.merchant.save()
+    assert [api.get(PATH).status_code for _ in range(2)] == [404, 429]
+    api.merchant.rate_limit_per_minute = 3  # as the dashboard saves it: no restart, no cache
+    api.merchant.save()
+    assert [api.get(PATH).status_code for _ in range(2)] == [404, 429]
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="needs the shared Redis")
+def test_processes_hitting_one_key_at_once_share_one_limit(merchant):
+    """Forked processes, each with its own connection to Redis, as gunicorn's workers: the
+    count is atomic in Redis, so exactly the limit gets through."""
+    import multiprocessing
+    from types import SimpleNamespace
+
+    from merchants import services, throttling
+
+    merchant.rate_limit_per_minute = 25
+    merchant.save()
+    request = SimpleNamespace(auth=services.api_key_create(merchant=merchant).api_key)
+    context = multiprocessing.get_context("fork")
+    results, start = context.Queue(), context.Barrier(6)
+
+    def worker() -> None:  # no database: the key and its merchant are already in memory
+        start.wait()
+        throttle = throttling.ApiKeyRateThrottle()
+        results.put([throttle.allow_request(request, None) for _ in range(10)])
+
+    window = int(time.time() // 60)
+    processes = [context.Process(target=worker) for _ in range(6)]
+    for process in processes:
+        process.start()
+    allowed = [answer for _ in processes for answer in results.get(timeout=30)]
+    for process in processes:
+        process.join()
+    assert len(allowed) == 60
+    if int(time.time() // 60) == window:  # all in one window (else the count says nothing)
+        assert allowed.count(True) == 25
+
+
+def test_a_redis_that_refuses_connections_lets_requests_through(api, settings, caplog):
+    """Fail open (docs/decisions.md): a Redis that is down must not stop payments."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    api.merchant.rate_limit_per_minute = 1
+    api.merchant.save()
+    settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
+    shared_cache._clients.clear()
+    try:
+        statuses = [api.get(PATH).status_code for _ in range(3)]
+    finally:
+        shared_cache._clients.clear()
+    assert statuses == [404, 404, 404]
+    assert caplog.text.count("Redis is unreachable") == 1
