@@ -161,3 +161,13 @@ def test_credentials_no_key_could_have_are_a_clean_401(merchant, key, secret):
     key = key.format(key=issued.api_key.key)
     secret = secret.format(secret=issued.secret)
     _assert_unauthorized(_get({"X-Api-Key": key, "X-Api-Secret": secret}))
+
+
+def test_a_key_stops_working_at_its_expires_at_not_after(merchant):
+    expires_at = timezone.now() + timedelta(hours=1)
+    issued = services.api_key_create(merchant=merchant, expires_at=expires_at)
+    credentials = {"key": issued.api_key.key, "secret": issued.secret}
+    last_moment = expires_at - timedelta(microseconds=1)
+    assert services.api_key_authenticate(**credentials, now=last_moment).pk == issued.api_key.pk
+    with pytest.raises(services.InvalidCredentials, match="expired"):
+        services.api_key_authenticate(**credentials, now=expires_at)
