@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 from uuid import UUID
 
@@ -572,7 +572,8 @@ def _fx(*, merchant: Merchant, source: str, target: str) -> dict[str, Any]:
     if row is None:
         raise FxRateUnavailable(f"No FX rate is configured for {source}->{target}.")
     rate = pricing.effective_rate(base_rate=row.rate, margin_percent=row.margin_percent)
-    rate = rate.quantize(Decimal("1e-10"))
+    # down, as the payout it converts to: the locked rate never exceeds rate x (1 - margin)
+    rate = rate.quantize(Decimal("1e-10"), rounding=ROUND_FLOOR)
     return {
         "source_currency": source,
         "target_currency": target,

@@ -211,6 +211,25 @@ def test_what_the_fx_rounding_keeps_is_recorded_on_the_quote(enabled_api):
     assert Quote.objects.get(pk=body["id"]).pricing["fx"]["rounding_residual"] == "0.97"
 
 
+def test_the_locked_rate_is_rounded_down_never_paying_out_a_unit_more(enabled_api):
+    corridor = Corridor.objects.get(code="CM-SN-XAF-XOF")
+    FeeSchedule.objects.create(
+        merchant=enabled_api.merchant, flow_type="transfer", corridor=corridor
+    )  # no fee
+    FxRate.objects.create(
+        merchant=enabled_api.merchant,
+        source_currency="XAF",
+        target_currency="XOF",
+        rate=Decimal("0.6307402154"),
+        margin_percent=Decimal("1.7305"),
+    )
+    body = enabled_api.post("/quotes/transfer", TRANSFER | {"payin_amount": "999977"}).json()
+    # 0.6307402154 x (1 - 1.7305%) = 0.619825255972503 -> 0.6198252559 (to nearest: ...560);
+    # 999977 x 0.619825255972503 = 619810.99999...: the recipient gets 619810, not 619811
+    assert Quote.objects.get(pk=body["id"]).fx_rate == Decimal("0.6198252559")
+    assert body["receive_amount"] == "619810"
+
+
 def test_merchant_fee_schedule_overrides_the_platform_default(enabled_api):
     FeeSchedule.objects.create(
         merchant=enabled_api.merchant,
