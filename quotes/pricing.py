@@ -27,12 +27,17 @@ class FeeTerms:
 
 
 def fee_for(*, terms: FeeTerms, amount: Decimal, currency: str) -> Decimal:
-    """percentage% x amount + fixed, clamped to [minimum, maximum], rounded up to the unit."""
+    """percentage% x amount + fixed, clamped to [minimum, maximum], rounded up to the unit, and
+    never above the maximum: a maximum with digits below the unit (10000.50 XAF) caps the fee
+    at the whole amount under it (10000), not the one the rounding up reaches (10001)."""
     fee = amount * terms.percentage / HUNDRED + terms.fixed_amount
     fee = max(fee, terms.minimum_fee)
     if terms.maximum_fee is not None:
         fee = min(fee, terms.maximum_fee)
-    return money.round_up(fee, currency)
+    fee = money.round_up(fee, currency)
+    if terms.maximum_fee is not None:
+        fee = min(fee, money.round_down(terms.maximum_fee, currency))
+    return fee
 
 
 def effective_rate(*, base_rate: Decimal, margin_percent: Decimal) -> Decimal:

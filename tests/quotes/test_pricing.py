@@ -31,6 +31,13 @@ def test_fee_is_capped_at_the_maximum():
     assert fee_for(terms=terms, amount=D("1000000"), currency="XOF") == D("20000")
 
 
+def test_a_maximum_with_digits_below_the_unit_is_never_passed_by_the_rounding_up():
+    # the dashboard takes 2 decimals; XAF has none: 20000.50 caps the fee at 20000, not 20001
+    terms = FeeTerms(percentage=D("2"), minimum_fee=D("100.25"), maximum_fee=D("20000.50"))
+    assert fee_for(terms=terms, amount=D("1500000"), currency="XAF") == D("20000")
+    assert fee_for(terms=terms, amount=D("1000"), currency="XAF") == D("101")  # 100.25 up
+
+
 def test_margin_lowers_the_rate():
     assert effective_rate(base_rate=D("1"), margin_percent=D("1.5")) == D("0.985")
 
@@ -71,10 +78,18 @@ TERMS = st.builds(
     minimum_fee=st.integers(0, 500).map(D),
     maximum_fee=st.one_of(st.none(), st.integers(500, 50000).map(D)),
 )
+# What the dashboard accepts (numeric(20, 2)): fixed, minimum and maximum with cents.
+CENTS_TERMS = st.builds(
+    FeeTerms,
+    percentage=st.decimals(min_value=0, max_value=10, places=4),
+    fixed_amount=st.decimals(min_value=0, max_value=500, places=2),
+    minimum_fee=st.decimals(min_value=0, max_value=500, places=2),
+    maximum_fee=st.one_of(st.none(), st.decimals(min_value=501, max_value=50000, places=2)),
+)
 RATES = st.decimals(min_value=D("0.5"), max_value=D("2"), places=4)
 
 
-@given(terms=TERMS, payout=st.integers(1, 2_000_000).map(D), rate=RATES)
+@given(terms=st.one_of(TERMS, CENTS_TERMS), payout=st.integers(1, 2_000_000).map(D), rate=RATES)
 def test_fixed_payout_is_reached_by_the_smallest_payin(terms, payout, rate):
     amounts = transfer_for_payout(
         terms=terms, payout_amount=payout, payin_currency="XAF", rate=rate, payout_currency="XOF"
@@ -109,7 +124,7 @@ def test_a_fixed_payin_records_the_fraction_the_rounding_keeps(terms, payin, rat
     assert 0 <= amounts.rounding_residual < 1
 
 
-@given(terms=TERMS, amount=st.integers(0, 10**12).map(D))
+@given(terms=st.one_of(TERMS, CENTS_TERMS), amount=st.integers(0, 10**12).map(D))
 def test_fee_is_a_whole_amount_within_its_bounds(terms, amount):
     fee = fee_for(terms=terms, amount=amount, currency="XOF")
     assert fee == fee.to_integral_value()
