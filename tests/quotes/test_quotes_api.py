@@ -89,6 +89,38 @@ def test_fee_is_rounded_up_to_the_unit(enabled_api):
     assert body["receive_amount"] == "9850"
 
 
+@pytest.mark.parametrize(
+    ("flow", "amount", "fee", "receive"),
+    [
+        # payin 1.5%, min 50, max 15000
+        ("payin", "100", "50", "50"),  # the minimum is half the amount
+        ("payin", "3333", "50", "3283"),  # 49.995: the minimum
+        ("payin", "3334", "51", "3283"),  # 50.01 up
+        ("payin", "1000000", "15000", "985000"),  # exactly at the cap
+        # payout 1% + 100, min 100, max 10000: the fee may pass the amount
+        ("payout", "100", "101", "100"),
+        ("payout", "990000", "10000", "990000"),  # exactly at the cap
+        ("payout", "990001", "10000", "990001"),  # 10000.01: capped
+    ],
+)
+def test_seeded_fees_at_their_boundaries(enabled_api, flow, amount, fee, receive):
+    body = enabled_api.post(f"/quotes/{flow}", {**PAYIN, "send_amount": amount}).json()
+    assert (body["total_fee"], body["receive_amount"]) == (fee, receive)
+
+
+@pytest.mark.parametrize(
+    ("payin", "fee", "payout"),
+    [
+        ("5000", "100", "4900"),  # 2% is the minimum exactly
+        ("5001", "101", "4900"),  # 100.02 up
+        ("1000000", "20000", "980000"),  # 2% of the operator maximum is the cap exactly
+    ],
+)
+def test_seeded_transfer_fee_at_its_boundaries(enabled_api, payin, fee, payout):
+    body = enabled_api.post("/quotes/transfer", TRANSFER | {"payin_amount": payin}).json()
+    assert (body["send_amount"], body["total_fee"], body["receive_amount"]) == (payin, fee, payout)
+
+
 def test_amount_with_zero_decimals_is_accepted(enabled_api):
     body = enabled_api.post("/quotes/payin", {**PAYIN, "send_amount": "10000.00"}).json()
     assert body["send_amount"] == "10000"
