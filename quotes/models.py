@@ -1,6 +1,7 @@
 import uuid
 from datetime import datetime
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -168,6 +169,17 @@ class FeeSchedule(models.Model):
         scope = self.operator or self.corridor or "all routes"
         owner = self.merchant or "platform"
         return f"{owner} {self.flow_type} {scope}"
+
+    def clean(self) -> None:
+        """A transfer is priced by its corridor, a payin or payout by its operator: a schedule
+        narrowed the other way would never apply (the flow-wide one would be charged)."""
+        super().clean()
+        if self.flow_type == FlowType.TRANSFER and self.operator_id is not None:
+            raise ValidationError({"operator": "A transfer's fee is narrowed by corridor only."})
+        if self.flow_type != FlowType.TRANSFER and self.corridor_id is not None:
+            raise ValidationError(
+                {"corridor": "A payin's or payout's fee is narrowed by operator only."}
+            )
 
 
 class FxRate(models.Model):

@@ -1,7 +1,7 @@
 import pytest
 from django.urls import reverse
 
-from quotes.models import FeeSchedule, Operator
+from quotes.models import Corridor, FeeSchedule, Operator
 from tests.quotes.test_consume_and_expiry import make_quote
 
 pytestmark = pytest.mark.django_db
@@ -78,6 +78,34 @@ def test_admin_edits_catalog_fees_and_fx(admin_client, enabled_merchant):
         admin_client.get(reverse("admin:quotes_feeschedule_change", args=[fee.pk])).status_code
         == 200
     )
+
+
+@pytest.mark.parametrize(
+    ("flow_type", "field", "code"),
+    [("transfer", "operator", "CM_MTN_MOMO"), ("payin", "corridor", "CM-SN-XAF-XOF")],
+)
+def test_admin_refuses_a_fee_schedule_whose_route_its_flow_never_has(
+    admin_client, enabled_merchant, flow_type, field, code
+):
+    """A transfer is priced by corridor, a payin or payout by operator: a schedule narrowed the
+    other way would be saved and never apply (the flow-wide one would be charged instead)."""
+    route = (Operator if field == "operator" else Corridor).objects.get(code=code)
+    before = FeeSchedule.objects.count()
+    response = admin_client.post(
+        reverse("admin:quotes_feeschedule_add"),
+        {
+            "merchant": enabled_merchant.pk,
+            "flow_type": flow_type,
+            field: route.pk,
+            "percentage": "1",
+            "fixed_amount": "0",
+            "minimum_fee": "0",
+            "active": "on",
+        },
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert field in response.context["adminform"].form.errors
+    assert FeeSchedule.objects.count() == before
 
 
 def test_admin_shows_quotes_read_only(admin_client, enabled_merchant):
