@@ -232,3 +232,160 @@ def test_concurrent_identical_posts_whose_writes_go_with_the_key_create_one_reso
     record = IdempotencyRecord.objects.get(merchant=enabled_merchant, key=key)
     assert record.status == IdempotencyStatus.COMPLETED
     assert record.response_body["id"] == resource_id
+
+
+def _post_raw(api, path: str, text: str, key: str):
+    """POST `text` as it is, for bodies a JSON encoder would not spell that way."""
+    return api.client.generic(
+        "POST", path, text.encode(), content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+    )
+
+
+def test_a_retry_whose_json_is_spelled_otherwise_replays(api):
+    """The same parsed body: key order, whitespace and \\u escapes do not make a new request."""
+    first = _post_raw(api, "/customers", '{"first_name":"Aïssa","last_name":"Diallo"}', "k")
+    again = _post_raw(
+        api, "/customers", '{ "last_name" : "Diallo",\n  "first_name" : "A\\u00efssa" }', "k"
+    )
+    assert first.status_code == again.status_code == 201
+    assert again.json()["_meta"]["idempotency_replayed"] is True
+    assert again.json()["id"] == first.json()["id"]
+    assert Customer.objects.count() == 1
+
+
+def test_a_value_spelled_otherwise_is_another_request(enabled_api):
+    """ "10000" and "10000.00" quote the same amount, but the key was used with another body
+    (decisions: what counts as the same request)."""
+    from quotes.models import Quote
+
+    body = {
+        "country_code": "SN",
+        "operator_code": "SN_ORANGE_MOMO",
+        "rail_type": "mobile_money",
+        "send_amount": "10000",
+        "send_currency": "XOF",
+    }
+    assert enabled_api.post("/quotes/payin", body, idempotency_key="q").status_code == 201
+    again = enabled_api.post(
+        "/quotes/payin", {**body, "send_amount": "10000.00"}, idempotency_key="q"
+    )
+    assert again.status_code == 409
+    assert again.json()["error"]["reason"] == "idempotency_key_reused"
+    assert Quote.objects.filter(merchant=enabled_api.merchant).count() == 1
+
+
+def test_a_key_used_on_another_endpoint_is_409_and_runs_nothing(enabled_api):
+    from quotes.models import Quote
+
+    assert enabled_api.post("/customers", {"first_name": "A"}, idempotency_key="k").status_code
+    body = {
+        "country_code": "SN",
+        "operator_code": "SN_ORANGE_MOMO",
+        "rail_type": "mobile_money",
+        "send_amount": "10000",
+        "send_currency": "XOF",
+    }
+    response = enabled_api.post("/quotes/payin", body, idempotency_key="k")
+    assert response.status_code == 409
+    assert response.json()["error"]["reason"] == "idempotency_key_reused"
+    assert not Quote.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "status", "reason"),
+    [
+        ("k" * idempotency.MAX_KEY_LENGTH, 201, None),
+        ("k" * (idempotency.MAX_KEY_LENGTH + 1), 400, "idempotency_key_invalid"),
+        ("", 400, "idempotency_key_missing"),
+        ("   ", 400, "idempotency_key_missing"),
+        ("k\x7f", 400, "idempotency_key_invalid"),
+    ],
+    ids=["255", "256", "empty", "blank", "DEL"],
+)
+def test_the_keys_length_and_characters(api, key, status, reason):
+    response = api.post("/customers", {"first_name": "A"}, idempotency_key=key)
+    assert response.status_code == status
+    assert response.json().get("error", {}).get("reason") == reason
+    assert Customer.objects.count() == (1 if status == 201 else 0)
+
+
+def _one_created(responses: list, *, created: int, status: int) -> None:
+    """Of identical racing requests: one resource, every success is it, the rest 409s."""
+    assert created == 1
+    assert {r.status_code for r in responses} <= {status, 409}, [r.json() for r in responses]
+    assert len({r.json()["id"] for r in responses if r.status_code == status}) == 1
+    for response in responses:
+        if response.status_code == 409:
+            assert response.json()["error"]["reason"] == "request_in_progress"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("flow", ["payout", "transfer"])
+def test_racing_identical_quote_and_payment_posts_create_one_each(enabled_merchant, flow):
+    """The POSTs the tests above do not race: /quotes/payout, /payouts, /quotes/transfer,
+    /transfers and /transfers/{id}/relaunch-payout, each six times at once under one key."""
+    from payments.models import Payout
+    from quotes.models import Quote
+    from tests.payments import conftest as payments
+    from tests.transfers import conftest as transfers
+    from transfers.models import Transfer, TransferHistory
+
+    api = MerchantClient(enabled_merchant)
+    quotes = Quote.objects.filter(merchant=enabled_merchant)
+    if flow == "payout":
+        payments.fund(enabled_merchant, "1000000")
+        customer = payments.create_customer(api)
+        quote_body = {
+            "country_code": "SN",
+            "operator_code": "SN_ORANGE_MOMO",
+            "rail_type": "mobile_money",
+            "send_amount": "10000",
+            "send_currency": "XOF",
+        }
+        quote_path = "/quotes/payout"
+    else:
+        customer = transfers.create_customer(api, **transfers.SENDER_DETAILS)
+        quote_body = {
+            "corridor_code": "CM-SN-XAF-XOF",
+            "payer_operator_code": "CM_MTN_MOMO",
+            "recipient_operator_code": "SN_WAVE_MOMO",
+            "payin_amount": "10000",
+            "payin_currency": "XAF",
+            "payout_currency": "XOF",
+            "customer_id": customer["id"],
+        }
+        quote_path = "/quotes/transfer"
+    responses = _post_together(enabled_merchant, quote_path, quote_body, "quote", count=6)
+    _one_created(responses, created=quotes.count(), status=201)
+
+    if flow == "payout":
+        quote = payments.create_quote(api, "payout")
+        body = payments.payout_body(quote, customer)
+        responses = _post_together(enabled_merchant, "/payouts", body, "payout", count=6)
+        _one_created(responses, created=Payout.objects.count(), status=201)
+        return
+    quote = transfers.create_quote(api, customer_id=customer["id"])
+    body = transfers.transfer_body(quote, customer, recipient_phone=transfers.SN_DECLINED)
+    responses = _post_together(enabled_merchant, "/transfers", body, "transfer", count=6)
+    _one_created(responses, created=Transfer.objects.count(), status=201)
+    transfer = Transfer.objects.get()
+    assert transfer.payout_status == "failed"  # the simulator declined it: it can be relaunched
+    path = f"/transfers/{transfer.id}/relaunch-payout"
+    responses = _post_together(enabled_merchant, path, None, "relaunch", count=6)
+    relaunches = TransferHistory.objects.filter(transfer=transfer, reason="payout_relaunched")
+    _one_created(responses, created=relaunches.count(), status=202)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_identical_re_sends_add_one_delivery(merchant):
+    from tests.webhooks.conftest import record_event
+    from webhooks import services as webhook_services
+    from webhooks.models import Delivery
+
+    webhook_services.endpoint_set(
+        merchant=merchant, url="https://93.184.216.34/hook", now=timezone.now()
+    )
+    event = record_event(merchant)
+    Delivery.objects.filter(event=event).update(status="succeeded")
+    responses = _post_together(merchant, f"/events/{event.id}/resend", None, "resend", count=6)
+    _one_created(responses, created=Delivery.objects.filter(event=event).count() - 1, status=202)
