@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from payments import ledger, provider, services, tasks
 from payments.models import Payin
@@ -87,3 +88,23 @@ def test_payins_created_while_redis_is_down_are_processed_and_delivered_after_it
         (event,) = Event.objects.filter(data_id=payin_id)
         assert event.event_type == "payin.completed"
     assert ledger.ledger_breaches() == []
+
+
+def test_health_is_503_while_the_broker_is_away_and_200_when_it_is_back(isolated_broker):
+    """DESIGN §2: /health is 200 when the database and the broker answer, 503 otherwise."""
+    anonymous = APIClient(raise_request_exception=False)
+    assert anonymous.get("/health").status_code == 200
+
+    isolated_broker.stop()
+    health = anonymous.get("/health")
+    assert health.status_code == 503
+    assert health.json()["status"] == "unavailable"
+    assert health.json()["checks"]["database"] == "ok"
+    assert health.json()["checks"]["broker"].startswith("error")
+
+    isolated_broker.start()  # back, without a restart
+    assert anonymous.get("/health").json() == {
+        "status": "ok",
+        "version": "1.0.0",
+        "checks": {"database": "ok", "broker": "ok"},
+    }

@@ -5,9 +5,19 @@ from decimal import Decimal
 import pytest
 
 from payments import ledger, selectors
-from tests.payments.conftest import create_customer, create_quote, fund, payin_body, payout_body
+from payments.models import Payin
+from tests.payments.conftest import (
+    DECLINED_PHONE,
+    SILENT_PHONE,
+    SN_PHONE,
+    create_customer,
+    create_quote,
+    fund,
+    payin_body,
+    payout_body,
+)
 from tests.support import MerchantClient
-from tests.worker import wait_until
+from tests.worker import celery_worker, wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -38,3 +48,34 @@ def test_payin_and_payout_complete_through_a_real_worker(enabled_merchant, celer
         Decimal("0"),
     )
     assert ledger.ledger_breaches() == []
+
+
+def test_the_simulated_provider_answers_after_its_configured_delay(enabled_merchant):
+    """DESIGN §6: a leg completes after PROVIDER_SIMULATION_DELAY_SECONDS, not before; 000
+    fails it with provider_declined and 999 leaves it pending."""
+    delay = 3
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    with celery_worker(extra_env={"PROVIDER_SIMULATION_DELAY_SECONDS": str(delay)}) as worker:
+        ids = {
+            phone: api.post(
+                "/payins", payin_body(create_quote(api, "payin"), customer, phone)
+            ).json()["id"]
+            for phone in (SN_PHONE, DECLINED_PHONE, SILENT_PHONE)
+        }
+
+        def settled() -> bool:
+            assert worker.poll() is None, "the worker died"
+            return not Payin.objects.filter(
+                pk__in=[ids[SN_PHONE], ids[DECLINED_PHONE]],
+                status__in=["created", "pending"],
+            ).exists()
+
+        assert wait_until(settled, timeout=90)
+        completed = Payin.objects.get(pk=ids[SN_PHONE])
+        assert completed.status == "completed"
+        assert (completed.completed_at - completed.submitted_at).total_seconds() >= delay
+        declined = Payin.objects.get(pk=ids[DECLINED_PHONE])
+        assert (declined.status, declined.failure_reason) == ("failed", "provider_declined")
+        silent = Payin.objects.get(pk=ids[SILENT_PHONE])
+        assert silent.status == "pending" and silent.provider_reference
