@@ -29,7 +29,10 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
     type=str,
     location=OpenApiParameter.HEADER,
     required=True,
-    description="Unique per business intent; reuse only to retry the exact same request.",
+    description=(
+        "Unique per business intent; reuse only to retry the exact same request. 1 to 255"
+        " printable ASCII characters (a UUID is a good choice)."
+    ),
 )
 
 

@@ -73,7 +73,14 @@ def test_every_ops_command_prints_the_json_keys_of_the_design_table():
         "role",
     }
 
-    assert set(_json("seed_demo")) == {"merchant_id", "api_key", "api_secret"}
+    # the table's keys, and the demo's dashboard login after them (a key added, none changed)
+    assert set(_json("seed_demo")) == {
+        "merchant_id",
+        "api_key",
+        "api_secret",
+        "dashboard_username",
+        "dashboard_password",
+    }
 
     assert set(_json("expire_quotes")) == {"expired"}
     assert set(_json("deliver_webhooks")) == {"attempted"}
