@@ -1,6 +1,7 @@
 """Serializer fields shared by every app: ISO country codes, phone numbers, dates."""
 
 import re
+import unicodedata
 
 from rest_framework import serializers
 
@@ -33,6 +34,30 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("not_a_string")
         return super().to_internal_value(data)
+
+
+# Bidi embeddings, overrides and isolates: no name or reference needs them, and they make one
+# read backwards in the dashboard (LRM/RLM marks, used in mixed-script text, stay allowed).
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+class TextLineField(StrictCharField):
+    """One line of visible text: a name, an address line, a reference. Control characters
+    (tab, CR, LF, DEL, C1), bidi embedding, override and isolate characters are refused, and
+    a value of only invisible characters (zero-width spaces, a BOM, marks) is blank."""
+
+    default_error_messages = {
+        "control": "Must not contain control characters ({code}).",
+    }
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        for char in value:
+            if unicodedata.category(char) == "Cc" or char in BIDI_CONTROLS:
+                self.fail("control", code=f"U+{ord(char):04X}")
+        if all(unicodedata.category(char) == "Cf" or char.isspace() for char in value):
+            self.fail("blank")
+        return value
 
 
 class StrictUUIDField(serializers.UUIDField):

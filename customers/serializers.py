@@ -3,30 +3,36 @@ from datetime import date
 from rest_framework import serializers
 
 from config import pagination
-from config.fields import CountryCodeField, FullDateField, PhoneField, StrictCharField
+from config.fields import (
+    CountryCodeField,
+    FullDateField,
+    PhoneField,
+    StrictCharField,
+    TextLineField,
+)
 from config.schema import IdempotencyMetaSerializer
 from customers.models import CustomerStatus, CustomerType, IdType, KycStatus
 
 
 class CustomerCreateInput(serializers.Serializer):
-    external_ref = StrictCharField(required=False, max_length=128)
+    external_ref = TextLineField(required=False, max_length=128)
     customer_type = serializers.ChoiceField(
         choices=CustomerType.choices, required=False, default=CustomerType.INDIVIDUAL
     )
-    first_name = StrictCharField(required=False, max_length=100)
-    last_name = StrictCharField(required=False, max_length=100)
-    business_name = StrictCharField(required=False, max_length=200)
-    id_number = StrictCharField(required=False, max_length=64)
+    first_name = TextLineField(required=False, max_length=100)
+    last_name = TextLineField(required=False, max_length=100)
+    business_name = TextLineField(required=False, max_length=200)
+    id_number = TextLineField(required=False, max_length=64)
     id_type = serializers.ChoiceField(choices=IdType.choices, required=False)
     email = serializers.EmailField(required=False, max_length=254)
     phone = PhoneField(required=False)
     country_code = CountryCodeField(required=False)
     nationality_code = CountryCodeField(required=False)
     date_of_birth = FullDateField(required=False)
-    address_line1 = StrictCharField(required=False, max_length=255)
-    city = StrictCharField(required=False, max_length=100)
-    occupation = StrictCharField(required=False, max_length=100)
-    source_of_funds = StrictCharField(required=False, max_length=100)
+    address_line1 = TextLineField(required=False, max_length=255)
+    city = TextLineField(required=False, max_length=100)
+    occupation = TextLineField(required=False, max_length=100)
+    source_of_funds = TextLineField(required=False, max_length=100)
 
     def validate_date_of_birth(self, value: date) -> date:
         if value >= date.today():

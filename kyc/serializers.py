@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config import netguard
-from config.fields import CountryCodeField, FullDateField, StrictCharField
+from config.fields import CountryCodeField, FullDateField, StrictCharField, TextLineField
 from customers.models import KycStatus
 from kyc.models import DocumentStatus, DocumentType, ReviewStatus
 
@@ -79,7 +79,7 @@ class KycDocumentTypeField(serializers.ChoiceField):
 
 class KycDocumentInput(serializers.Serializer):
     document_type = KycDocumentTypeField()
-    document_number = StrictCharField(required=False, max_length=64)
+    document_number = TextLineField(required=False, max_length=64)
     issue_country_code = CountryCodeField(required=False)
     issue_date = FullDateField(required=False)
     expiry_date = FullDateField(required=False)

@@ -98,6 +98,56 @@ def test_invalid_field_is_400_naming_it_and_creates_nothing(api, field, value):
     assert Customer.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    "field",
+    [
+        "external_ref",
+        "first_name",
+        "last_name",
+        "business_name",
+        "id_number",
+        "address_line1",
+        "city",
+        "occupation",
+        "source_of_funds",
+    ],
+)
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Awa\r\nDiallo",  # a forged line in a log or an export
+        "Awa\tDiallo",
+        "Awa\x07",
+        "Awa\x7f",
+        "Awa\x85Diallo",  # C1 NEL
+        "Awa\x00",
+        "\u202eollaiD",  # right-to-left override: shown as "Diallo"
+        "Awa\u2066x\u2069",
+        "\u200b",  # zero-width space only
+        "\ufeff\u200f\u200b",
+    ],
+)
+def test_text_with_control_or_only_invisible_characters_is_400(api, field, value):
+    response = api.post("/customers", {"first_name": "Awa", field: value})
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert (error["code"], error["reason"]) == ("bad_request", "invalid_request")
+    assert list(error["fields"]) == [field]
+    assert Customer.objects.count() == 0
+
+
+AISHA = "\u0639\u0627\u0626\u0634\u0629"  # in Arabic script
+
+
+@pytest.mark.parametrize(
+    "name", ["Aïssatou", "N\u2019Diaye", "O'Brien", AISHA, "\u200f" + AISHA, "Anne-Marie 😀"]
+)
+def test_names_in_any_script_with_marks_and_emoji_are_kept_as_sent(api, name):
+    response = api.post("/customers", {"first_name": name, "external_ref": name})
+    assert response.status_code == 201, response.content
+    assert (response.json()["first_name"], response.json()["external_ref"]) == (name, name)
+
+
 def test_body_that_is_not_an_object_is_400(api):
     response = api.post("/customers", ["not", "an", "object"])
     assert response.status_code == 400

@@ -265,6 +265,16 @@ def test_issue_country_code_not_iso_is_400(api, customer, code):
     )
 
 
+@pytest.mark.parametrize(
+    "number", ["A12\r\n34", "A12\t34", "A\x07", "A\x00", "\u202eA1234", "\u200b", "\ufeff\u200f"]
+)
+def test_document_number_with_control_or_only_invisible_characters_is_400(api, customer, number):
+    response = submit(api, customer.id, {"documents": [passport(document_number=number)]})
+    assert_rejected_and_nothing_changed(
+        response, customer, field_path=["documents", "0", "document_number"]
+    )
+
+
 def test_one_bad_document_refuses_the_whole_submission(api, customer):
     response = submit(api, customer.id, {"documents": [passport(), passport(document_type="nope")]})
     assert_rejected_and_nothing_changed(
