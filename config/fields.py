@@ -107,6 +107,7 @@ class PhoneField(StrictCharField):
 
     default_error_messages = {
         "invalid_phone": "Enter a phone number of 6 to 15 digits, optionally starting with +.",
+        "zero_country_code": "A number starting with + begins with its country code, never 0.",
     }
 
     def __init__(self, **kwargs):
@@ -117,6 +118,8 @@ class PhoneField(StrictCharField):
         value = PHONE_SEPARATORS.sub("", super().to_internal_value(data))
         if not PHONE_PATTERN.fullmatch(value):
             self.fail("invalid_phone")
+        if value.startswith("+0"):  # E.164: no country code starts with 0 ("+00221…" is 00221…)
+            self.fail("zero_country_code")
         return value
 
 
