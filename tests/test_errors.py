@@ -137,6 +137,57 @@ def test_json_nested_too_deeply_is_400_and_creates_nothing(api):
     assert Customer.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"external_ref": "ref-a", "first_name": "Awa", "external_ref": "ref-b"}',
+        '{"first_name": "Awa", "first\\u005fname": "Other"}',  # the same name, escaped
+    ],
+)
+def test_a_member_named_twice_is_400_malformed_json_and_creates_nothing(api, text):
+    from customers.models import Customer
+
+    response = api.client.post(
+        "/customers", data=text, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k1"
+    )
+    error = _assert_error(response, 400, "bad_request")
+    assert error["reason"] == "malformed_json"
+    assert "appears more than once" in error["message"]
+    assert Customer.objects.count() == 0
+
+
+def test_a_member_named_twice_in_a_nested_object_is_400_and_writes_nothing(api):
+    from kyc.models import KycSubmission
+    from tests.factories import CustomerFactory
+
+    customer = CustomerFactory(merchant=api.merchant)
+    text = (
+        '{"documents": [{"document_type": "voter_card", "document_type": "passport", '
+        '"front_file_url": "https://files.example.com/a.png"}]}'
+    )
+    response = api.client.post(
+        f"/customers/{customer.id}/kyc", data=text, content_type="application/json"
+    )
+    assert _assert_error(response, 400, "bad_request")["reason"] == "malformed_json"
+    assert KycSubmission.objects.count() == 0
+
+
+def test_a_body_in_a_compressing_charset_is_400_and_is_not_inflated(api):
+    """A bytes-to-bytes codec would inflate the body after its size was checked."""
+    import bz2
+
+    from customers.models import Customer
+
+    response = api.client.post(
+        "/customers",
+        data=bz2.compress(b'{"first_name": "Awa"}'),
+        content_type="application/json; charset=bz2_codec",
+        HTTP_IDEMPOTENCY_KEY="k1",
+    )
+    assert _assert_error(response, 400, "bad_request")["reason"] == "malformed_json"
+    assert Customer.objects.count() == 0
+
+
 def test_an_accept_header_without_json_still_gets_json(api):
     customer = api.post("/customers", {"first_name": "Awa"}).json()
     response = api.client.get(f"/customers/{customer['id']}", HTTP_ACCEPT="text/html")
