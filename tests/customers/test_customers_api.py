@@ -178,6 +178,36 @@ def test_duplicate_external_ref_is_400_naming_the_field(api):
     assert Customer.objects.count() == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_creations_racing_for_an_external_ref_past_the_check_are_400_naming_it(merchant):
+    """Both pass the existence check while a first customer with the ref is not yet committed;
+    their inserts wait on the unique index, then fail: a 400 each, never a 500."""
+    from django.db import transaction
+
+    from tests import locks
+    from tests.support import MerchantClient
+
+    clients = [MerchantClient(merchant) for _ in range(2)]
+    responses: list = []
+    with transaction.atomic():
+        Customer.objects.create(merchant=merchant, external_ref="raced")
+        racers = [
+            locks.start(lambda c=c: c.post("/customers", {"external_ref": "raced"}), responses)
+            for c in clients
+        ]
+        locks.waiting_for_a_lock(2)
+    for racer in racers:
+        racer.join()
+
+    for response in responses:
+        assert response.status_code == 400, response.content
+        error = response.json()["error"]
+        assert (error["code"], error["reason"]) == ("bad_request", "duplicate_external_ref")
+        assert list(error["fields"]) == ["external_ref"]
+    assert len(responses) == 2
+    assert Customer.objects.filter(merchant=merchant, external_ref="raced").count() == 1
+
+
 def test_another_merchant_may_reuse_an_external_ref(api, other_api):
     assert api.post("/customers", {"external_ref": "shared"}).status_code == 201
     assert other_api.post("/customers", {"external_ref": "shared"}).status_code == 201
