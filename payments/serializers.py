@@ -5,8 +5,8 @@ from config.fields import (
     CountryCodeField,
     FullDateField,
     PhoneField,
-    StrictCharField,
     StrictUUIDField,
+    TextLineField,
 )
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
@@ -23,7 +23,7 @@ class _RoutingInput(InputSerializer):
 
     country_code = CountryCodeField(required=False)
     rail_type = serializers.ChoiceField(choices=RailType.choices, required=False)
-    operator_code = StrictCharField(required=False, max_length=64)
+    operator_code = TextLineField(required=False, max_length=64)
 
 
 class PayinSourceInput(_RoutingInput):
@@ -31,10 +31,10 @@ class PayinSourceInput(_RoutingInput):
     bank_transfer quotes. The other rail's fields are refused; routing comes from the quote."""
 
     phone = PhoneField(required=False)
-    bank_name = StrictCharField(required=False, max_length=100)
-    bank_code = StrictCharField(required=False, max_length=32)
-    account_name = StrictCharField(required=False, max_length=100)
-    account_number = StrictCharField(required=False, max_length=64)
+    bank_name = TextLineField(required=False, max_length=100)
+    bank_code = TextLineField(required=False, max_length=32)
+    account_name = TextLineField(required=False, max_length=100)
+    account_number = TextLineField(required=False, max_length=64)
 
 
 class PayinCreateInput(InputSerializer):
@@ -50,14 +50,14 @@ class PayoutRecipientInput(_RoutingInput):
     recipient_type = serializers.ChoiceField(
         choices=RECIPIENT_TYPES, required=False, default="individual"
     )
-    first_name = StrictCharField(required=False, max_length=100)
-    last_name = StrictCharField(required=False, max_length=100)
-    business_name = StrictCharField(required=False, max_length=200)
+    first_name = TextLineField(required=False, max_length=100)
+    last_name = TextLineField(required=False, max_length=100)
+    business_name = TextLineField(required=False, max_length=200)
     phone = PhoneField(required=False)
-    bank_name = StrictCharField(required=False, max_length=100)
-    bank_code = StrictCharField(required=False, max_length=32)
-    account_name = StrictCharField(required=False, max_length=100)
-    account_number = StrictCharField(required=False, max_length=64)
+    bank_name = TextLineField(required=False, max_length=100)
+    bank_code = TextLineField(required=False, max_length=32)
+    account_name = TextLineField(required=False, max_length=100)
+    account_number = TextLineField(required=False, max_length=64)
     email = serializers.EmailField(required=False, max_length=254)
     recipient_nationality_code = CountryCodeField(required=False)
 
@@ -65,8 +65,8 @@ class PayoutRecipientInput(_RoutingInput):
 class PayoutCreateInput(InputSerializer):
     quote_id = StrictUUIDField()
     customer_id = StrictUUIDField()
-    payment_reason_code = StrictCharField(required=False, max_length=64)
-    payment_reason_text = StrictCharField(required=False, max_length=255)
+    payment_reason_code = TextLineField(required=False, max_length=64)
+    payment_reason_text = TextLineField(required=False, max_length=255)
     recipient = PayoutRecipientInput()
 
 

@@ -2,7 +2,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
-from config.fields import CountryCodeField, PhoneField, StrictCharField, StrictUUIDField
+from config.fields import CountryCodeField, PhoneField, StrictUUIDField, TextLineField
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
 from quotes.models import CorridorType, RailType
@@ -57,12 +57,12 @@ class TransferPayerInput(serializers.Serializer):
 
     country_code = CountryCodeField(required=False)
     rail_type = serializers.ChoiceField(choices=RailType.choices, required=False)
-    operator_code = StrictCharField(required=False, max_length=64)
+    operator_code = TextLineField(required=False, max_length=64)
     phone = PhoneField(required=False)
-    bank_name = StrictCharField(required=False, max_length=100)
-    bank_code = StrictCharField(required=False, max_length=32)
-    account_name = StrictCharField(required=False, max_length=100)
-    account_number = StrictCharField(required=False, max_length=64)
+    bank_name = TextLineField(required=False, max_length=100)
+    bank_code = TextLineField(required=False, max_length=32)
+    account_name = TextLineField(required=False, max_length=100)
+    account_number = TextLineField(required=False, max_length=64)
 
 
 class TransferRecipientInput(TransferPayerInput):
@@ -73,21 +73,21 @@ class TransferRecipientInput(TransferPayerInput):
     recipient_type = serializers.ChoiceField(
         choices=RECIPIENT_TYPES, required=False, default="individual"
     )
-    first_name = StrictCharField(required=False, max_length=100)
-    last_name = StrictCharField(required=False, max_length=100)
-    business_name = StrictCharField(required=False, max_length=200)
+    first_name = TextLineField(required=False, max_length=100)
+    last_name = TextLineField(required=False, max_length=100)
+    business_name = TextLineField(required=False, max_length=200)
     email = serializers.EmailField(required=False, max_length=254)
     recipient_nationality_code = CountryCodeField(required=False)
-    address_line1 = StrictCharField(required=False, max_length=255)
-    city = StrictCharField(required=False, max_length=100)
+    address_line1 = TextLineField(required=False, max_length=255)
+    city = TextLineField(required=False, max_length=100)
 
 
 class TransferCreateInput(serializers.Serializer):
     quote_id = StrictUUIDField()
     customer_id = StrictUUIDField()
-    payment_reason_code = StrictCharField(required=False, max_length=64)
-    sender_source_of_funds = StrictCharField(required=False, max_length=100)
-    sender_occupation = StrictCharField(required=False, max_length=100)
+    payment_reason_code = TextLineField(required=False, max_length=64)
+    sender_source_of_funds = TextLineField(required=False, max_length=100)
+    sender_occupation = TextLineField(required=False, max_length=100)
     payer = TransferPayerInput()
     recipient = TransferRecipientInput()
 

@@ -203,6 +203,9 @@ def test_payout_recipient_with_bank_fields_on_mobile_money_is_400(enabled_api, c
         ("recipient_nationality_code", "XX"),
         ("recipient_type", "robot"),
         ("first_name", 42),
+        ("first_name", "\u202eollaiD"),  # shown as "Diallo" to the provider and in the dashboard
+        ("last_name", "Diallo\r\nX-Injected: 1"),
+        ("last_name", "\u200b"),  # only invisible characters: blank
     ],
 )
 def test_payout_recipient_invalid_values_are_400(enabled_api, customer, funded, field, value):

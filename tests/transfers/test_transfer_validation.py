@@ -176,6 +176,8 @@ def test_matching_routing_fields_are_accepted(enabled_api, customer, quote):
         (lambda b: b["recipient"].update(phone="not a phone"), "recipient"),
         (lambda b: b.update(payment_reason_code=7), "payment_reason_code"),
         (lambda b: b.update(quote_id="nope"), "quote_id"),
+        (lambda b: b["recipient"].update(first_name="\u202eollaiD"), "recipient"),
+        (lambda b: b.update(sender_occupation="trader\nX-Injected: 1"), "sender_occupation"),
     ],
 )
 def test_malformed_body_is_a_400_naming_the_field(enabled_api, customer, quote, mutate, field):
