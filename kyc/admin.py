@@ -15,7 +15,7 @@ from django.utils.html import format_html_join
 from config.exceptions import DomainError
 from kyc import services
 from kyc.models import FILE_SIDES, KycDocument, KycStatusChange, KycSubmission
-from merchants.dashboard import MerchantScopedAdmin
+from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin
 
 
 def _file_links(document: KycDocument) -> str:
@@ -29,7 +29,7 @@ def _file_links(document: KycDocument) -> str:
     return format_html_join(" · ", '<a href="{}" target="_blank">{}</a>', links)
 
 
-class KycDocumentInline(admin.TabularInline):
+class KycDocumentInline(ScopedInlineMixin, admin.TabularInline):
     model = KycDocument
     extra = 0
     can_delete = False
@@ -49,24 +49,18 @@ class KycDocumentInline(admin.TabularInline):
     readonly_fields = fields
     ordering = ["-created_at", "position"]
 
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
     @admin.display(description="files")
     def stored_files(self, document: KycDocument) -> str:
         return _file_links(document)
 
 
-class KycStatusChangeInline(admin.TabularInline):
+class KycStatusChangeInline(ScopedInlineMixin, admin.TabularInline):
     model = KycStatusChange
     extra = 0
     can_delete = False
     fields = ["created_at", "from_status", "to_status", "reason", "changed_by", "submission"]
     readonly_fields = fields
     verbose_name = "KYC status change"
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
 
 def _decide(modeladmin, request, queryset, *, approve: bool) -> None:

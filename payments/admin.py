@@ -17,7 +17,7 @@ from django.utils.http import urlencode
 from config import money
 from config.exceptions import DomainError
 from merchants import dashboard
-from merchants.dashboard import MerchantScopedAdmin
+from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin
 from merchants.models import Merchant
 from payments import services, statements
 from payments.models import (
@@ -47,15 +47,9 @@ class ReadOnlyAdmin(MerchantScopedAdmin):
         return False
 
 
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyInline(ScopedInlineMixin, admin.TabularInline):
     extra = 0
     can_delete = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class PayinHistoryInline(ReadOnlyInline):

@@ -20,7 +20,7 @@ from django.utils.html import format_html, format_html_join
 from config.exceptions import DomainError
 from merchants import dashboard
 from merchants import services as merchant_services
-from merchants.dashboard import MerchantScopedAdmin
+from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin
 from merchants.models import AuditAction
 from webhooks import secrets_at_rest, selectors, services
 from webhooks.models import Delivery, DeliveryAttempt, Event, WebhookEndpoint
@@ -264,7 +264,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
             self._show_secret_once(request, endpoint, secret)
 
 
-class DeliveryInline(admin.TabularInline):
+class DeliveryInline(ScopedInlineMixin, admin.TabularInline):
     model = Delivery
     extra = 0
     can_delete = False
@@ -279,9 +279,6 @@ class DeliveryInline(admin.TabularInline):
         "attempts_log",
     ]
     readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="URL")
     def endpoint_url(self, obj: Delivery) -> str:
@@ -344,7 +341,7 @@ class EventAdmin(MerchantScopedAdmin):
                 self.message_user(request, f"Event {event.pk} queued for delivery.")
 
 
-class DeliveryAttemptInline(admin.TabularInline):
+class DeliveryAttemptInline(ScopedInlineMixin, admin.TabularInline):
     model = DeliveryAttempt
     extra = 0
     can_delete = False
@@ -359,9 +356,6 @@ class DeliveryAttemptInline(admin.TabularInline):
         "response_body",
     ]
     readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Delivery)

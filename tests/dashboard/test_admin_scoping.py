@@ -398,3 +398,40 @@ def test_merchant_staff_reach_nothing_of_another_merchant_by_the_admins_side_doo
     assert signing_secret(endpoint) == secret
     assert Delivery.objects.filter(event__merchant=merchant_a).count() == deliveries
     assert AuditLogEntry.objects.filter(merchant=merchant_a).count() == audit
+
+
+def test_every_inline_is_shown_to_whoever_may_open_its_page(two_worlds, staff_client):
+    """Django shows an inline only to users holding the inline model's own permissions, which
+    support and merchant staff never have: a payin's or payout's history, an event's deliveries
+    and their attempts, a customer's KYC documents were on the page for ops only."""
+    merchant_a, _, _ = two_worlds
+    readers = {
+        "support": staff_client(support=True),
+        "owner": staff_client(merchant=merchant_a, role="owner"),
+    }
+    checked = set()
+
+    for model, model_admin in _registered():
+        if not isinstance(model_admin, MerchantScopedAdmin) or not model_admin.inlines:
+            continue
+        label = f"{model._meta.app_label}_{model._meta.model_name}"
+        row = _rows_of(model_admin, model, merchant_a).first()
+        if row is None:
+            continue
+        for who, browser in readers.items():
+            page = browser.get(reverse(f"admin:{label}_change", args=[quote(row.pk)]))
+            if page.status_code != 200:
+                continue
+            shown = [formset.opts.__class__ for formset in page.context["inline_admin_formsets"]]
+            assert shown == list(model_admin.inlines), f"{model._meta.label} to {who}"
+            checked.add(model._meta.label)
+
+    assert {
+        "customers.Customer",
+        "payments.Payin",
+        "payments.Payout",
+        "payments.Journal",
+        "transfers.Transfer",
+        "webhooks.Event",
+        "webhooks.Delivery",
+    } <= checked

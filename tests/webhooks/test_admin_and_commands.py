@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
 from tests.webhooks.conftest import record_event, signing_secret
 from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
@@ -20,6 +21,15 @@ def admin_client(db) -> Client:
     user = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
     client = Client()
     client.force_login(user)
+    return client
+
+
+def _support_client() -> Client:
+    merchant_services.staff_user_create(
+        username="support-agent", password="pw-123456-staff", support=True
+    )
+    client = Client()
+    assert client.login(username="support-agent", password="pw-123456-staff")
     return client
 
 
@@ -137,12 +147,13 @@ def test_admin_pages_never_render_the_signing_secret(
     assert "answer 200" in detail  # the attempt log is shown inline
 
 
-@pytest.mark.parametrize("viewer", ["admin_client", "developer"])
+@pytest.mark.parametrize("viewer", ["admin_client", "developer", "support"])
 def test_a_receivers_answer_is_shown_escaped_in_the_admin(
     merchant, endpoint, receiver, django_capture_on_commit_callbacks, request, viewer
 ):
     """The answer's first KiB and the Location of a redirect are the receiver's text, shown
-    on the event's and the delivery's pages: as text, never as markup."""
+    on the event's and the delivery's pages to ops, support and the merchant's staff (the
+    attempts were shown to ops only): as text, never as markup."""
     receiver.plan = [
         (
             "raw",
@@ -158,7 +169,7 @@ def test_a_receivers_answer_is_shown_escaped_in_the_admin(
     assert attempt.response_body == "<script>alert('body')</script>"
     assert "<img src=x onerror=alert(1)>" in attempt.error
 
-    browser = request.getfixturevalue(viewer)
+    browser = _support_client() if viewer == "support" else request.getfixturevalue(viewer)
     shown = ""
     for page in (
         f"/admin/webhooks/event/{event.pk}/change/",
@@ -170,9 +181,8 @@ def test_a_receivers_answer_is_shown_escaped_in_the_admin(
         assert "<script>alert(" not in html, page
         assert "<img src=x" not in html, page
         shown += html
-    assert "&lt;img src=x onerror=alert(1)&gt;" in shown  # the error, every viewer
-    if viewer == "admin_client":  # the answer itself is shown to ops only
-        assert "&lt;script&gt;alert(" in shown
+    assert "&lt;img src=x onerror=alert(1)&gt;" in shown  # the error
+    assert "&lt;script&gt;alert(" in shown  # the answer
 
 
 def test_event_list_filters_by_merchant_status_and_type(
