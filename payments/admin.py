@@ -32,6 +32,8 @@ from payments.models import (
     Wallet,
 )
 from transfers import services as transfer_services
+from webhooks import admin as webhook_admin
+from webhooks import selectors as webhook_selectors
 
 
 class ReadOnlyAdmin(MerchantScopedAdmin):
@@ -75,8 +77,22 @@ PAYMENT_LIST = [
 ]
 
 
+class PaymentAdmin(ReadOnlyAdmin):
+    """A payin's or payout's page: its fields, then its history and its webhook events with
+    their deliveries."""
+
+    readonly_fields = ["webhook_events"]
+
+    @admin.display(description="Webhook events")
+    def webhook_events(self, obj) -> str:
+        data_type = obj._meta.model_name
+        return webhook_admin.events_table(
+            webhook_selectors.events_about(data_type=data_type, data_id=obj.pk)
+        )
+
+
 @admin.register(Payin)
-class PayinAdmin(ReadOnlyAdmin):
+class PayinAdmin(PaymentAdmin):
     list_display = PAYMENT_LIST
     list_filter = ["status", "operator_code", "send_currency", "merchant"]
     search_fields = [
@@ -92,7 +108,7 @@ class PayinAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Payout)
-class PayoutAdmin(ReadOnlyAdmin):
+class PayoutAdmin(PaymentAdmin):
     list_display = [*PAYMENT_LIST, "debit_amount"]
     list_filter = ["status", "operator_code", "send_currency", "merchant"]
     search_fields = [

@@ -15,6 +15,7 @@ from config.exceptions import DomainError
 from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, is_ops, is_support
 from transfers import selectors, services
 from transfers.models import Transfer, TransferHistory
+from webhooks import admin as webhook_admin
 
 
 class TransferHistoryInline(ScopedInlineMixin, admin.TabularInline):
@@ -211,11 +212,7 @@ class TransferAdmin(MerchantScopedAdmin):
 
     @admin.display(description="Events")
     def events(self, obj: Transfer) -> str:
-        rows = [
-            (_when(event.created_at), event.event_type, str(event.id))
-            for event in selectors.transfer_events(transfer=obj)
-        ]
-        return _table(["at", "event", "id"], rows)
+        return webhook_admin.events_table(selectors.transfer_events(transfer=obj))
 
     @admin.display(description="Pricing")
     def pricing_json(self, obj: Transfer) -> str:

@@ -10,6 +10,7 @@ from merchants.models import Merchant
 from payments import ledger
 from payments.models import Journal, JournalLine
 from transfers.models import Transfer
+from webhooks import selectors as webhook_selectors
 from webhooks.models import Event
 
 
@@ -33,8 +34,8 @@ def transfer_get(*, merchant: Merchant, transfer_id: UUID, lock: bool = False) -
 
 
 def transfer_events(*, transfer: Transfer) -> QuerySet[Event]:
-    """The webhook events of the transfer, oldest first."""
-    return Event.objects.filter(data_type="transfer", data_id=transfer.id).order_by("created_at")
+    """The webhook events of the transfer, oldest first, with their deliveries."""
+    return webhook_selectors.events_about(data_type="transfer", data_id=transfer.id)
 
 
 def transfer_journals(*, transfer: Transfer) -> QuerySet[Journal]:

@@ -13,9 +13,10 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from config.exceptions import DomainError
 from merchants import dashboard
@@ -51,6 +52,43 @@ def _attempts_table(delivery: Delivery):
             "</td></tr>",
             rows,
         ),
+    )
+
+
+def events_table(events) -> str:
+    """A payin's, payout's or transfer's events (webhooks.selectors.events_about), each linked
+    to its page (every attempt and the receiver's answers; re-send), with each delivery's
+    endpoint, status and attempt count, linked to the delivery's page."""
+    rows = [
+        (
+            event.created_at.isoformat(timespec="seconds"),
+            format_html(
+                '<a href="{}">{}</a>',
+                reverse("admin:webhooks_event_change", args=[event.pk]),
+                event.event_type,
+            ),
+            format_html_join(
+                mark_safe("<br>"),
+                '<a href="{}">{}</a>: {}, {} attempt(s)',
+                (
+                    (
+                        reverse("admin:webhooks_delivery_change", args=[delivery.pk]),
+                        delivery.endpoint.url,
+                        delivery.status,
+                        delivery.attempts,
+                    )
+                    for delivery in event.deliveries.all()
+                ),
+            )
+            or "no delivery (no endpoint subscribed)",
+        )
+        for event in events
+    ]
+    if not rows:
+        return "—"
+    return format_html(
+        "<table><tr><th>at</th><th>event</th><th>deliveries</th></tr>{}</table>",
+        format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", rows),
     )
 
 

@@ -2,7 +2,7 @@ from datetime import datetime
 from uuid import UUID
 
 from django.db import models
-from django.db.models import Case, Exists, OuterRef, QuerySet, Value, When
+from django.db.models import Case, Exists, OuterRef, Prefetch, QuerySet, Value, When
 
 from config import pagination
 from config.exceptions import NotFound
@@ -33,6 +33,17 @@ def deliveries_due(*, now: datetime, limit: int) -> list[UUID]:
         )
         .order_by("next_attempt_at")
         .values_list("id", flat=True)[:limit]
+    )
+
+
+def events_about(*, data_type: str, data_id: UUID) -> QuerySet[Event]:
+    """The events of one payin, payout or transfer, oldest first, with their deliveries (and
+    each delivery's endpoint) prefetched: the dashboard shows them on the resource's page."""
+    deliveries = Delivery.objects.select_related("endpoint").order_by("created_at")
+    return (
+        Event.objects.filter(data_type=data_type, data_id=data_id)
+        .prefetch_related(Prefetch("deliveries", queryset=deliveries))
+        .order_by("created_at")
     )
 
 

@@ -4,6 +4,7 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from merchants import services as merchant_services
@@ -11,8 +12,16 @@ from merchants.models import AuditLogEntry
 from payments import ledger, selectors, services
 from payments.models import Payout, ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
-from tests.payments.conftest import SILENT_PHONE, create_quote, fund, payin_body, payout_body
-from webhooks.models import Event
+from tests.payments.conftest import (
+    DECLINED_PHONE,
+    SILENT_PHONE,
+    create_quote,
+    fund,
+    payin_body,
+    payout_body,
+)
+from webhooks import services as webhook_services
+from webhooks.models import Delivery, Event
 
 pytestmark = pytest.mark.django_db
 
@@ -197,3 +206,41 @@ class SupportClicksDuringTheCallGateway(SimulatorGateway):
         except services.PayoutNotStuck as refused:
             self.refusals.append(refused)
         return super().submit_disbursement(**kwargs)
+
+
+def test_support_sees_a_payments_history_and_its_events_with_every_delivery(
+    enabled_api,
+    enabled_merchant,
+    customer,
+    receiver,
+    webhook_settings,
+    django_capture_on_commit_callbacks,
+    django_assert_max_num_queries,
+):
+    """ "Did you send us payout.failed?": the payout's page lists its events, each linked to its
+    page (every attempt, the answers, re-send), with each endpoint's delivery, in a fixed
+    number of queries whatever the number of endpoints."""
+    for n in range(3):
+        webhook_services.endpoint_add(
+            merchant=enabled_merchant, url=f"{receiver.url}?n={n}", now=timezone.now()
+        )
+    fund(enabled_merchant, "50000")
+    with django_capture_on_commit_callbacks(execute=True):
+        payout = enabled_api.post(
+            "/payouts", payout_body(create_quote(enabled_api, "payout"), customer, DECLINED_PHONE)
+        ).json()
+    event = Event.objects.get(data_id=payout["id"])
+    deliveries = list(Delivery.objects.filter(event=event))
+    assert len(deliveries) == 3
+    support = _support_client()
+
+    with django_assert_max_num_queries(14):
+        page = support.get(f"/admin/payments/payout/{payout['id']}/change/")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "provider_declined" in html  # the history, shown to support
+    assert reverse("admin:webhooks_event_change", args=[event.pk]) in html
+    for delivery in deliveries:
+        assert reverse("admin:webhooks_delivery_change", args=[delivery.pk]) in html
+    assert html.count("succeeded, 1 attempt(s)") == 3

@@ -13,7 +13,8 @@ from payments.provider.simulator import SimulatorGateway
 from tests.transfers.conftest import SN_DECLINED, SN_SILENT, ledger_is_clean, transfer_body
 from transfers import services
 from transfers.models import Transfer
-from webhooks.models import Event
+from webhooks import services as webhook_services
+from webhooks.models import Delivery, Event
 
 pytestmark = pytest.mark.django_db
 
@@ -187,3 +188,37 @@ def test_a_disbursement_on_its_way_to_the_provider_cannot_be_marked_failed(
     assert (transfer.status, transfer.disbursement_attempt) == ("completed", 1)
     assert not AuditLogEntry.objects.filter(target=str(transfer.id)).exists()
     assert ledger_is_clean()
+
+
+def test_the_transfer_page_links_each_event_to_its_deliveries_in_fixed_queries(
+    support,
+    enabled_api,
+    enabled_merchant,
+    customer,
+    quote,
+    run,
+    receiver,
+    webhook_settings,
+    django_assert_max_num_queries,
+):
+    """Each event on the transfer's page links to its own page (every attempt, the answers,
+    re-send) and shows each endpoint's delivery: the page listed the event's type and id only."""
+    for n in range(2):
+        webhook_services.endpoint_add(
+            merchant=enabled_merchant, url=f"{receiver.url}?n={n}", now=timezone.now()
+        )
+    transfer = make_transfer(enabled_api, customer, quote, run, recipient_phone=SN_DECLINED)
+    events = list(Event.objects.filter(data_id=transfer.id))
+    assert len(events) == 2  # transfer.payin.completed, transfer.payout.failed
+    deliveries = list(Delivery.objects.filter(event__in=events))
+    assert len(deliveries) == 4
+
+    with django_assert_max_num_queries(18):
+        page = support.get(reverse("admin:transfers_transfer_change", args=[transfer.pk]))
+
+    html = page.content.decode()
+    for event in events:
+        assert reverse("admin:webhooks_event_change", args=[event.pk]) in html
+    for delivery in deliveries:
+        assert reverse("admin:webhooks_delivery_change", args=[delivery.pk]) in html
+    assert html.count("succeeded, 1 attempt(s)") == 4
