@@ -318,6 +318,14 @@ class DeliveryInline(ScopedInlineMixin, admin.TabularInline):
     ]
     readonly_fields = fields
 
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("event", "endpoint")
+            .prefetch_related("attempt_log")
+        )
+
     @admin.display(description="URL")
     def endpoint_url(self, obj: Delivery) -> str:
         return obj.endpoint.url

@@ -6,10 +6,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
+from django.utils import timezone
 
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
 from tests.webhooks.conftest import record_event, signing_secret
+from webhooks import services
 from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
 from webhooks.verify import verify_signature
 
@@ -355,3 +357,25 @@ def test_deliver_webhooks_command_sends_due_deliveries_without_a_broker(
 def test_deliver_webhooks_refuses_a_limit_below_one(limit, capsys):
     with pytest.raises(CommandError, match="at least 1"):
         call_command("deliver_webhooks", "--limit", limit)
+
+
+def test_an_events_page_shows_every_delivery_and_attempt_in_fixed_queries(
+    merchant,
+    receiver,
+    webhook_settings,
+    django_capture_on_commit_callbacks,
+    django_assert_max_num_queries,
+):
+    """An endpoint and an attempt log were read per delivery on the event's page."""
+    for n in range(4):
+        services.endpoint_add(merchant=merchant, url=f"{receiver.url}?n={n}", now=timezone.now())
+    receiver.plan = [("short", 500)] * 4
+    with django_capture_on_commit_callbacks(execute=True):
+        event = _record(merchant)
+    support = _support_client()
+
+    with django_assert_max_num_queries(10):
+        page = support.get(f"/admin/webhooks/event/{event.pk}/change/")
+
+    html = page.content.decode()
+    assert html.count("short 500") == 4  # each delivery's attempt, with the receiver's answer
