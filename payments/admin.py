@@ -12,6 +12,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from config import money
@@ -19,7 +20,7 @@ from config.exceptions import DomainError
 from merchants import dashboard
 from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin
 from merchants.models import Merchant
-from payments import services, statements
+from payments import selectors, services, statements
 from payments.models import (
     Journal,
     JournalLine,
@@ -77,11 +78,54 @@ PAYMENT_LIST = [
 ]
 
 
+def discrepancies_table(resource_id) -> str:
+    """The provider discrepancies of a payin, payout or transfer, each linked to its page in
+    the reconciliation queue (for support and ops: merchant staff do not see the queue)."""
+    rows = [
+        (
+            format_html(
+                '<a href="{}">{}</a>',
+                reverse("admin:payments_providerdiscrepancy_change", args=[discrepancy.pk]),
+                discrepancy.received_at.isoformat(timespec="seconds"),
+            ),
+            discrepancy.resource_type,
+            discrepancy.provider_outcome,
+            discrepancy.our_status,
+            discrepancy.provider_reference or "—",
+            f"resolved by {discrepancy.resolved_by}" if discrepancy.resolved_at else "open",
+        )
+        for discrepancy in selectors.provider_discrepancies_of(resource_id=resource_id)
+    ]
+    if not rows:
+        return "—"
+    return format_html(
+        "<table><tr><th>received</th><th>leg</th><th>provider says</th><th>ours</th>"
+        "<th>provider reference</th><th>state</th></tr>{}</table>",
+        format_html_join(
+            "",
+            "<tr>{}</tr>",
+            ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows),
+        ),
+    )
+
+
+def sees_reconciliation(request) -> bool:
+    return dashboard.is_ops(request.user) or dashboard.is_support(request.user)
+
+
 class PaymentAdmin(ReadOnlyAdmin):
-    """A payin's or payout's page: its fields, then its history and its webhook events with
-    their deliveries."""
+    """A payin's or payout's page: its fields, then its history, its webhook events with
+    their deliveries and, for support and ops, its provider discrepancies."""
 
     readonly_fields = ["webhook_events"]
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "provider_discrepancies"] if sees_reconciliation(request) else fields
+
+    @admin.display(description="Provider discrepancies")
+    def provider_discrepancies(self, obj) -> str:
+        return discrepancies_table(obj.pk)
 
     @admin.display(description="Webhook events")
     def webhook_events(self, obj) -> str:

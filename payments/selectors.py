@@ -11,7 +11,14 @@ from config import money, pagination
 from config.exceptions import NotFound
 from config.rawsql import RowReader
 from merchants.models import Merchant
-from payments.models import Payin, PayinHistory, Payout, PayoutHistory, Wallet
+from payments.models import (
+    Payin,
+    PayinHistory,
+    Payout,
+    PayoutHistory,
+    ProviderDiscrepancy,
+    Wallet,
+)
 
 
 class PayinNotFound(NotFound):
@@ -137,3 +144,9 @@ def balances_list(*, merchant: Merchant) -> list[CurrencyBalance]:
             )
         )
     return balances
+
+
+def provider_discrepancies_of(*, resource_id: UUID) -> QuerySet[ProviderDiscrepancy]:
+    """The provider answers that contradicted a payin, payout or transfer (both legs), oldest
+    first: support reconciles them from the resource's page."""
+    return ProviderDiscrepancy.objects.filter(resource_id=resource_id).order_by("received_at")

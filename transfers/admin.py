@@ -13,6 +13,7 @@ from django.utils.html import format_html, format_html_join
 from config import money
 from config.exceptions import DomainError
 from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, is_ops, is_support
+from payments import admin as payment_admin
 from transfers import selectors, services
 from transfers.models import Transfer, TransferHistory
 from webhooks import admin as webhook_admin
@@ -126,6 +127,19 @@ class TransferAdmin(MerchantScopedAdmin):
 
     def has_support_permission(self, request) -> bool:
         return is_ops(request.user) or is_support(request.user)
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = list(super().get_fieldsets(request, obj))
+        if payment_admin.sees_reconciliation(request):
+            fieldsets.append(("Provider discrepancies", {"fields": ["provider_discrepancies"]}))
+        return fieldsets
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*super().get_readonly_fields(request, obj), "provider_discrepancies"]
+
+    @admin.display(description="Provider discrepancies (both legs)")
+    def provider_discrepancies(self, obj: Transfer) -> str:
+        return payment_admin.discrepancies_table(obj.pk)
 
     # Read-only for everyone, ops included: a transfer moves only through its state machine,
     # and saving this page would write back every column as it was read, over a leg's answer

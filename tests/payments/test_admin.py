@@ -244,3 +244,39 @@ def test_support_sees_a_payments_history_and_its_events_with_every_delivery(
     for delivery in deliveries:
         assert reverse("admin:webhooks_delivery_change", args=[delivery.pk]) in html
     assert html.count("succeeded, 1 attempt(s)") == 3
+
+
+def test_a_payouts_page_shows_support_its_provider_discrepancy_and_merchant_staff_nothing(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    """A payout failed by support that the provider paid after all: its page links support to
+    the discrepancy to reconcile; merchant staff do not see the reconciliation queue."""
+    fund(enabled_merchant, "50000")
+    payout = _pending_payout(enabled_api, customer, django_capture_on_commit_callbacks)
+    support = _support_client()
+    with django_capture_on_commit_callbacks(execute=True):
+        _mark_failed(support, payout["id"])
+    services.payout_apply_provider_result(
+        reference=payout["id"],
+        provider_reference="SIM-late",
+        outcome="completed",
+        reason="",
+        at=timezone.now(),
+    )
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=payout["id"])
+    link = reverse("admin:payments_providerdiscrepancy_change", args=[discrepancy.pk])
+    page = f"/admin/payments/payout/{payout['id']}/change/"
+
+    html = support.get(page).content.decode()
+    assert link in html
+    assert "SIM-late" in html and "open" in html
+
+    merchant_services.staff_user_create(
+        username="owner", password="pw-123456-staff", merchant=enabled_merchant, role="owner"
+    )
+    owner = Client()
+    assert owner.login(username="owner", password="pw-123456-staff")
+    shown = owner.get(page)
+    assert shown.status_code == 200
+    assert link not in shown.content.decode()
+    assert "Provider discrepancies" not in shown.content.decode()

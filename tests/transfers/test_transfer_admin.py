@@ -9,6 +9,7 @@ from django.utils import timezone
 from config.exceptions import DomainError
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
+from payments import services as payment_services
 from payments.provider.simulator import SimulatorGateway
 from tests.transfers.conftest import SN_DECLINED, SN_SILENT, ledger_is_clean, transfer_body
 from transfers import services
@@ -222,3 +223,32 @@ def test_the_transfer_page_links_each_event_to_its_deliveries_in_fixed_queries(
     for delivery in deliveries:
         assert reverse("admin:webhooks_delivery_change", args=[delivery.pk]) in html
     assert html.count("succeeded, 1 attempt(s)") == 4
+
+
+def test_the_transfer_page_shows_support_its_provider_discrepancies(
+    support, enabled_api, enabled_merchant, customer, quote, run, staff_client
+):
+    """A superseded disbursement attempt that paid after all: support reaches the
+    discrepancy from the transfer's page; merchant staff do not see the reconciliation queue."""
+    transfer = make_transfer(enabled_api, customer, quote, run, recipient_phone=SN_DECLINED)
+    discrepancy = payment_services.provider_discrepancy_record(
+        merchant=transfer.merchant,
+        resource_type="transfer_disbursement",
+        resource_id=transfer.id,
+        reference=f"{transfer.id}:1",
+        provider_reference="SIM-paid-after-all",
+        outcome="completed",
+        reason="",
+        our_status="superseded",
+        at=timezone.now(),
+    )
+    link = reverse("admin:payments_providerdiscrepancy_change", args=[discrepancy.pk])
+    page = reverse("admin:transfers_transfer_change", args=[transfer.pk])
+
+    html = support.get(page).content.decode()
+    assert link in html
+    assert "SIM-paid-after-all" in html and "superseded" in html
+
+    owner = staff_client(merchant=enabled_merchant, role="owner").get(page)
+    assert owner.status_code == 200
+    assert link not in owner.content.decode()
