@@ -11,8 +11,9 @@ jsonb annotation of another reader's statement (`jsonb_array`, read back by `fro
 `filter(...).update(...)` would; `insert` and `insert_many` add rows as `save()` would,
 `insert_if_absent` unless the row already exists;
 `save_together` writes rows that change together in one statement (a guard, increments,
-hand-written parts), and `holding` keeps such writes back to send them with more; `riding` sends
-a statement in front of the next read instead. Anything else stays on the ORM."""
+hand-written parts; `upsert_part`, a part that inserts a row or updates it), and `holding` keeps
+such writes back to send them with more; `riding` sends a statement in front of the next read
+instead. Anything else stays on the ORM."""
 
 import json
 import re
@@ -435,6 +436,22 @@ class Part:
     sql: str
     params: list[Any]
     rows: int = 0
+
+
+def upsert_part(instance: Model, *, unique: Sequence[str], name: str) -> Part:
+    """A `save_together` part (PostgreSQL) that inserts the instance as `insert` would, or, when
+    a row with the same `unique` fields is there, sets that row's other columns to the
+    instance's values (INSERT ... ON CONFLICT DO UPDATE). Its generated key is not read back."""
+    model = type(instance)
+    head, _, fields, _ = _insert_shape(model)
+    opts, ops = model._meta, connection.ops
+    unique_columns = [opts.get_field(field_name).column for field_name in unique]
+    updated = [field.column for field in fields if field.column not in unique_columns]
+    casts = ", ".join(f"CAST(%s AS {_cast_type(field)})" for field in fields)
+    conflict = ops.on_conflict_suffix_sql(fields, OnConflict.UPDATE, updated, unique_columns)
+    head = head.removesuffix("VALUES ")
+    sql = f"{head}SELECT {casts} WHERE TRUE{{condition}} {conflict} RETURNING 1"
+    return Part(name=name, sql=sql, params=_insert_params(instance, fields))
 
 
 # (guard, models and fields of the updates and increments, models of the inserts, parts) ->

@@ -1,8 +1,9 @@
-"""Transfers in the dashboard: both legs, history, execution, events and ledger journals on
-one page, and the support actions (relaunch payout, mark disbursement failed, return the
-collected funds of a failed disbursement to the merchant's wallet), each written to the audit
-log with who did it. A provider's late completion of a failed disbursement is applied
-from the reconciliation queue (payments.admin.ProviderDiscrepancyAdmin)."""
+"""Transfers in the dashboard: both legs, every disbursement attempt, history, execution,
+events and ledger journals on one page, found by any attempt's provider reference too, and the
+support actions (relaunch payout, mark disbursement failed, return the collected funds of a
+failed disbursement to the merchant's wallet), each written to the audit log with who did it. A
+provider's late completion of a failed disbursement is applied from the reconciliation queue
+(payments.admin.ProviderDiscrepancyAdmin)."""
 
 import json
 
@@ -15,7 +16,7 @@ from config.exceptions import DomainError
 from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, is_ops, is_support
 from payments import admin as payment_admin
 from transfers import selectors, services
-from transfers.models import Transfer, TransferHistory
+from transfers.models import Transfer, TransferDisbursementAttempt, TransferHistory
 from webhooks import admin as webhook_admin
 
 
@@ -25,6 +26,30 @@ class TransferHistoryInline(ScopedInlineMixin, admin.TabularInline):
     readonly_fields = fields
     extra = 0
     can_delete = False
+
+
+class TransferDisbursementAttemptInline(ScopedInlineMixin, admin.TabularInline):
+    """Every answered or replaced disbursement attempt; the one in flight is in the legs."""
+
+    model = TransferDisbursementAttempt
+    verbose_name = "disbursement attempt (answered or replaced)"
+    fields = [
+        "attempt",
+        "provider_reference",
+        "amount",
+        "recipient_operator_code",
+        "submitted_at",
+        "answered_at",
+        "outcome",
+        "failure_reason",
+    ]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    @admin.display(description="payout amount")
+    def amount(self, obj: TransferDisbursementAttempt) -> str:
+        return f"{money.format_amount(obj.payout_amount)} {obj.payout_currency}"
 
 
 def _table(headers: list[str], rows: list[tuple]) -> str:
@@ -74,12 +99,13 @@ class TransferAdmin(MerchantScopedAdmin):
         "customer__external_ref",
         "collection_reference",
         "disbursement_reference",
+        "disbursement_attempts__provider_reference",
         "payer__phone",
         "recipient__phone",
     ]
     date_hierarchy = "created_at"
     list_select_related = ["merchant"]
-    inlines = [TransferHistoryInline]
+    inlines = [TransferHistoryInline, TransferDisbursementAttemptInline]
     actions = ["relaunch_payout", "mark_disbursement_failed", "return_collected_funds"]
     fieldsets = [
         (

@@ -169,3 +169,42 @@ class TransferHistory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.status} {self.reason}".strip()
+
+
+class TransferDisbursementAttempt(models.Model):
+    """One disbursement attempt of a transfer, as it ended: written by transfer_transition in
+    the statement of the history row of the move that answered it (completed, failed, a
+    provider's completion applied by support) and again, from the same columns, by the
+    relaunch that replaces it, which resets them. The attempt in flight is the transfer's own
+    disbursement_* columns until then."""
+
+    id = models.BigAutoField(primary_key=True)
+    transfer = models.ForeignKey(
+        Transfer, on_delete=models.CASCADE, related_name="disbursement_attempts", db_index=False
+    )  # the unique constraint leads with it
+    attempt = models.PositiveIntegerField()
+    provider_reference = models.CharField(max_length=64, blank=True)
+    payout_amount = models.DecimalField(**AMOUNT)
+    payout_currency = models.CharField(max_length=3)
+    recipient_operator_code = models.CharField(max_length=64)
+    submitted_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its last call to the provider started."
+    )
+    answered_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=LegStatus.choices)
+    failure_reason = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["attempt"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["transfer", "attempt"], name="transfer_disbursement_attempt_unique"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(outcome__in=[LegStatus.COMPLETED, LegStatus.FAILED]),
+                name="transfer_disbursement_attempt_outcome_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt} ({self.outcome})"

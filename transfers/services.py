@@ -17,10 +17,10 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 
-from config import money
+from config import money, rawsql
 from config.exceptions import DomainError
 from config.rawsql import RowReader
 from customers import selectors as customer_selectors
@@ -33,7 +33,13 @@ from payments.models import ProviderDiscrepancy
 from quotes import selectors as quote_selectors
 from quotes import services as quote_services
 from quotes.models import CorridorType, FlowType, Operator, RailType
-from transfers.models import LegStatus, Transfer, TransferHistory, TransferStatus
+from transfers.models import (
+    LegStatus,
+    Transfer,
+    TransferDisbursementAttempt,
+    TransferHistory,
+    TransferStatus,
+)
 from webhooks import services as webhook_services
 
 logger = logging.getLogger("cowry.transfers")
@@ -403,6 +409,57 @@ def _post_returned(transfer: Transfer, at: datetime) -> None:
     )
 
 
+def _attempt_ended(transfer: Transfer) -> TransferDisbursementAttempt:
+    """The current disbursement attempt, answered, as the transfer's columns hold it."""
+    completed = transfer.payout_status == LegStatus.COMPLETED
+    return TransferDisbursementAttempt(
+        transfer=transfer,
+        attempt=transfer.disbursement_attempt,
+        provider_reference=transfer.disbursement_reference,
+        payout_amount=transfer.payout_amount,
+        payout_currency=transfer.payout_currency,
+        recipient_operator_code=transfer.recipient_operator_code,
+        submitted_at=transfer.disbursement_submitted_at,
+        answered_at=(
+            transfer.disbursement_completed_at if completed else transfer.disbursement_failed_at
+        ),
+        outcome=LegStatus.COMPLETED if completed else LegStatus.FAILED,
+        failure_reason=transfer.disbursement_failure_reason,
+    )
+
+
+_ATTEMPT_KEY = ["transfer", "attempt"]
+_ATTEMPT_COLUMNS = [
+    "provider_reference",
+    "payout_amount",
+    "payout_currency",
+    "recipient_operator_code",
+    "submitted_at",
+    "answered_at",
+    "outcome",
+    "failure_reason",
+]
+
+
+def _history_write(history: TransferHistory, attempt: TransferDisbursementAttempt | None) -> None:
+    """Insert the history row of a move and write (insert, or update: a relaunch writes again
+    the attempt its answer wrote, a provider's completion applied by support the attempt that
+    failed) the disbursement attempt it ended, in the history row's statement on PostgreSQL."""
+    if attempt is None:
+        history.save(force_insert=True)
+    elif connection.vendor == "postgresql":
+        part = rawsql.upsert_part(attempt, unique=_ATTEMPT_KEY, name="attempt")
+        rawsql.save_together(inserts=[history], also=[part])
+    else:
+        history.save(force_insert=True)
+        TransferDisbursementAttempt.objects.bulk_create(
+            [attempt],
+            update_conflicts=True,
+            unique_fields=_ATTEMPT_KEY,
+            update_fields=_ATTEMPT_COLUMNS,
+        )
+
+
 def transfer_transition(
     *,
     transfer_id: UUID,
@@ -414,8 +471,9 @@ def transfer_transition(
     changes: dict[str, Any] | None = None,
 ) -> Transfer:
     """The one way a transfer changes state: checks the move against MOVES, applies it with
-    the leg's timestamps, writes the history row, posts the journals, records the events and
-    enqueues the next leg after commit, in one transaction.
+    the leg's timestamps, writes the history row (with the disbursement attempt the move
+    answered or replaced: TransferDisbursementAttempt), posts the journals, records the events
+    and enqueues the next leg after commit, in one transaction.
 
     `attempt` (disbursement moves): the answer is for this disbursement attempt; an older
     attempt's answer raises StaleDisbursementAnswer and changes nothing. `changes`
@@ -456,6 +514,8 @@ def transfer_transition(
                 raise TransferNotRelaunchable()
             raise InvalidTransferTransition(f"A transfer in {state} cannot make the move {move}.")
 
+        # The attempt a relaunch replaces is kept as it ended, before its columns are reset.
+        ended_attempt = _attempt_ended(transfer) if move == PAYOUT_RELAUNCHED else None
         transfer.status, transfer.payin_status, transfer.payout_status = spec.target
         transfer.updated_at = at
         fields |= {"status", "payin_status", "payout_status"}
@@ -512,13 +572,18 @@ def transfer_transition(
         elif move == COLLECTED_FUNDS_RETURNED:
             _post_returned(transfer, at)
         transfer.save(update_fields=sorted(fields))
-        TransferHistory.objects.create(
-            transfer=transfer,
-            status=transfer.status,
-            payin_status=transfer.payin_status,
-            payout_status=transfer.payout_status,
-            reason=reason,
-            created_at=at,
+        if move in DISBURSEMENT_MOVES:
+            ended_attempt = _attempt_ended(transfer)
+        _history_write(
+            TransferHistory(
+                transfer=transfer,
+                status=transfer.status,
+                payin_status=transfer.payin_status,
+                payout_status=transfer.payout_status,
+                reason=reason,
+                created_at=at,
+            ),
+            ended_attempt,
         )
         for offset, event_type in enumerate(spec.events):
             # A leg event, then the aggregate one: 1 µs apart so created_at orders them.
