@@ -38,3 +38,27 @@ def start(work, results: list) -> threading.Thread:
     thread = threading.Thread(target=run)
     thread.start()
     return thread
+
+
+def at_once(work, runs: int) -> None:
+    """`work` in `runs` threads released at the same moment, each on its own database
+    connection (a task delivered several times, two beats' sweeps); AssertionError with
+    whatever any of them raised."""
+    barrier = threading.Barrier(runs, timeout=30)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            work()
+        except BaseException as error:  # the test reports it
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(runs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors

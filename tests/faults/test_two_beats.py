@@ -5,17 +5,16 @@ journal), and each webhook is attempted once.
 Real threads on their own connections run the sweeps' bodies at the same moment (a barrier);
 the webhooks go over real sockets to a receiver."""
 
-import threading
 from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from payments import ledger, services
 from payments.models import Journal, Payin, Payout
 from quotes import services as quote_services
+from tests.locks import at_once
 from tests.payments.conftest import (
     SILENT_PHONE,
     SN_PHONE,
@@ -43,28 +42,6 @@ def _sweeps(now) -> None:
     transfer_services.transfers_fail_timed_out(now=now)
     quote_services.quotes_expire(now=now)
     webhook_services.deliveries_dispatch_due(now=now)
-
-
-def _at_once(sweep) -> None:
-    """`sweep` in SCHEDULERS threads at the same moment, each on its own connection."""
-    barrier = threading.Barrier(SCHEDULERS, timeout=30)
-    errors: list[BaseException] = []
-
-    def scheduler() -> None:
-        try:
-            barrier.wait()
-            sweep()
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=scheduler) for _ in range(SCHEDULERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
 
 
 def test_sweeps_of_two_beat_schedulers_at_once_end_each_leg_once(
@@ -113,7 +90,7 @@ def test_sweeps_of_two_beat_schedulers_at_once_end_each_leg_once(
     webhook_endpoint(enabled_merchant)  # the events the sweeps record go out
 
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    _at_once(lambda: _sweeps(later))
+    at_once(lambda: _sweeps(later), SCHEDULERS)
 
     swept = Event.objects.exclude(id__in=earlier)
     events = Counter(swept.values_list("data_id", "event_type"))
@@ -151,7 +128,7 @@ def test_sweeps_of_two_beat_schedulers_at_once_end_each_leg_once(
     now = timezone.now()
     stale = now - timedelta(seconds=webhook_services.lease_seconds() + 1)
     assert Delivery.objects.update(next_attempt_at=now, dispatched_at=stale) == swept.count()
-    _at_once(lambda: webhook_services.deliveries_dispatch_due(now=now))
+    at_once(lambda: webhook_services.deliveries_dispatch_due(now=now), SCHEDULERS)
     assert set(Delivery.objects.values_list("status", flat=True)) == {"succeeded"}
     assert set(Delivery.objects.values_list("attempts", flat=True)) == {1}
     assert DeliveryAttempt.objects.count() == swept.count()

@@ -5,44 +5,21 @@ customer's kyc_status moves once.
 Real threads on their own connections run the task bodies at the same moment (a barrier);
 the files come from a real local HTTP server."""
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.core.files.storage import default_storage
-from django.db import connection
 from django.utils import timezone
 
 from customers import services as customer_services
 from kyc import services, tasks
 from kyc.models import KycDocument, KycStatusChange, KycSubmission
 from tests.factories import CustomerFactory
+from tests.locks import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RUNS = 3
-
-
-def _at_once(work) -> None:
-    """`work` in RUNS threads at the same moment, each on its own connection."""
-    barrier = threading.Barrier(RUNS, timeout=30)
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            barrier.wait()
-            work()
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(RUNS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
 
 
 def _submission(customer, url: str, *, at, status: str = "uploaded") -> KycSubmission:
@@ -80,7 +57,7 @@ def test_a_fetch_delivered_three_times_at_once_stores_one_file_and_approves_once
     submission = _submission(customer, file_server.url("/id.png"), at=timezone.now())
     document = submission.documents.get()
 
-    _at_once(lambda: tasks.fetch_kyc_document(document_id=str(document.id)))
+    at_once(lambda: tasks.fetch_kyc_document(document_id=str(document.id)), RUNS)
 
     document.refresh_from_db()
     assert document.status == "fetched"
@@ -100,7 +77,7 @@ def test_a_review_delivered_three_times_at_once_decides_once():
         customer, "https://files.example/id.png", at=timezone.now(), status="fetched"
     )
 
-    _at_once(lambda: tasks.review_kyc_submission(submission_id=str(submission.id)))
+    at_once(lambda: tasks.review_kyc_submission(submission_id=str(submission.id)), RUNS)
 
     submission.refresh_from_db()
     assert submission.outcome == "approved"
@@ -120,7 +97,7 @@ def test_a_review_after_a_decision_by_hand_leaves_the_status_support_set(django_
         customer_id=customer.id, approve=False, user=support, at=timezone.now()
     )
 
-    _at_once(lambda: tasks.review_kyc_submission(submission_id=str(submission.id)))
+    at_once(lambda: tasks.review_kyc_submission(submission_id=str(submission.id)), RUNS)
 
     submission.refresh_from_db()
     assert submission.outcome == "approved"  # the documents get their review
@@ -138,7 +115,7 @@ def test_stalled_sweeps_of_two_beats_at_once_finish_the_submission_once(
         customer, file_server.url("/id.png"), at=timezone.now() - timedelta(minutes=3)
     )
 
-    _at_once(lambda: services.kyc_resume_stalled(now=timezone.now()))
+    at_once(lambda: services.kyc_resume_stalled(now=timezone.now()), RUNS)
 
     submission.refresh_from_db()
     assert submission.outcome == "approved"

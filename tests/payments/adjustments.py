@@ -29,7 +29,15 @@ CM_SILENT_PHONE = "+237670001999"  # the sandbox never answers for it
 
 def adjust(command: str, merchant, amount: str, *args: str, currency: str = "XOF") -> dict:
     """Run credit_wallet or debit_wallet with --json; its output."""
-    out = io.StringIO()
+    return adjust_and_stderr(command, merchant, amount, *args, currency=currency)[0]
+
+
+def adjust_and_stderr(
+    command: str, merchant, amount: str, *args: str, currency: str = "XOF"
+) -> tuple[dict, str]:
+    """Run credit_wallet or debit_wallet with --json: its JSON output and what it wrote on
+    stderr."""
+    out, err = io.StringIO(), io.StringIO()
     call_command(
         command,
         str(merchant.id),
@@ -40,8 +48,9 @@ def adjust(command: str, merchant, amount: str, *args: str, currency: str = "XOF
         *args,
         "--json",
         stdout=out,
+        stderr=err,
     )
-    return json.loads(out.getvalue())
+    return json.loads(out.getvalue()), err.getvalue()
 
 
 def balances(api, currency: str = "XOF") -> dict:

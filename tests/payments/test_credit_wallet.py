@@ -3,7 +3,6 @@ collected after all, and resolve its discrepancy with the credit (the mirror of 
 --discrepancy). The plain credit_wallet tests are in test_ledger.py."""
 
 import io
-import json
 import uuid
 from decimal import Decimal
 
@@ -19,6 +18,7 @@ from payments.models import Journal, ProviderDiscrepancy, Wallet
 from tests.locks import start, waiting_for_a_lock
 from tests.payments.adjustments import (
     adjust,
+    adjust_and_stderr,
     adjustment_state,
     balances,
     late_answer,
@@ -416,22 +416,7 @@ def test_two_credits_racing_for_one_transfer_collection_have_exactly_one_winner(
 # --- --reference: an adjustment applied once per merchant and reference ---------------------
 
 
-def _run(command: str, merchant, amount: str, *args: str, currency: str = "XOF") -> tuple:
-    """Run credit_wallet or debit_wallet with --json: (its JSON output, its stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    call_command(
-        command,
-        str(merchant.id),
-        currency,
-        amount,
-        "--reason",
-        "provider statement 2024-05",
-        *args,
-        "--json",
-        stdout=out,
-        stderr=err,
-    )
-    return json.loads(out.getvalue()), err.getvalue()
+_run = adjust_and_stderr
 
 
 def test_a_credit_with_a_reference_is_applied_once_however_often_it_runs(

@@ -5,15 +5,13 @@ calls reach the provider (each under the payment's own reference, the same reque
 
 Real threads on their own connections run the task bodies at the same moment (a barrier)."""
 
-import threading
-
 import pytest
-from django.db import connection
 
 from config import shared_cache
 from payments import ledger, tasks
 from payments.models import Journal, Payin, Payout
 from payments.services import SUBMITTER_WAKE_KEY
+from tests.locks import at_once
 from tests.payments.conftest import (
     COLLECTIONS_COUNTED,
     SILENT_PHONE,
@@ -30,28 +28,6 @@ from webhooks.models import Event
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RUNS = 3
-
-
-def _at_once(work) -> None:
-    """`work` in RUNS threads at the same moment, each on its own connection."""
-    barrier = threading.Barrier(RUNS, timeout=30)
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            barrier.wait()
-            work()
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(RUNS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
 
 
 @pytest.fixture
@@ -73,7 +49,7 @@ def test_a_payin_submission_delivered_three_times_at_once_completes_it_once(
     payin_id = api.post("/payins", payin_body(create_quote(api, "payin"), customer)).json()["id"]
     assert Payin.objects.get(pk=payin_id).status == "created"
 
-    _at_once(lambda: tasks.submit_payin(payin_id=payin_id))
+    at_once(lambda: tasks.submit_payin(payin_id=payin_id), RUNS)
 
     payin = Payin.objects.get(pk=payin_id)
     assert payin.status == "completed"
@@ -104,7 +80,7 @@ def test_a_payout_submission_delivered_three_times_at_once_pays_it_once(
     ]
     assert Payout.objects.get(pk=payout_id).submitted_at is None
 
-    _at_once(lambda: tasks.submit_payout(payout_id=payout_id))
+    at_once(lambda: tasks.submit_payout(payout_id=payout_id), RUNS)
 
     payout = Payout.objects.get(pk=payout_id)
     assert payout.status == "completed"
@@ -136,7 +112,7 @@ def test_a_provider_answer_delivered_three_times_at_once_is_applied_once(
         "outcome": "completed",
     }
 
-    _at_once(lambda: tasks.deliver_provider_answer(**answer))
+    at_once(lambda: tasks.deliver_provider_answer(**answer), RUNS)
 
     payin.refresh_from_db()
     assert payin.status == "completed"

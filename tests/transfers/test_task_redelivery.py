@@ -5,13 +5,11 @@ attempt.
 
 Real threads on their own connections run the task bodies at the same moment (a barrier)."""
 
-import threading
-
 import pytest
-from django.db import connection
 
 from payments import tasks as payment_tasks
 from payments.models import Journal
+from tests.locks import at_once
 from tests.support import MerchantClient
 from tests.transfers.conftest import (
     SENDER_DETAILS,
@@ -29,28 +27,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 RUNS = 3
 CM_SILENT = "+237670001999"
-
-
-def _at_once(work) -> None:
-    """`work` in RUNS threads at the same moment, each on its own connection."""
-    barrier = threading.Barrier(RUNS, timeout=30)
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            barrier.wait()
-            work()
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(RUNS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
 
 
 def _events(transfer_id) -> list[str]:
@@ -74,7 +50,7 @@ def test_a_collection_answer_delivered_three_times_at_once_moves_the_transfer_on
         "outcome": "completed",
     }
 
-    _at_once(lambda: payment_tasks.deliver_provider_answer(**answer))
+    at_once(lambda: payment_tasks.deliver_provider_answer(**answer), RUNS)
 
     transfer.refresh_from_db()
     assert (transfer.status, transfer.disbursement_attempt) == ("disbursing", 1)
@@ -88,7 +64,7 @@ def test_a_collection_answer_delivered_three_times_at_once_moves_the_transfer_on
     assert ledger_is_clean()
 
     # The disbursement's submission delivered again, at once: nothing more happens.
-    _at_once(lambda: tasks.submit_transfer_disbursement(transfer_id=transfer_id, attempt=1))
+    at_once(lambda: tasks.submit_transfer_disbursement(transfer_id=transfer_id, attempt=1), RUNS)
     assert Transfer.objects.get(pk=transfer_id).disbursement_reference == (
         transfer.disbursement_reference
     )
@@ -101,7 +77,7 @@ def test_a_collection_answer_delivered_three_times_at_once_moves_the_transfer_on
         "provider_reference": transfer.disbursement_reference,
         "outcome": "completed",
     }
-    _at_once(lambda: payment_tasks.deliver_provider_answer(**disbursed))
+    at_once(lambda: payment_tasks.deliver_provider_answer(**disbursed), RUNS)
 
     transfer.refresh_from_db()
     assert (transfer.status, transfer.payout_status) == ("completed", "completed")

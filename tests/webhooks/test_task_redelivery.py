@@ -5,14 +5,13 @@ and the receiver gets the event once per attempt, always with the same id.
 Real threads on their own connections run the task bodies at the same moment (a barrier);
 the webhooks go over real sockets to a local receiver."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from config import shared_cache
+from tests.locks import at_once
 from tests.webhooks.conftest import record_event
 from webhooks import services, tasks
 from webhooks.models import Delivery
@@ -21,28 +20,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 RUNS = 3
 LOST = "No result recorded: the worker was lost or ran past its lease."
-
-
-def _at_once(work) -> None:
-    """`work` in RUNS threads at the same moment, each on its own connection."""
-    barrier = threading.Barrier(RUNS, timeout=30)
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            barrier.wait()
-            work()
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(RUNS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
 
 
 @pytest.fixture
@@ -58,7 +35,7 @@ def test_a_due_delivery_handed_out_three_times_at_once_is_sent_once(
     event = record_event(merchant)
     delivery = event.deliveries.get()
 
-    _at_once(lambda: tasks.deliver_webhook(delivery_id=str(delivery.pk)))
+    at_once(lambda: tasks.deliver_webhook(delivery_id=str(delivery.pk)), RUNS)
 
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == ("succeeded", 1)
@@ -76,7 +53,7 @@ def test_a_lost_attempt_taken_over_by_three_tasks_at_once_is_sent_again_once(
     # of two beats and a redelivery.
     assert receiver.requests == []
 
-    _at_once(lambda: tasks.deliver_webhook(delivery_id=str(delivery.pk)))
+    at_once(lambda: tasks.deliver_webhook(delivery_id=str(delivery.pk)), RUNS)
 
     delivery = Delivery.objects.get(pk=delivery.pk)
     assert (delivery.status, delivery.attempts) == ("succeeded", 2)
