@@ -165,6 +165,10 @@ SPECTACULAR_SETTINGS = {
 # Celery -------------------------------------------------------------------------------------
 _broker_dir = VAR_DIR / "broker"
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
+# The least visibility timeout settings_production accepts: above every task's countdown and
+# retry backoff (tests/test_task_countdowns.py), or a waiting retry would also run on a second
+# worker.
+VISIBILITY_TIMEOUT_FLOOR = 600
 if CELERY_BROKER_URL.startswith("filesystem"):
     for sub in ("queue", "processed", "control"):
         (_broker_dir / sub).mkdir(parents=True, exist_ok=True)

@@ -49,6 +49,14 @@ if not env("REDIS_URL", default="").startswith(("redis://", "rediss://", "unix:/
 _REDIS_BROKERS = ("redis://", "rediss://", "redis+socket://", "sentinel://")
 if not env("CELERY_BROKER_URL", default="").startswith(_REDIS_BROKERS):
     raise ImproperlyConfigured("Set CELERY_BROKER_URL to the Redis broker (redis://...).")
+# The broker hands a task unacknowledged this long to another worker: it must outlast every
+# countdown and retry backoff the tasks use, or a waiting retry would also run a second time.
+_visibility_timeout = CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]  # noqa: F405
+if _visibility_timeout < VISIBILITY_TIMEOUT_FLOOR:  # noqa: F405
+    raise ImproperlyConfigured(
+        f"Set CELERY_VISIBILITY_TIMEOUT_SECONDS to at least {VISIBILITY_TIMEOUT_FLOOR}"  # noqa: F405
+        " (the default is 3600)."
+    )
 
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

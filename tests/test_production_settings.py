@@ -55,6 +55,8 @@ def test_production_settings_start_with_every_required_variable(redis):
         ("CELERY_BROKER_URL", "filesystem://", "Set CELERY_BROKER_URL"),
         ("SECRET_KEY", "dev-only-insecure-secret-key-change-me-in-production-0123", "SECRET_KEY"),
         ("ALLOWED_HOSTS", "", "Set ALLOWED_HOSTS"),
+        # shorter than a task's retry backoff: the broker would hand it to a second worker
+        ("CELERY_VISIBILITY_TIMEOUT_SECONDS", "120", "CELERY_VISIBILITY_TIMEOUT_SECONDS"),
     ],
 )
 def test_production_settings_refuse_embedded_defaults(variable, value, message):
