@@ -38,10 +38,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CM_SILENT_PHONE = "+237670001999"
 
 
-def _in_order(model, row_id, racers: dict) -> dict:
+def _in_order(model, row_id, racers: dict, first: str | None = None) -> dict:
     """Run the racers (name -> callable), each in a thread of its own, lined up in the dict's
-    order behind a lock on the row; then let go. Their results (or the exception they raised)
-    by name."""
+    order behind a lock on the row, the one named `first` (if any) ahead of the others; then
+    let go. Their results (or the exception they raised) by name."""
+    if first is not None:
+        racers = {first: racers[first]} | racers
     results: dict = {}
 
     def named(name, work):
@@ -134,10 +136,7 @@ def test_a_payouts_late_completion_racing_the_timeout_sweep_settles_it_once(
     def sweep():
         return services.payments_fail_timed_out(now=timezone.now())
 
-    racers = {"answer": answer, "sweep": sweep}
-    if first == "sweep":
-        racers = {"sweep": sweep, "answer": answer}
-    results = _in_order(Payout, payout_id, racers)
+    results = _in_order(Payout, payout_id, {"answer": answer, "sweep": sweep}, first)
 
     body = api.get(f"/payouts/{payout_id}").json()
     assert results["answer"] is None
@@ -194,10 +193,7 @@ def test_support_marking_a_stuck_payout_failed_racing_its_completion_settles_it_
     def support():
         return services.payout_mark_failed(payout_id=payout_id, actor=agent, now=timezone.now())
 
-    racers = {"answer": answer, "support": support}
-    if first == "support":
-        racers = {"support": support, "answer": answer}
-    results = _in_order(Payout, payout_id, racers)
+    results = _in_order(Payout, payout_id, {"answer": answer, "support": support}, first)
 
     body = api.get(f"/payouts/{payout_id}").json()
     assert results["answer"] is None
@@ -249,10 +245,7 @@ def test_a_payins_answer_written_at_once_racing_the_timeout_sweep_has_one_outcom
     def sweep():
         return services.payments_fail_timed_out(now=timezone.now())
 
-    racers = {"answer": answer, "sweep": sweep}
-    if first == "sweep":
-        racers = {"sweep": sweep, "answer": answer}
-    results = _in_order(Payin, payin_id, racers)
+    results = _in_order(Payin, payin_id, {"answer": answer, "sweep": sweep}, first)
 
     body = api.get(f"/payins/{payin_id}").json()
     assert results["answer"] is None
@@ -372,10 +365,7 @@ def test_a_collections_late_completion_racing_the_timeout_sweep_has_one_outcome(
     def sweep():
         return transfer_services.transfers_fail_timed_out(now=timezone.now())
 
-    racers = {"answer": answer, "sweep": sweep}
-    if first == "sweep":
-        racers = {"sweep": sweep, "answer": answer}
-    results = _in_order(Transfer, transfer.id, racers)
+    results = _in_order(Transfer, transfer.id, {"answer": answer, "sweep": sweep}, first)
 
     body = api.get(f"/transfers/{transfer.id}").json()
     assert results["answer"] is None
@@ -446,10 +436,7 @@ def test_a_disbursements_late_completion_racing_the_timeout_sweep_pays_the_recip
     def sweep():
         return transfer_services.transfers_fail_timed_out(now=timezone.now())
 
-    racers = {"answer": answer, "sweep": sweep}
-    if first == "sweep":
-        racers = {"sweep": sweep, "answer": answer}
-    results = _in_order(Transfer, transfer.id, racers)
+    results = _in_order(Transfer, transfer.id, {"answer": answer, "sweep": sweep}, first)
 
     body = api.get(f"/transfers/{transfer.id}").json()
     assert results["answer"] is None
@@ -629,10 +616,7 @@ def test_a_relaunch_racing_the_previous_attempts_late_completion_is_kept_for_sup
         )
         return response.status_code, response.json()
 
-    racers = {"relaunch": relaunch, "answer": answer}
-    if first == "answer":
-        racers = {"answer": answer, "relaunch": relaunch}
-    results = _in_order(Transfer, transfer.id, racers)
+    results = _in_order(Transfer, transfer.id, {"relaunch": relaunch, "answer": answer}, first)
 
     body = api.get(f"/transfers/{transfer.id}").json()
     discrepancy = ProviderDiscrepancy.objects.get()
@@ -681,10 +665,7 @@ def test_the_quote_expiry_sweep_racing_a_payment_for_the_quote_has_one_winner(
     def sweep():
         return quote_services.quotes_expire(now=expires_at + timedelta(seconds=1))
 
-    racers = {"payment": pay, "sweep": sweep}
-    if first == "sweep":
-        racers = {"sweep": sweep, "payment": pay}
-    results = _in_order(Quote, quote["id"], racers)
+    results = _in_order(Quote, quote["id"], {"payment": pay, "sweep": sweep}, first)
 
     model = Payin if flow == "payin" else Payout
     status, response = results["payment"]
