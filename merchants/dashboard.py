@@ -12,6 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import BooleanField, DateField, QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.http import Http404, HttpResponseRedirect
+from django.utils.html import format_html, format_html_join
 
 from config.exceptions import DomainError
 from merchants.models import MembershipRole, Merchant
@@ -201,3 +202,17 @@ class ScopedInlineMixin:
 
     def has_view_permission(self, request, obj=None) -> bool:
         return True
+
+
+def html_table(headers: list[str], rows: list[tuple]) -> str:
+    """Rows as an HTML table for a read-only field of a dashboard page, each cell escaped
+    unless it is already safe HTML (a link); "—" when there is no row."""
+    if not rows:
+        return "—"
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    cells = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows),
+    )
+    return format_html("<table><tr>{}</tr>{}</table>", head, cells)

@@ -12,7 +12,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from config import money
@@ -96,16 +96,8 @@ def discrepancies_table(resource_id) -> str:
         )
         for discrepancy in selectors.provider_discrepancies_of(resource_id=resource_id)
     ]
-    if not rows:
-        return "—"
-    return format_html(
-        "<table><tr><th>received</th><th>leg</th><th>provider says</th><th>ours</th>"
-        "<th>provider reference</th><th>state</th></tr>{}</table>",
-        format_html_join(
-            "",
-            "<tr>{}</tr>",
-            ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows),
-        ),
+    return dashboard.html_table(
+        ["received", "leg", "provider says", "ours", "provider reference", "state"], rows
     )
 
 

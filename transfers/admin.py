@@ -13,7 +13,13 @@ from django.utils.html import format_html, format_html_join
 
 from config import money
 from config.exceptions import DomainError
-from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, is_ops, is_support
+from merchants.dashboard import (
+    MerchantScopedAdmin,
+    ScopedInlineMixin,
+    html_table,
+    is_ops,
+    is_support,
+)
 from payments import admin as payment_admin
 from transfers import selectors, services
 from transfers.models import Transfer, TransferDisbursementAttempt, TransferHistory
@@ -50,18 +56,6 @@ class TransferDisbursementAttemptInline(ScopedInlineMixin, admin.TabularInline):
     @admin.display(description="payout amount")
     def amount(self, obj: TransferDisbursementAttempt) -> str:
         return f"{money.format_amount(obj.payout_amount)} {obj.payout_currency}"
-
-
-def _table(headers: list[str], rows: list[tuple]) -> str:
-    if not rows:
-        return "—"
-    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
-    cells = format_html_join(
-        "",
-        "<tr>{}</tr>",
-        ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows),
-    )
-    return format_html("<table><tr>{}</tr>{}</table>", head, cells)
 
 
 def _when(value) -> str:
@@ -178,7 +172,7 @@ class TransferAdmin(MerchantScopedAdmin):
 
     @admin.display(description="Collection and disbursement legs")
     def legs(self, obj: Transfer) -> str:
-        return _table(
+        return html_table(
             [
                 "leg",
                 "status",
@@ -248,7 +242,7 @@ class TransferAdmin(MerchantScopedAdmin):
             )
             for journal in selectors.transfer_journals(transfer=obj)
         ]
-        return _table(["at", "kind", "currency", "lines"], rows)
+        return html_table(["at", "kind", "currency", "lines"], rows)
 
     @admin.display(description="Events")
     def events(self, obj: Transfer) -> str:

@@ -21,7 +21,7 @@ from django.utils.safestring import mark_safe
 from config.exceptions import DomainError
 from merchants import dashboard
 from merchants import services as merchant_services
-from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin
+from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, html_table
 from merchants.models import AuditAction
 from webhooks import secrets_at_rest, selectors, services
 from webhooks.models import Delivery, DeliveryAttempt, Event, WebhookEndpoint
@@ -84,12 +84,7 @@ def events_table(events) -> str:
         )
         for event in events
     ]
-    if not rows:
-        return "—"
-    return format_html(
-        "<table><tr><th>at</th><th>event</th><th>deliveries</th></tr>{}</table>",
-        format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", rows),
-    )
+    return html_table(["at", "event", "deliveries"], rows)
 
 
 class WebhookEndpointForm(forms.ModelForm):
