@@ -405,6 +405,15 @@ def guarded_pool_manager() -> urllib3.PoolManager:
     return manager
 
 
+def url_port_valid(url: str) -> bool:
+    """Whether the URL's port, if it names one, is 1-65535 (urlsplit raises above it and
+    takes 0, which nothing can connect to)."""
+    try:
+        return urlsplit(url).port != 0
+    except ValueError:
+        return False
+
+
 def url_scheme_allowed(url: str, *, allow_http: bool) -> bool:
     scheme = urlsplit(url).scheme.lower()
     return scheme == "https" or (allow_http and scheme == "http")

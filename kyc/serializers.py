@@ -41,13 +41,9 @@ class KycFileUrlField(StrictCharField):
             _http_url(value)
         except DjangoValidationError:
             self.fail("invalid_url")
-        parts = urlsplit(value)
-        try:
-            port = parts.port  # above 65535 it raises
-        except ValueError:
-            port = 0
-        if port == 0:  # as for a webhook URL: it could never be fetched
+        if not netguard.url_port_valid(value):  # as for a webhook URL: never fetchable
             self.fail("port")
+        parts = urlsplit(value)
         if parts.username or parts.password:
             self.fail("credentials")
         host = (parts.hostname or "").strip("[]")

@@ -158,13 +158,9 @@ def webhook_url_validate(url: str) -> str:
         URLValidator(schemes=["http", "https"])(url)
     except DjangoValidationError as exc:
         raise refuse("This is not a valid URL.") from exc
-    parts = urlsplit(url)
-    try:
-        port = parts.port  # above 65535 it raises
-    except ValueError:
-        port = 0
-    if port == 0:
+    if not netguard.url_port_valid(url):
         raise refuse("The webhook URL's port must be between 1 and 65535.")
+    parts = urlsplit(url)
     if parts.username or parts.password:
         raise refuse("The webhook URL must not contain credentials.")
     if parts.fragment:
