@@ -115,6 +115,15 @@ def api_key_authenticate(*, key: str, secret: str, now: datetime | None = None) 
 _MERCHANT = RowReader(Merchant, where=("id",))
 
 
+def merchant_turn(merchant_id: UUID) -> None:
+    """Take turns on the merchant's row, until commit, with the other writers that serialize
+    per merchant (webhook settings, re-sends, manual adjustments with a reference): FOR NO KEY
+    UPDATE. FOR UPDATE would also hold off every insert referring to the merchant (a payment,
+    an audit entry) at its commit, which locks the merchant's key: a dashboard save of an
+    endpoint, holding the endpoint such a writer then wrote, waited there for it, a deadlock."""
+    Merchant.objects.select_for_update(no_key=True).only("pk").get(pk=merchant_id)
+
+
 def merchant_get(*, merchant_id: UUID | str) -> Merchant:
     try:
         merchant_id = UUID(str(merchant_id))

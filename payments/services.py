@@ -359,7 +359,7 @@ def _wallet_adjust(
         resource_id = adjustment_resource_id(merchant_id=merchant.pk, reference=reference)
     with transaction.atomic():
         if reference is not None:
-            Merchant.objects.select_for_update(no_key=True).only("pk").get(pk=merchant.pk)
+            merchant_services.merchant_turn(merchant.pk)
             if _applied_before(
                 adjustment=adjustment,
                 merchant=merchant,

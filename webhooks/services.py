@@ -206,15 +206,6 @@ def event_types_validate(event_types: list[str] | tuple[str, ...]) -> list[str]:
 _ENDPOINT_LOCKED = WebhookEndpoint.objects.select_for_update(of=("self",), no_key=True)
 
 
-def _merchant_turn(merchant_id: UUID) -> None:
-    """Take turns with the merchant's other webhook-settings writers (set_webhook, endpoints
-    added, re-sends) on its row, until commit: FOR NO KEY UPDATE. FOR UPDATE would also hold
-    off every insert referring to the merchant (a payment, an audit entry) at its commit, which
-    locks the merchant's key: a dashboard save of an endpoint, holding the endpoint this writer
-    then wrote, waited there for it, a deadlock."""
-    Merchant.objects.select_for_update(no_key=True).only("pk").get(pk=merchant_id)
-
-
 def endpoint_set(
     *, merchant: Merchant, url: str, secret: str | None = None, now: datetime, actor=None
 ) -> tuple[WebhookEndpoint, str]:
@@ -225,7 +216,7 @@ def endpoint_set(
     url = webhook_url_validate(url)
     secret = _validated_secret(secret)
     with transaction.atomic():
-        _merchant_turn(merchant.pk)
+        merchant_services.merchant_turn(merchant.pk)
         endpoint = (
             WebhookEndpoint.objects.filter(merchant=merchant).order_by("created_at", "id").first()
         )
@@ -282,7 +273,7 @@ def endpoint_add(
     event_types = event_types_validate(event_types)
     secret = _validated_secret(secret)
     with transaction.atomic():
-        _merchant_turn(merchant.pk)
+        merchant_services.merchant_turn(merchant.pk)
         if WebhookEndpoint.objects.filter(merchant=merchant).count() >= MAX_ENDPOINTS_PER_MERCHANT:
             raise TooManyWebhookEndpoints()
         endpoint = WebhookEndpoint.objects.create(
@@ -633,7 +624,7 @@ def event_resend(
         event = events.first()
         if event is None:
             raise selectors.EventNotFound()
-        _merchant_turn(event.merchant_id)
+        merchant_services.merchant_turn(event.merchant_id)
         if event.event_type == TEST_EVENT_TYPE:  # a test is of one endpoint, its data id
             endpoints = [
                 endpoint
@@ -682,7 +673,7 @@ def events_resend_failed(*, merchant: Merchant, since: datetime, now: datetime) 
         created_at__gt=OuterRef("created_at"),
     )
     with transaction.atomic():
-        _merchant_turn(merchant.pk)
+        merchant_services.merchant_turn(merchant.pk)
         failed = list(
             Delivery.objects.filter(
                 event__merchant=merchant,
