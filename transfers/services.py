@@ -840,12 +840,15 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
     if _state(transfer) == _CREATED:
         if transfer.leg_timeout_at <= now:  # never sent in time: the timeout sweep fails it
             return transfer
-        transfer = transfer_transition(  # records the start, with a fresh leg timeout
-            transfer_id=transfer.id,
-            move=COLLECTION_SUBMITTED,
-            reason=REASON_COLLECTION_SUBMITTED,
-            at=now,
-        )
+        try:
+            transfer = transfer_transition(  # records the start, with a fresh leg timeout
+                transfer_id=transfer.id,
+                move=COLLECTION_SUBMITTED,
+                reason=REASON_COLLECTION_SUBMITTED,
+                at=now,
+            )
+        except InvalidTransferTransition:  # the timeout sweep failed it since it was read
+            return Transfer.objects.get(pk=transfer_id)
         started = transfer.collection_submitted_at == now  # not another submission's move
     if _state(transfer) != _COLLECTING or transfer.collection_reference:
         return transfer

@@ -583,6 +583,56 @@ def test_a_transfer_whose_collection_is_submitted_while_the_sweep_looks_has_one_
     ledger_clean()
 
 
+def test_a_collection_submission_that_finds_the_sweep_has_failed_its_transfer_stands_down(
+    enabled_merchant, hooks, settings, monkeypatch, caplog
+):
+    """The submission read the transfer pending just before its leg's timeout, and the sweep,
+    which read it past its timeout, takes the transfer's row first and fails it. The
+    submission then finds a transfer it can no longer submit: it calls no provider and ends
+    quietly, the task done (it used to raise InvalidTransferTransition, an error in the
+    worker's log for ops and a task failure for a transfer that had ended as it should)."""
+    from transfers import tasks as transfer_tasks
+
+    api = MerchantClient(enabled_merchant)
+    with monkeypatch.context() as lost:  # the collection's enqueue after commit is lost
+        lost.setattr(transfer_tasks.submit_transfer_collection, "delay", lambda **_: None)
+        transfer = _transfer(api)
+    _due(Transfer, transfer.id, "leg_timeout_at")
+    due = Transfer.objects.get(pk=transfer.id).leg_timeout_at
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.CollectionOnItsWayGateway"
+    CollectionOnItsWayGateway.sweep_done.set()  # a call, if one were made, would go through
+    CollectionOnItsWayGateway.calls.clear()
+
+    def submit():
+        return transfer_services.transfer_submit_collection(
+            transfer_id=transfer.id, now=due - timedelta(milliseconds=1)
+        )
+
+    def sweep():
+        return transfer_services.transfers_fail_timed_out(now=timezone.now())
+
+    with caplog.at_level("WARNING"):
+        results = _in_order(
+            Transfer, transfer.id, {"sweep": sweep, "submission": submit}, first="sweep"
+        )
+
+    assert results["sweep"] == 1
+    assert isinstance(results["submission"], Transfer), results["submission"]
+    assert results["submission"].status == "failed"
+    assert CollectionOnItsWayGateway.calls == []
+    body = api.get(f"/transfers/{transfer.id}").json()
+    assert (body["status"], body["payin_status"], body["payout_status"]) == (
+        "failed",
+        "failed",
+        "cancelled",
+    )
+    assert _events(transfer.id) == ["transfer.payin.failed", "transfer.failed"]
+    assert sorted(hooks(transfer.id)) == ["transfer.failed", "transfer.payin.failed"]
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert _suspense(transfer.id) == 0
+    ledger_clean()
+
+
 @pytest.mark.parametrize("first", ["relaunch", "answer"])
 def test_a_relaunch_racing_the_previous_attempts_late_completion_is_kept_for_support(
     enabled_merchant, first
