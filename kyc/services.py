@@ -113,18 +113,26 @@ def _download(document: KycDocument, stored: dict[str, str]) -> str:
 def kyc_document_fetch(*, document_id: UUID, at: datetime) -> KycDocument:
     """Download the document's files (no lock held), store them, then record fetched or
     fetch_failed. Running it again for a settled document changes nothing. When the last
-    document of the submission settles, the review is scheduled."""
-    document = KycDocument.objects.get(pk=document_id)
-    if document.status == DocumentStatus.UPLOADED:
+    document of the submission settles, the review is scheduled. A superseded submission is
+    never reviewed: its files are not fetched (identity documents kept for nothing), nor kept
+    when it was superseded while they were being fetched; its documents stay uploaded."""
+    document = KycDocument.objects.select_related("submission").get(pk=document_id)
+    if document.submission.outcome == SubmissionOutcome.SUPERSEDED:
+        logger.info("KYC document %s not fetched: its submission was superseded", document.id)
+    elif document.status == DocumentStatus.UPLOADED:
         stored: dict[str, str] = {}
         kept: set[str] = set()
         try:
             failure = _download(document, stored)
             with transaction.atomic():
-                KycSubmission.objects.select_for_update().get(pk=document.submission_id)
+                submission = KycSubmission.objects.select_for_update().get(
+                    pk=document.submission_id
+                )
                 document = KycDocument.objects.select_for_update().get(pk=document_id)
-                recorded = document.status == DocumentStatus.UPLOADED and not failure
-                if document.status == DocumentStatus.UPLOADED:
+                superseded = submission.outcome == SubmissionOutcome.SUPERSEDED
+                waiting = document.status == DocumentStatus.UPLOADED and not superseded
+                recorded = waiting and not failure
+                if waiting:
                     if failure:
                         document.status = DocumentStatus.FETCH_FAILED
                         document.failure_reason = failure

@@ -422,3 +422,62 @@ def test_a_file_host_whose_name_does_not_resolve_fails_at_the_overall_deadline(
     assert (doc["status"], doc["failure_reason"]) == ("fetch_failed", "front_file_url: timeout")
     assert stalled_dns.lookups == ["files.slow-dns.example"]
     assert file_server.requests == []
+
+
+def test_a_superseded_submissions_files_are_not_downloaded(
+    private_urls_allowed,
+    file_server,
+    customer,
+    submit_and_settle,
+    api,
+    django_capture_on_commit_callbacks,
+):
+    """The merchant submits again before the first submission's files were fetched (its fetch
+    queued behind others, say): the first is superseded and never reviewed, so its identity
+    documents are not downloaded and stored for nothing when its fetch comes round."""
+    with django_capture_on_commit_callbacks(execute=False) as first_fetches:
+        first = api.post(
+            f"/customers/{customer.id}/kyc",
+            {"documents": [document(file_server.url("/id.pdf"))]},
+            idempotency_key=None,
+        )
+    assert first.status_code == 201, first.content
+    [first_doc] = first.json()["documents"]
+    second = submit_and_settle(customer, [document(file_server.url("/id.png"))])
+    assert second["kyc_status"] == "approved"
+
+    for fetch in first_fetches:  # the first submission's fetch comes round at last
+        fetch()
+
+    assert file_server.requests == ["/id.png"]
+    superseded = KycDocument.objects.get(pk=first_doc["id"])
+    assert (superseded.status, superseded.front_file.name) == ("uploaded", "")
+    assert not default_storage.exists(f"kyc/{customer.id}/{first_doc['id']}/front.pdf")
+    state = api.get(f"/customers/{customer.id}/kyc").json()
+    assert state["kyc_status"] == "approved"
+    assert [d["id"] for d in state["documents"]] == [second["documents"][0]["id"]]
+
+
+def test_files_fetched_while_their_submission_was_superseded_are_not_kept(
+    private_urls_allowed, file_server, customer, submit_and_settle, api, monkeypatch
+):
+    """The merchant submits again while the first submission's file is on its way: the first
+    submission's document is not recorded as fetched and its file is not kept."""
+    real_fetch = fetching.fetch_file
+    second: dict = {}
+
+    def fetch_while_resubmitted(url):
+        fetched = real_fetch(url)
+        if url.endswith("/id.pdf") and not second:
+            monkeypatch.setattr(fetching, "fetch_file", real_fetch)
+            second.update(submit_and_settle(customer, [document(file_server.url("/id.png"))]))
+        return fetched
+
+    monkeypatch.setattr(fetching, "fetch_file", fetch_while_resubmitted)
+    submit_and_settle(customer, [document(file_server.url("/id.pdf"))])
+
+    assert second["kyc_status"] == "approved"
+    [first_doc] = KycDocument.objects.filter(submission__number=1, submission__customer=customer)
+    assert (first_doc.status, first_doc.front_file.name) == ("uploaded", "")
+    assert not default_storage.exists(f"kyc/{customer.id}/{first_doc.id}/front.pdf")
+    assert file_server.requests == ["/id.pdf", "/id.png"]
