@@ -199,15 +199,32 @@ def merchant_enable_all_operators(*, merchant: Merchant) -> None:
 
 
 def demo_merchant_seed(*, name: str) -> Merchant:
-    """Idempotently load the catalog and create the demo merchant with everything enabled."""
+    """Idempotently load the catalog and create the demo merchant (the oldest of that exact
+    name) with everything enabled, once. Only what is missing is set up: an existing demo
+    merchant gets the operators and corridors new to the catalog in this run, never one ops
+    disabled for it. Runs take turns with each other and with merchant creations
+    (merchant_creations_turn, until the caller's commit), so two at once make one demo
+    merchant: the second finds the first's."""
     from quotes import services as quote_services  # quotes imports merchants: import late
+    from quotes.models import Corridor, Operator
 
     with transaction.atomic():
+        merchant_creations_turn()
+        operators_before = list(Operator.objects.values_list("pk", flat=True))
+        corridors_before = list(Corridor.objects.values_list("pk", flat=True))
         quote_services.catalog_seed()
         merchant = Merchant.objects.filter(name=name).order_by("created_at").first()
         if merchant is None:
-            merchant = merchant_create(name=name)
-        merchant_enable_all_operators(merchant=merchant)
+            # Its exact name is how it is found again; a merchant of a name only like it
+            # (made by create_merchant) is not the demo merchant.
+            merchant = merchant_create(name=name, allow_duplicate_name=True)
+            quote_services.merchant_enable_catalog(merchant=merchant)
+        else:
+            quote_services.merchant_enable_catalog(
+                merchant=merchant,
+                operators=Operator.objects.exclude(pk__in=operators_before),
+                corridors=Corridor.objects.exclude(pk__in=corridors_before),
+            )
     return merchant
 
 
