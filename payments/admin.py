@@ -138,6 +138,7 @@ class PayinAdmin(PaymentAdmin):
         "=customer__id",
         "customer__external_ref",
         "source__phone",
+        "merchant__name",
     ]
     date_hierarchy = "created_at"
     inlines = [PayinHistoryInline]
@@ -154,6 +155,7 @@ class PayoutAdmin(PaymentAdmin):
         "=customer__id",
         "customer__external_ref",
         "recipient__phone",
+        "merchant__name",
     ]
     date_hierarchy = "created_at"
     inlines = [PayoutHistoryInline]
