@@ -79,3 +79,49 @@ def test_merchant_staff_learn_no_other_merchants_name_by_searching(
         response, _ = _get(staff, page, {"q": term})
         assert _result_pks(response) == own, term
         assert "Alpha Trading" not in response.content.decode()
+
+
+# Every main support changelist, for support and for merchant staff: the session, the user,
+# support or not, the membership and its merchant (support: the merchant filter's merchants),
+# the count of what matched and of everything, the user's permissions (2), the page's rows,
+# then per page: payins, payouts and transfers their date hierarchy (2) and the values of their
+# other filters (2; transfers 3), events their date hierarchy (2) and event types, deliveries
+# their event types. Nothing per row.
+CHANGELIST_QUERIES = {
+    "/admin/payments/payin/": 14,
+    "/admin/payments/payout/": 14,
+    "/admin/transfers/transfer/": 15,
+    "/admin/webhooks/event/": 13,
+    "/admin/webhooks/delivery/": 11,
+    "/admin/customers/customer/": 10,
+}
+
+
+@pytest.mark.parametrize("page", CHANGELIST_QUERIES)
+def test_a_support_changelist_takes_the_same_pinned_queries_for_more_rows(
+    settings, django_capture_on_commit_callbacks, staff_client, page
+):
+    merchants = [MerchantFactory(name=name) for name in ("Alpha", "Bravo", "Charlie")]
+    for merchant in merchants[:2]:
+        with django_capture_on_commit_callbacks(execute=True):
+            _build_merchant_world(merchant, settings)
+    support = staff_client(support=True)
+    support.get(page)  # the session's first read of the user is not the page's
+    fewer, fewer_queries = _get(support, page)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        _build_merchant_world(merchants[2], settings)
+    more, more_queries = _get(support, page)
+
+    rows = len(fewer.context["cl"].result_list), len(more.context["cl"].result_list)
+    assert 2 <= rows[0] < rows[1], rows
+    assert (fewer_queries, more_queries) == (CHANGELIST_QUERIES[page],) * 2
+
+
+@pytest.mark.parametrize("page", CHANGELIST_QUERIES)
+def test_a_changelist_takes_merchant_staff_the_pinned_queries(worlds, staff_client, page):
+    staff = staff_client(merchant=worlds[0], role="viewer")
+    staff.get(page)
+    response, queries = _get(staff, page)
+    assert response.context["cl"].result_list
+    assert queries == CHANGELIST_QUERIES[page]
