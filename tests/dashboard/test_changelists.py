@@ -125,3 +125,26 @@ def test_a_changelist_takes_merchant_staff_the_pinned_queries(worlds, staff_clie
     response, queries = _get(staff, page)
     assert response.context["cl"].result_list
     assert queries == CHANGELIST_QUERIES[page]
+
+
+@pytest.mark.parametrize(
+    ("page", "table"),
+    [
+        ("/admin/payments/payin/", "payments_payin"),
+        ("/admin/payments/payout/", "payments_payout"),
+        ("/admin/transfers/transfer/", "transfers_transfer"),
+        ("/admin/customers/customer/", "customers_customer"),
+    ],
+)
+def test_a_changelists_rows_are_read_with_their_merchant_and_nothing_else(
+    worlds, staff_client, page, table
+):
+    support = staff_client(support=True)
+    with CaptureQueriesContext(connection) as queries:
+        assert support.get(page).status_code == 200
+    rows_query = next(
+        query["sql"]
+        for query in queries.captured_queries
+        if query["sql"].startswith(f'SELECT "{table}"."id"')
+    )
+    assert rows_query.count(" JOIN ") == 1 and 'JOIN "merchants_merchant"' in rows_query
