@@ -2,7 +2,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from config import rawsql
@@ -28,12 +28,63 @@ class IssuedApiKey:
     secret: str
 
 
-def merchant_create(*, name: str) -> Merchant:
+class DuplicateMerchantName(DomainError):
+    status = 409
+    reason = "duplicate_merchant_name"
+
+    def __init__(self, *, name: str, existing: list[Merchant]) -> None:
+        ids = ", ".join(str(merchant.pk) for merchant in existing)
+        super().__init__(f"A merchant named {name!r} already exists: {ids}.")
+        self.existing = existing
+
+
+# pg_advisory_xact_lock's key for "a merchant is being created"; no other lock uses it.
+MERCHANT_CREATION_LOCK = 0x436F_7772_794D_6352  # "CowryMcR"
+
+
+def merchant_creations_turn() -> None:
+    """Take turns, until commit, with every other merchant creation (a transaction-level
+    advisory lock): the check for a merchant of the same name and the insert happen for one
+    creator at a time, and the next one's check sees the merchant the first committed. A lock
+    and not a unique index: existing data may hold duplicate names, and two businesses may
+    share one. On SQLite (make run's default, one developer) there is nothing to take."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [MERCHANT_CREATION_LOCK])
+
+
+def merchant_name_key(name: str) -> str:
+    """A name as two names compare: trimmed, inner whitespace collapsed, case folded."""
+    return " ".join(name.split()).casefold()
+
+
+def merchants_named(*, name: str) -> list[Merchant]:
+    """The merchants whose name is `name` as merchant_name_key compares, oldest first. The
+    database narrows to names containing its longest word, then the names are compared here."""
+    key = merchant_name_key(name)
+    if not key:
+        return []
+    longest_word = max(name.split(), key=len)
+    candidates = Merchant.objects.filter(name__icontains=longest_word).order_by("created_at")
+    return [merchant for merchant in candidates if merchant_name_key(merchant.name) == key]
+
+
+def merchant_create(*, name: str, allow_duplicate_name: bool = False) -> Merchant:
+    """A new merchant. A name another merchant already has (as merchant_name_key compares) is
+    refused unless `allow_duplicate_name`: a provisioning script re-run, or retried after a
+    timeout, would otherwise make a second merchant. Creations take turns
+    (merchant_creations_turn), so two racing runs cannot both pass the check."""
     name = name.strip()
     if not name:
         raise DomainError("A merchant needs a name.", reason="invalid_name")
     _within_length(Merchant, "name", name, "A merchant's name", reason="invalid_name")
-    return Merchant.objects.create(name=name)
+    with transaction.atomic():
+        merchant_creations_turn()
+        if not allow_duplicate_name:
+            existing = merchants_named(name=name)
+            if existing:
+                raise DuplicateMerchantName(name=name, existing=existing)
+        return Merchant.objects.create(name=name)
 
 
 def _within_length(model, field: str, value: str, what: str, *, reason: str) -> None:
@@ -148,15 +199,32 @@ def merchant_enable_all_operators(*, merchant: Merchant) -> None:
 
 
 def demo_merchant_seed(*, name: str) -> Merchant:
-    """Idempotently load the catalog and create the demo merchant with everything enabled."""
+    """Idempotently load the catalog and create the demo merchant (the oldest of that exact
+    name) with everything enabled, once. Only what is missing is set up: an existing demo
+    merchant gets the operators and corridors new to the catalog in this run, never one ops
+    disabled for it. Runs take turns with each other and with merchant creations
+    (merchant_creations_turn, until the caller's commit), so two at once make one demo
+    merchant: the second finds the first's."""
     from quotes import services as quote_services  # quotes imports merchants: import late
+    from quotes.models import Corridor, Operator
 
     with transaction.atomic():
+        merchant_creations_turn()
+        operators_before = list(Operator.objects.values_list("pk", flat=True))
+        corridors_before = list(Corridor.objects.values_list("pk", flat=True))
         quote_services.catalog_seed()
         merchant = Merchant.objects.filter(name=name).order_by("created_at").first()
         if merchant is None:
-            merchant = merchant_create(name=name)
-        merchant_enable_all_operators(merchant=merchant)
+            # Its exact name is how it is found again; a merchant of a name only like it
+            # (made by create_merchant) is not the demo merchant.
+            merchant = merchant_create(name=name, allow_duplicate_name=True)
+            quote_services.merchant_enable_catalog(merchant=merchant)
+        else:
+            quote_services.merchant_enable_catalog(
+                merchant=merchant,
+                operators=Operator.objects.exclude(pk__in=operators_before),
+                corridors=Corridor.objects.exclude(pk__in=corridors_before),
+            )
     return merchant
 
 

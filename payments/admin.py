@@ -110,6 +110,9 @@ class PaymentAdmin(ReadOnlyAdmin):
     their deliveries and, for support and ops, its provider discrepancies."""
 
     readonly_fields = ["webhook_events"]
+    # The list shows the merchant only: left to Django, a bare select_related() joined every
+    # non-null relation too (the quote, the customer and each one's merchant) for every row.
+    list_select_related = ["merchant"]
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
@@ -138,6 +141,7 @@ class PayinAdmin(PaymentAdmin):
         "=customer__id",
         "customer__external_ref",
         "source__phone",
+        "merchant__name",
     ]
     date_hierarchy = "created_at"
     inlines = [PayinHistoryInline]
@@ -154,6 +158,7 @@ class PayoutAdmin(PaymentAdmin):
         "=customer__id",
         "customer__external_ref",
         "recipient__phone",
+        "merchant__name",
     ]
     date_hierarchy = "created_at"
     inlines = [PayoutHistoryInline]

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 
 from config import money, rawsql
 from config.exceptions import DomainError
@@ -172,15 +172,23 @@ def catalog_seed() -> dict[str, int]:
     return created
 
 
-def merchant_enable_catalog(*, merchant: Merchant) -> None:
-    """Enable every catalog operator and corridor for the merchant (idempotent)."""
+def merchant_enable_catalog(
+    *,
+    merchant: Merchant,
+    operators: QuerySet[Operator] | None = None,
+    corridors: QuerySet[Corridor] | None = None,
+) -> None:
+    """Enable every catalog operator and corridor for the merchant, or only those given
+    (idempotent)."""
+    operators = Operator.objects.all() if operators is None else operators
+    corridors = Corridor.objects.all() if corridors is None else corridors
     with transaction.atomic():
         MerchantOperator.objects.bulk_create(
-            [MerchantOperator(merchant=merchant, operator=op) for op in Operator.objects.all()],
+            [MerchantOperator(merchant=merchant, operator=op) for op in operators],
             ignore_conflicts=True,
         )
         MerchantCorridor.objects.bulk_create(
-            [MerchantCorridor(merchant=merchant, corridor=c) for c in Corridor.objects.all()],
+            [MerchantCorridor(merchant=merchant, corridor=c) for c in corridors],
             ignore_conflicts=True,
         )
 

@@ -96,6 +96,7 @@ class TransferAdmin(MerchantScopedAdmin):
         "disbursement_attempts__provider_reference",
         "payer__phone",
         "recipient__phone",
+        "merchant__name",
     ]
     date_hierarchy = "created_at"
     list_select_related = ["merchant"]

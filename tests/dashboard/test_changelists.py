@@ -1,0 +1,150 @@
+"""The main support changelists: found by the merchant's name, in a pinned number of queries
+whatever the number of rows (an N+1 cannot creep in unnoticed), and merchant staff learn
+nothing of another merchant through them. A change of a number here must be deliberate."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.dashboard.test_admin_scoping import _build_merchant_world, _result_pks
+from tests.factories import MerchantFactory
+
+pytestmark = pytest.mark.django_db
+
+PAYMENT_PAGES = [
+    ("/admin/payments/payin/", "payins"),
+    ("/admin/payments/payout/", "payouts"),
+    ("/admin/transfers/transfer/", "transfers"),
+]
+# A searched page: the session, the user, support or not, the membership, the merchant
+# filter's merchants, the count of what matched and of everything, the user's permissions
+# (2), the page's rows, the date hierarchy (2) and the other filters' values (2, or 3 for
+# transfers).
+SEARCHED_PAGE_QUERIES = {"payins": 14, "payouts": 14, "transfers": 15}
+
+
+@pytest.fixture
+def worlds(settings, django_capture_on_commit_callbacks):
+    """Three merchants, each with a customer, a payin, a payout, a transfer, their events and
+    deliveries, made through the API; two of them share the word "Trading"."""
+    merchants = [
+        MerchantFactory(name=name) for name in ("Alpha Trading", "Bravo Trading", "Charlie Foods")
+    ]
+    for merchant in merchants:
+        with django_capture_on_commit_callbacks(execute=True):
+            _build_merchant_world(merchant, settings)
+    return merchants
+
+
+def _get(client, page: str, params: dict | None = None):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(page, params or {})
+    assert response.status_code == 200
+    return response, len(queries)
+
+
+@pytest.mark.parametrize(("page", "related"), PAYMENT_PAGES)
+def test_support_finds_a_merchants_payments_by_its_name_in_a_pinned_number_of_queries(
+    worlds, staff_client, page, related
+):
+    alpha, bravo, _ = worlds
+    support = staff_client(support=True)
+    support.get(page)  # the session's first read of the user is not the page's
+
+    response, queries = _get(support, page, {"q": "bravo"})
+    assert _result_pks(response) == set(getattr(bravo, related).values_list("pk", flat=True))
+    assert queries == SEARCHED_PAGE_QUERIES[related]
+
+    response, _ = _get(support, page, {"q": "Trading"})
+    expected = {
+        pk for m in (alpha, bravo) for pk in getattr(m, related).values_list("pk", flat=True)
+    }
+    assert _result_pks(response) == expected
+
+
+@pytest.mark.parametrize(("page", "related"), PAYMENT_PAGES)
+def test_merchant_staff_learn_no_other_merchants_name_by_searching(
+    worlds, staff_client, page, related
+):
+    charlie = worlds[2]
+    staff = staff_client(merchant=charlie, role="viewer")
+    own = set(getattr(charlie, related).values_list("pk", flat=True))
+
+    for term in ("Alpha", "bravo trading", "Trading", "Brav"):
+        response, _ = _get(staff, page, {"q": term})
+        assert _result_pks(response) == set(), term
+        page_text = response.content.decode()
+        assert "Alpha Trading" not in page_text and "Bravo Trading" not in page_text, term
+    for term in ("Charlie", "foods", "a"):  # "a" is in every merchant's name
+        response, _ = _get(staff, page, {"q": term})
+        assert _result_pks(response) == own, term
+        assert "Alpha Trading" not in response.content.decode()
+
+
+# Every main support changelist, for support and for merchant staff: the session, the user,
+# support or not, the membership and its merchant (support: the merchant filter's merchants),
+# the count of what matched and of everything, the user's permissions (2), the page's rows,
+# then per page: payins, payouts and transfers their date hierarchy (2) and the values of their
+# other filters (2; transfers 3), events their date hierarchy (2) and event types, deliveries
+# their event types. Nothing per row.
+CHANGELIST_QUERIES = {
+    "/admin/payments/payin/": 14,
+    "/admin/payments/payout/": 14,
+    "/admin/transfers/transfer/": 15,
+    "/admin/webhooks/event/": 13,
+    "/admin/webhooks/delivery/": 11,
+    "/admin/customers/customer/": 10,
+}
+
+
+@pytest.mark.parametrize("page", CHANGELIST_QUERIES)
+def test_a_support_changelist_takes_the_same_pinned_queries_for_more_rows(
+    settings, django_capture_on_commit_callbacks, staff_client, page
+):
+    merchants = [MerchantFactory(name=name) for name in ("Alpha", "Bravo", "Charlie")]
+    for merchant in merchants[:2]:
+        with django_capture_on_commit_callbacks(execute=True):
+            _build_merchant_world(merchant, settings)
+    support = staff_client(support=True)
+    support.get(page)  # the session's first read of the user is not the page's
+    fewer, fewer_queries = _get(support, page)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        _build_merchant_world(merchants[2], settings)
+    more, more_queries = _get(support, page)
+
+    rows = len(fewer.context["cl"].result_list), len(more.context["cl"].result_list)
+    assert 2 <= rows[0] < rows[1], rows
+    assert (fewer_queries, more_queries) == (CHANGELIST_QUERIES[page],) * 2
+
+
+@pytest.mark.parametrize("page", CHANGELIST_QUERIES)
+def test_a_changelist_takes_merchant_staff_the_pinned_queries(worlds, staff_client, page):
+    staff = staff_client(merchant=worlds[0], role="viewer")
+    staff.get(page)
+    response, queries = _get(staff, page)
+    assert response.context["cl"].result_list
+    assert queries == CHANGELIST_QUERIES[page]
+
+
+@pytest.mark.parametrize(
+    ("page", "table"),
+    [
+        ("/admin/payments/payin/", "payments_payin"),
+        ("/admin/payments/payout/", "payments_payout"),
+        ("/admin/transfers/transfer/", "transfers_transfer"),
+        ("/admin/customers/customer/", "customers_customer"),
+    ],
+)
+def test_a_changelists_rows_are_read_with_their_merchant_and_nothing_else(
+    worlds, staff_client, page, table
+):
+    support = staff_client(support=True)
+    with CaptureQueriesContext(connection) as queries:
+        assert support.get(page).status_code == 200
+    rows_query = next(
+        query["sql"]
+        for query in queries.captured_queries
+        if query["sql"].startswith(f'SELECT "{table}"."id"')
+    )
+    assert rows_query.count(" JOIN ") == 1 and 'JOIN "merchants_merchant"' in rows_query
