@@ -60,6 +60,28 @@ class TextLineField(StrictCharField):
         return value
 
 
+class EmailAddressField(serializers.EmailField):
+    """An email address given as a JSON string, with no control, format or separator character
+    anywhere in it. Django's validator takes any character from U+00A1 up in the domain: a
+    bidi override, a zero-width space or a soft hyphen there made an address that shows as
+    another one (or as a valid one) in the dashboard and that no mail server delivers to."""
+
+    default_error_messages = {
+        "not_a_string": "Must be a string.",
+        "invisible": "An email address must not contain control, invisible or space "
+        "characters ({code}).",
+    }
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        value = super().to_internal_value(data)
+        for char in value:
+            if unicodedata.category(char)[0] in "CZ":
+                self.fail("invisible", code=f"U+{ord(char):04X}")
+        return value
+
+
 class StrictUUIDField(serializers.UUIDField):
     """A UUID given as a JSON string only (DRF would also take an integer or a boolean)."""
 

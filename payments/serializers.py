@@ -3,6 +3,7 @@ from rest_framework import serializers
 from config import pagination
 from config.fields import (
     CountryCodeField,
+    EmailAddressField,
     FullDateField,
     PhoneField,
     StrictUUIDField,
@@ -58,7 +59,7 @@ class PayoutRecipientInput(_RoutingInput):
     bank_code = TextLineField(required=False, max_length=32)
     account_name = TextLineField(required=False, max_length=100)
     account_number = TextLineField(required=False, max_length=64)
-    email = serializers.EmailField(required=False, max_length=254)
+    email = EmailAddressField(required=False, max_length=254)
     recipient_nationality_code = CountryCodeField(required=False)
 
 

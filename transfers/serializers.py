@@ -2,7 +2,13 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
-from config.fields import CountryCodeField, PhoneField, StrictUUIDField, TextLineField
+from config.fields import (
+    CountryCodeField,
+    EmailAddressField,
+    PhoneField,
+    StrictUUIDField,
+    TextLineField,
+)
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
 from quotes.models import CorridorType, RailType
@@ -76,7 +82,7 @@ class TransferRecipientInput(TransferPayerInput):
     first_name = TextLineField(required=False, max_length=100)
     last_name = TextLineField(required=False, max_length=100)
     business_name = TextLineField(required=False, max_length=200)
-    email = serializers.EmailField(required=False, max_length=254)
+    email = EmailAddressField(required=False, max_length=254)
     recipient_nationality_code = CountryCodeField(required=False)
     address_line1 = TextLineField(required=False, max_length=255)
     city = TextLineField(required=False, max_length=100)

@@ -206,6 +206,11 @@ def test_payout_recipient_with_bank_fields_on_mobile_money_is_400(enabled_api, c
         ("first_name", "\u202eollaiD"),  # shown as "Diallo" to the provider and in the dashboard
         ("last_name", "Diallo\r\nX-Injected: 1"),
         ("last_name", "\u200b"),  # only invisible characters: blank
+        ("email", "awa@ex\u202eelpmax.com"),  # a bidi override in the domain: shown reversed
+        ("email", "awa@example.com\u200b"),  # a zero-width space: no mail server's address
+        ("email", "awa@exam\u00adple.com"),  # a soft hyphen: shown as awa@example.com
+        ("email", "awa@example\u3000.com"),
+        ("email", 42),
     ],
 )
 def test_payout_recipient_invalid_values_are_400(enabled_api, customer, funded, field, value):

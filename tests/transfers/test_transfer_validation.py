@@ -178,6 +178,8 @@ def test_matching_routing_fields_are_accepted(enabled_api, customer, quote):
         (lambda b: b.update(quote_id="nope"), "quote_id"),
         (lambda b: b["recipient"].update(first_name="\u202eollaiD"), "recipient"),
         (lambda b: b.update(sender_occupation="trader\nX-Injected: 1"), "sender_occupation"),
+        (lambda b: b["recipient"].update(email="awa@ex\u202eelpmax.com"), "recipient"),
+        (lambda b: b["recipient"].update(email="awa@exam\u00adple.com"), "recipient"),
     ],
 )
 def test_malformed_body_is_a_400_naming_the_field(enabled_api, customer, quote, mutate, field):
