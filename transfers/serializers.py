@@ -3,6 +3,7 @@ from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
 from config.fields import (
+    AccountIdentifierField,
     CountryCodeField,
     EmailAddressField,
     PhoneField,
@@ -66,9 +67,9 @@ class TransferPayerInput(serializers.Serializer):
     operator_code = TextLineField(required=False, max_length=64)
     phone = PhoneField(required=False)
     bank_name = TextLineField(required=False, max_length=100)
-    bank_code = TextLineField(required=False, max_length=32)
+    bank_code = AccountIdentifierField(required=False, max_length=32)
     account_name = TextLineField(required=False, max_length=100)
-    account_number = TextLineField(required=False, max_length=64)
+    account_number = AccountIdentifierField(required=False, max_length=64)
 
 
 class TransferRecipientInput(TransferPayerInput):
