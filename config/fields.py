@@ -23,6 +23,7 @@ FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 PHONE_PATTERN = re.compile(r"\+?[0-9]{6,15}")
 PHONE_SEPARATORS = re.compile(r"[ .()-]")
 ASCII_DIGITS = re.compile(r"[0-9]+")
+ACCOUNT_IDENTIFIER = re.compile(r"[A-Za-z0-9 ./-]*[A-Za-z0-9][A-Za-z0-9 ./-]*")
 
 
 class StrictCharField(serializers.CharField):
@@ -57,6 +58,46 @@ class TextLineField(StrictCharField):
                 self.fail("control", code=f"U+{ord(char):04X}")
         if all(unicodedata.category(char) == "Cf" or char.isspace() for char in value):
             self.fail("blank")
+        return value
+
+
+class AccountIdentifierField(TextLineField):
+    """A bank code or account number, which the provider matches exactly: ASCII letters and
+    digits, with the spaces, hyphens, dots and slashes people write between groups, kept as
+    written ("SN08 SN01 0015 2000 0625 0000 3512"). Fullwidth or Arabic-Indic digits and other
+    scripts' look-alikes (shown as 012345 in the dashboard, no bank's account) are refused."""
+
+    default_error_messages = {
+        "not_an_identifier": "Use ASCII letters and digits, optionally separated by spaces, "
+        "hyphens, dots or slashes.",
+    }
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not ACCOUNT_IDENTIFIER.fullmatch(value):
+            self.fail("not_an_identifier")
+        return value
+
+
+class EmailAddressField(serializers.EmailField):
+    """An email address given as a JSON string, with no control, format or separator character
+    anywhere in it. Django's validator takes any character from U+00A1 up in the domain: a
+    bidi override, a zero-width space or a soft hyphen there made an address that shows as
+    another one (or as a valid one) in the dashboard and that no mail server delivers to."""
+
+    default_error_messages = {
+        "not_a_string": "Must be a string.",
+        "invisible": "An email address must not contain control, invisible or space "
+        "characters ({code}).",
+    }
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        value = super().to_internal_value(data)
+        for char in value:
+            if unicodedata.category(char)[0] in "CZ":
+                self.fail("invisible", code=f"U+{ord(char):04X}")
         return value
 
 

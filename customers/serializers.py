@@ -5,6 +5,7 @@ from rest_framework import serializers
 from config import pagination
 from config.fields import (
     CountryCodeField,
+    EmailAddressField,
     FullDateField,
     PhoneField,
     StrictCharField,
@@ -24,7 +25,7 @@ class CustomerCreateInput(serializers.Serializer):
     business_name = TextLineField(required=False, max_length=200)
     id_number = TextLineField(required=False, max_length=64)
     id_type = serializers.ChoiceField(choices=IdType.choices, required=False)
-    email = serializers.EmailField(required=False, max_length=254)
+    email = EmailAddressField(required=False, max_length=254)
     phone = PhoneField(required=False)
     country_code = CountryCodeField(required=False)
     nationality_code = CountryCodeField(required=False)

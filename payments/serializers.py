@@ -2,7 +2,9 @@ from rest_framework import serializers
 
 from config import pagination
 from config.fields import (
+    AccountIdentifierField,
     CountryCodeField,
+    EmailAddressField,
     FullDateField,
     PhoneField,
     StrictUUIDField,
@@ -32,9 +34,9 @@ class PayinSourceInput(_RoutingInput):
 
     phone = PhoneField(required=False)
     bank_name = TextLineField(required=False, max_length=100)
-    bank_code = TextLineField(required=False, max_length=32)
+    bank_code = AccountIdentifierField(required=False, max_length=32)
     account_name = TextLineField(required=False, max_length=100)
-    account_number = TextLineField(required=False, max_length=64)
+    account_number = AccountIdentifierField(required=False, max_length=64)
 
 
 class PayinCreateInput(InputSerializer):
@@ -55,10 +57,10 @@ class PayoutRecipientInput(_RoutingInput):
     business_name = TextLineField(required=False, max_length=200)
     phone = PhoneField(required=False)
     bank_name = TextLineField(required=False, max_length=100)
-    bank_code = TextLineField(required=False, max_length=32)
+    bank_code = AccountIdentifierField(required=False, max_length=32)
     account_name = TextLineField(required=False, max_length=100)
-    account_number = TextLineField(required=False, max_length=64)
-    email = serializers.EmailField(required=False, max_length=254)
+    account_number = AccountIdentifierField(required=False, max_length=64)
+    email = EmailAddressField(required=False, max_length=254)
     recipient_nationality_code = CountryCodeField(required=False)
 
 

@@ -1,8 +1,11 @@
 """Catalog helpers for every app's tests: the real seed, not a fake."""
 
+from decimal import Decimal
+
 from merchants import services as merchant_services
-from merchants.models import Merchant
+from merchants.models import Merchant, MerchantOperator
 from quotes import services as quote_services
+from quotes.models import Operator
 
 
 def load_catalog() -> None:
@@ -14,3 +17,20 @@ def enable_everything(merchant: Merchant) -> None:
     """Seed the catalog and fees if missing and enable every operator and corridor."""
     quote_services.catalog_seed()
     merchant_services.merchant_enable_all_operators(merchant=merchant)
+
+
+def add_bank_operator(merchant: Merchant, code: str = "SN_CBAO_BANK") -> Operator:
+    """A bank_transfer operator as support would add it in the admin (the seed has mobile
+    money only), in the country and currency its code names, enabled for `merchant`."""
+    country = code[:2]
+    operator = Operator.objects.create(
+        code=code,
+        country_code=country,
+        currency="XAF" if country == "CM" else "XOF",
+        rail_type="bank_transfer",
+        name=code,
+        min_amount=Decimal(100),
+        max_amount=Decimal(1_000_000),
+    )
+    MerchantOperator.objects.create(merchant=merchant, operator=operator)
+    return operator

@@ -2,7 +2,14 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
-from config.fields import CountryCodeField, PhoneField, StrictUUIDField, TextLineField
+from config.fields import (
+    AccountIdentifierField,
+    CountryCodeField,
+    EmailAddressField,
+    PhoneField,
+    StrictUUIDField,
+    TextLineField,
+)
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
 from quotes.models import CorridorType, RailType
@@ -60,9 +67,9 @@ class TransferPayerInput(serializers.Serializer):
     operator_code = TextLineField(required=False, max_length=64)
     phone = PhoneField(required=False)
     bank_name = TextLineField(required=False, max_length=100)
-    bank_code = TextLineField(required=False, max_length=32)
+    bank_code = AccountIdentifierField(required=False, max_length=32)
     account_name = TextLineField(required=False, max_length=100)
-    account_number = TextLineField(required=False, max_length=64)
+    account_number = AccountIdentifierField(required=False, max_length=64)
 
 
 class TransferRecipientInput(TransferPayerInput):
@@ -76,7 +83,7 @@ class TransferRecipientInput(TransferPayerInput):
     first_name = TextLineField(required=False, max_length=100)
     last_name = TextLineField(required=False, max_length=100)
     business_name = TextLineField(required=False, max_length=200)
-    email = serializers.EmailField(required=False, max_length=254)
+    email = EmailAddressField(required=False, max_length=254)
     recipient_nationality_code = CountryCodeField(required=False)
     address_line1 = TextLineField(required=False, max_length=255)
     city = TextLineField(required=False, max_length=100)

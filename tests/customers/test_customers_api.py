@@ -68,6 +68,9 @@ def test_another_merchants_customer_is_404_like_a_random_id(api, other_api):
     ("field", "value"),
     [
         ("email", "not-an-email"),
+        ("email", "awa@ex\u202eelpmax.com"),
+        ("email", "awa@example.com\u200b"),
+        ("email", 42),
         ("country_code", "SEN"),
         ("country_code", "XX"),
         ("country_code", "sn"),

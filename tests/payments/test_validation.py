@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from payments.models import Journal, Payin, Payout
 from quotes.models import Quote
+from tests.catalog import add_bank_operator
 from tests.payments.conftest import (
     create_customer,
     create_quote,
@@ -206,6 +207,11 @@ def test_payout_recipient_with_bank_fields_on_mobile_money_is_400(enabled_api, c
         ("first_name", "\u202eollaiD"),  # shown as "Diallo" to the provider and in the dashboard
         ("last_name", "Diallo\r\nX-Injected: 1"),
         ("last_name", "\u200b"),  # only invisible characters: blank
+        ("email", "awa@ex\u202eelpmax.com"),  # a bidi override in the domain: shown reversed
+        ("email", "awa@example.com\u200b"),  # a zero-width space: no mail server's address
+        ("email", "awa@exam\u00adple.com"),  # a soft hyphen: shown as awa@example.com
+        ("email", "awa@example\u3000.com"),
+        ("email", 42),
     ],
 )
 def test_payout_recipient_invalid_values_are_400(enabled_api, customer, funded, field, value):
@@ -213,6 +219,97 @@ def test_payout_recipient_invalid_values_are_400(enabled_api, customer, funded, 
     body = payout_body(quote, customer, **{field: value})
     _assert_400(enabled_api.post("/payouts", body), "invalid_request", f"recipient.{field}")
     _nothing_created()
+
+
+BANK_RECIPIENT = {
+    "first_name": "Moussa",
+    "last_name": "Ndiaye",
+    "bank_name": "CBAO",
+    "bank_code": "SN012",
+    "account_name": "Moussa Ndiaye",
+    "account_number": "SN08 SN01 0015 2000 0625 0000 3512",
+}
+
+
+def _bank_payout_body(api, customer, **recipient) -> dict:
+    response = api.post(
+        "/quotes/payout",
+        {
+            "country_code": "SN",
+            "operator_code": "SN_CBAO_BANK",
+            "rail_type": "bank_transfer",
+            "send_amount": "10000",
+            "send_currency": "XOF",
+        },
+    )
+    assert response.status_code == 201, response.json()
+    return {
+        "quote_id": response.json()["id"],
+        "customer_id": customer["id"],
+        "recipient": {**BANK_RECIPIENT, **recipient},
+    }
+
+
+def test_bank_payout_keeps_the_account_identifiers_as_written(
+    enabled_api, enabled_merchant, customer, funded
+):
+    add_bank_operator(enabled_merchant)
+    body = _bank_payout_body(enabled_api, customer, account_number="0012-3456/78.90 12")
+
+    response = enabled_api.post("/payouts", body)
+
+    assert response.status_code == 201, response.json()
+    recipient = response.json()["recipient"]
+    assert (recipient["bank_code"], recipient["account_number"]) == ("SN012", "0012-3456/78.90 12")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        # fullwidth digits: shown as 012345 in the dashboard, no bank's account number
+        ("account_number", "\uff10\uff11\uff12\uff13\uff14\uff15"),
+        ("account_number", "\u0660\u0661\u0662\u0663\u0664\u0665"),  # Arabic-Indic digits
+        ("account_number", "0012\u00a03456"),  # a no-break space between the groups
+        ("account_number", "SN08 SN01 0015 2000 0625 0000 351\u0662"),
+        ("account_number", "#"),
+        ("bank_code", "SN\uff10\uff11\uff12"),
+        ("bank_code", "SN012\U0001f3e6"),
+        ("bank_code", "--"),
+    ],
+)
+def test_bank_payout_account_identifiers_other_than_ascii_letters_and_digits_are_400(
+    enabled_api, enabled_merchant, customer, funded, field, value
+):
+    add_bank_operator(enabled_merchant)
+    body = _bank_payout_body(enabled_api, customer, **{field: value})
+
+    _assert_400(enabled_api.post("/payouts", body), "invalid_request", f"recipient.{field}")
+    _nothing_created()
+    assert Quote.objects.get(pk=body["quote_id"]).status == "active"
+
+
+def test_bank_payin_source_account_number_in_fullwidth_digits_is_400(
+    enabled_api, enabled_merchant, customer
+):
+    add_bank_operator(enabled_merchant)
+    quote = enabled_api.post(
+        "/quotes/payin",
+        {
+            "country_code": "SN",
+            "operator_code": "SN_CBAO_BANK",
+            "rail_type": "bank_transfer",
+            "send_amount": "10000",
+            "send_currency": "XOF",
+        },
+    ).json()
+    source = {key: value for key, value in BANK_RECIPIENT.items() if "name" not in key}
+    source.update(bank_name="CBAO", account_name="Awa Diallo")
+    body = {"quote_id": quote["id"], "customer_id": customer["id"], "source": source}
+    fullwidth = {**body, "source": {**source, "account_number": "\uff10\uff11\uff12\uff13"}}
+
+    _assert_400(enabled_api.post("/payins", fullwidth), "invalid_request", "source.account_number")
+    _nothing_created()
+    assert enabled_api.post("/payins", body).status_code == 201
 
 
 @pytest.mark.parametrize("value", ["nope", 42, None])

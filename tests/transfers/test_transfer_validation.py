@@ -4,6 +4,7 @@ import pytest
 
 from customers.models import Customer
 from quotes.models import Corridor, Quote
+from tests.catalog import add_bank_operator
 from tests.transfers.conftest import (
     CM_PHONE,
     SENDER_DETAILS,
@@ -178,6 +179,8 @@ def test_matching_routing_fields_are_accepted(enabled_api, customer, quote):
         (lambda b: b.update(quote_id="nope"), "quote_id"),
         (lambda b: b["recipient"].update(first_name="\u202eollaiD"), "recipient"),
         (lambda b: b.update(sender_occupation="trader\nX-Injected: 1"), "sender_occupation"),
+        (lambda b: b["recipient"].update(email="awa@ex\u202eelpmax.com"), "recipient"),
+        (lambda b: b["recipient"].update(email="awa@exam\u00adple.com"), "recipient"),
     ],
 )
 def test_malformed_body_is_a_400_naming_the_field(enabled_api, customer, quote, mutate, field):
@@ -190,6 +193,37 @@ def test_malformed_body_is_a_400_naming_the_field(enabled_api, customer, quote, 
     assert field in response.json()["error"]["fields"]  # DRF nests: {"payer": {...}}
     assert Transfer.objects.count() == 0
     assert Quote.objects.get(pk=quote["id"]).status == "active"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("account_number", "\uff10\uff11\uff12\uff13\uff14\uff15"),  # fullwidth: "012345"
+        ("bank_code", "SN\u0660\u0661\u0662"),  # Arabic-Indic digits
+    ],
+)
+def test_bank_recipient_identifiers_other_than_ascii_letters_and_digits_are_rejected(
+    enabled_api, enabled_merchant, customer, field, value
+):
+    add_bank_operator(enabled_merchant)
+    quote = create_quote(enabled_api, customer_id=customer["id"], recipient_operator="SN_CBAO_BANK")
+    bank = {
+        "bank_name": "CBAO",
+        "bank_code": "SN012",
+        "account_name": "Moussa Ndiaye",
+        "account_number": "SN08 SN01 0015 2000 0625 0000 3512",
+    }
+    body = transfer_body(quote, customer, recipient={**bank, field: value})
+    del body["recipient"]["phone"]
+    accepted = transfer_body(quote, customer, recipient=bank)
+    del accepted["recipient"]["phone"]
+
+    assert_rejected(
+        enabled_api.post("/transfers", body), "invalid_request", {f"recipient.{field}"}, quote["id"]
+    )
+    response = enabled_api.post("/transfers", accepted)
+    assert response.status_code == 201, response.json()
+    assert response.json()["recipient"]["account_number"] == bank["account_number"]
 
 
 def test_quote_of_another_flow_is_rejected(enabled_api, customer):
