@@ -1,5 +1,6 @@
 """Writes of the quotes app: the catalog seed, the three quote flows, consume and expire."""
 
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from decimal import ROUND_FLOOR, Decimal
@@ -18,6 +19,8 @@ from customers.models import Customer
 from merchants.models import Merchant, MerchantCorridor, MerchantOperator
 from quotes import catalog, pricing, selectors
 from quotes.models import Corridor, FeeSchedule, FlowType, FxRate, Operator, Quote, QuoteStatus
+
+logger = logging.getLogger(__name__)
 
 # --- errors --------------------------------------------------------------------------------
 
@@ -582,6 +585,11 @@ def _fx(*, merchant: Merchant, source: str, target: str) -> dict[str, Any]:
     rate = pricing.effective_rate(base_rate=row.rate, margin_percent=row.margin_percent)
     # down, as the payout it converts to: the locked rate never exceeds rate x (1 - margin)
     rate = rate.quantize(Decimal("1e-10"), rounding=ROUND_FLOOR)
+    if rate == 0:  # a rate too small for the places a quote locks converts nothing
+        logger.warning("FX rate %s for %s->%s rounds to zero: not quoted", row.pk, source, target)
+        raise FxRateUnavailable(
+            f"The FX rate configured for {source}->{target} is too small to quote with."
+        )
     return {
         "source_currency": source,
         "target_currency": target,

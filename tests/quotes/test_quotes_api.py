@@ -680,6 +680,34 @@ def test_cross_border_transfer_without_fx_rate_is_rejected(enabled_api):
     assert_rejected(enabled_api.post("/quotes/transfer", TRANSFER), "fx_rate_unavailable")
 
 
+@pytest.mark.parametrize("amount", ["payin_amount", "payout_amount"])
+def test_a_configured_fx_rate_that_rounds_to_zero_is_unavailable(enabled_api, amount):
+    """A rate entered in the dashboard too small for the 10 places a quote locks (0.0000000001
+    less a margin) is no rate: 400 fx_rate_unavailable, nothing quoted. With a fixed payout it
+    was a division by zero, a 500."""
+    FxRate.objects.create(
+        merchant=enabled_api.merchant,
+        source_currency="XAF",
+        target_currency="XOF",
+        rate=Decimal("0.0000000001"),
+        margin_percent=Decimal("1"),
+    )
+    body = TRANSFER
+    if amount == "payout_amount":
+        body = {
+            key: value
+            for key, value in TRANSFER.items()
+            if key not in ("payin_amount", "send_amount")
+        } | {"payout_amount": "9800", "payout_currency": "XOF"}
+    quotes_before = Quote.objects.count()
+
+    response = enabled_api.post("/quotes/transfer", body)
+
+    assert_rejected(response, "fx_rate_unavailable")
+    assert "XAF->XOF" in response.json()["error"]["message"]
+    assert Quote.objects.count() == quotes_before
+
+
 @pytest.mark.parametrize(
     "field", ["corridor_code", "payer_operator_code", "recipient_operator_code", "payout_currency"]
 )
