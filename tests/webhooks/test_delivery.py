@@ -289,6 +289,59 @@ def test_a_redirect_is_not_followed_and_counts_as_a_failure(
     assert "/elsewhere" in attempt.error
 
 
+@pytest.mark.parametrize("interim", [[100], [102], [103], [102, 103, 103]])
+def test_interim_answers_are_skipped_and_the_final_answer_counts(
+    merchant, endpoint, receiver, interim
+):
+    """http.client reads past a 100 only: a 102 or 103 was taken for the answer, so a receiver
+    that acknowledged after it was retried, and its 200, left on the kept-alive connection,
+    was read by the next delivery sent on it as its own: an event the receiver refused (500)
+    was recorded as acknowledged and never sent again."""
+    receiver.plan = [("interim", interim, 0.3, 200), ("body", 500, b"refused")]
+    acknowledged, refused = record(merchant), record(merchant)
+
+    assert services.deliveries_send() == 2
+
+    first = acknowledged.deliveries.get()
+    assert (first.status, first.attempt_log.get().response_status) == ("succeeded", 200)
+    second = refused.deliveries.get()
+    assert (second.status, second.attempts) == ("pending", 1)
+    assert (second.attempt_log.get().response_status, second.last_error) == (500, "HTTP 500")
+    assert second.attempt_log.get().response_body == "refused"
+    assert len(receiver.requests) == 2
+
+
+def test_a_101_is_a_failed_attempt_and_its_connection_is_not_used_again(
+    merchant, endpoint, receiver
+):
+    """A 101 (an upgrade we never ask for) is a final answer, not a 2xx; what follows it on
+    that connection is not HTTP meant for us, never read as the next delivery's answer."""
+    receiver.plan = [("interim", [101], 0.3, 200), ("body", 500, b"refused")]
+    upgraded, refused = record(merchant), record(merchant)
+
+    assert services.deliveries_send() == 2
+
+    first = upgraded.deliveries.get()
+    assert (first.status, first.last_error) == ("pending", "HTTP 101")
+    second = refused.deliveries.get()
+    assert (second.status, second.attempt_log.get().response_status) == ("pending", 500)
+    ports = [r.client_port for r in receiver.requests]
+    assert len(ports) == 2 and ports[0] != ports[1]
+
+
+def test_a_receiver_answering_only_interim_answers_times_out(
+    merchant, endpoint, receiver, settings
+):
+    settings.WEBHOOK_TIMEOUT_SECONDS = 0.5
+    receiver.plan = [("interim", [103] * 3, 2.0, None)]
+    event = record(merchant)
+
+    assert services.deliveries_send() == 1
+    delivery = event.deliveries.get()
+    assert (delivery.status, delivery.last_error) == ("pending", "Timed out after 0.5 s")
+    assert delivery.attempt_log.get().response_status is None
+
+
 def test_a_redirects_location_is_recorded_cut_short(
     merchant, endpoint, receiver, django_capture_on_commit_callbacks
 ):
