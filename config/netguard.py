@@ -9,6 +9,7 @@ Inside `deadline(seconds)` nothing a request does outlives it: the name lookup, 
 the TLS handshake, sending the request and reading the answer all get only what is left.
 """
 
+import http.client
 import io
 import ipaddress
 import os
@@ -252,7 +253,35 @@ class _DeadlineSocket:
         return getattr(self._sock, name)
 
 
+class _FinalResponse(http.client.HTTPResponse):
+    """The final answer to a request. http.client reads past an interim `100 Continue` only and
+    took any other 1xx (102 Processing, 103 Early Hints) for the answer: a webhook acknowledged
+    with 103 then 200 was recorded as failed, and its 200, left unread on a kept-alive
+    connection back in the pool, was read by the next delivery sent on it as its own answer
+    (an event the receiver refused recorded as acknowledged). Every interim answer is skipped
+    as a 100 is (RFC 9110 15.2), up to MAX_INTERIM; a 101 (an upgrade, which nothing here asks
+    for) is final, and its connection, no longer speaking HTTP, is never used again."""
+
+    MAX_INTERIM = 20
+
+    def _read_status(self):
+        version, status, reason = super()._read_status()
+        if 100 <= status < 200 and status != http.client.SWITCHING_PROTOCOLS:
+            self._interim = getattr(self, "_interim", 0) + 1
+            if self._interim > self.MAX_INTERIM:
+                raise http.client.HTTPException(f"More than {self.MAX_INTERIM} interim answers.")
+            return version, http.client.CONTINUE, reason  # begin() skips it as a 100
+        return version, status, reason
+
+    def begin(self) -> None:
+        super().begin()
+        if self.status < 200:
+            self.will_close = True
+
+
 class _Guarded:
+    response_class = _FinalResponse
+
     def _new_conn(self) -> socket.socket:
         lookup = _resolve if settings.ALLOW_PRIVATE_NETWORK_URLS else _public_addresses
         try:

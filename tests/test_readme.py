@@ -43,6 +43,7 @@ def test_readme_snippet_accepts_a_real_signature_and_rejects_tampering():
     [
         ("\u00b2", "sha256=00"),
         ("NOW", "sha256=\u00e9"),
+        ("NOW", "sha256=\udcff"),  # a forged 0xff as aiohttp hands it on (surrogateescape)
         ("", ""),
         ("NOW", ""),
         ("9" * 5000, "sha256=00"),  # more digits than int() takes

@@ -37,7 +37,7 @@ def _attempts_table(delivery: Delivery):
             attempt.response_status if attempt.response_status is not None else "—",
             f"{attempt.duration_ms} ms" if attempt.duration_ms is not None else "—",
             attempt.error or "",
-            attempt.response_body[:200],
+            attempt.response_body,  # its stored first KiB, as the delivery's page shows it
         )
         for attempt in delivery.attempt_log.all()
     ]
@@ -45,7 +45,7 @@ def _attempts_table(delivery: Delivery):
         return "—"
     return format_html(
         "<table><tr><th>#</th><th>started</th><th>status</th><th>duration</th><th>error</th>"
-        "<th>answer (start)</th></tr>{}</table>",
+        "<th>answer (first KiB)</th></tr>{}</table>",
         format_html_join(
             "",
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code>"

@@ -871,6 +871,50 @@ def _deliveries_claim_sql(*, now: datetime, size: int = SENDER_CLAIM_SIZE) -> li
         return [_claim_from_row(row) for row in cursor.fetchall()]
 
 
+LOST_ATTEMPT_ERROR = "No result recorded: the worker was lost or ran past its lease."
+
+
+def _lost_attempt_close(delivery: Delivery, *, now: datetime) -> str:
+    """A delivering delivery whose lease is over (its sender died mid-attempt), locked by the
+    caller: its attempt is closed as lost, and counted (it may have reached the receiver). The
+    seventh marks the delivery failed; before it the delivery is pending again, due at once (no
+    retry delay: the fault was ours). Returns the delivery's new status."""
+    DeliveryAttempt.objects.filter(delivery=delivery, finished_at__isnull=True).update(
+        finished_at=now, error=LOST_ATTEMPT_ERROR
+    )
+    if delivery.attempts >= max_attempts():
+        delivery.status = DeliveryStatus.FAILED
+        delivery.next_attempt_at = None
+    else:
+        delivery.status = DeliveryStatus.PENDING  # next_attempt_at, its lease's end, is past
+    delivery.last_error = LOST_ATTEMPT_ERROR
+    delivery.updated_at = now
+    delivery.save(update_fields=["status", "next_attempt_at", "last_error", "updated_at"])
+    return delivery.status
+
+
+def deliveries_release_lost_leases(*, now: datetime, limit: int = 500) -> int:
+    """Close the lost attempts of deliveries to disabled endpoints (part of the beat sweep).
+    The claim that closes a lost attempt takes enabled endpoints only, so a delivery whose
+    sender died while its endpoint was off read `delivering` as long as it stayed off, though
+    nothing was sending it. Once its lease is over it is pending (or failed, after its
+    seventh), as that claim would leave it; switched back on, the endpoint gets it like any
+    pending delivery. Returns the number of deliveries released."""
+    with transaction.atomic():
+        lost = list(
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(
+                status=DeliveryStatus.DELIVERING,
+                next_attempt_at__lte=now,
+                endpoint__enabled=False,
+            )
+            .order_by("next_attempt_at")[:limit]
+        )
+        for delivery in lost:
+            _lost_attempt_close(delivery, now=now)
+    return len(lost)
+
+
 def _delivery_claim(*, delivery_id: UUID, now: datetime) -> _Claim | None:
     """Take the next attempt of a due delivery, or None when it is not due, is being sent by
     another worker, is finished, or its endpoint is disabled."""
@@ -894,20 +938,11 @@ def _delivery_claim(*, delivery_id: UUID, now: datetime) -> _Claim | None:
         )
         if delivery is None:
             return None
-        if delivery.status == DeliveryStatus.DELIVERING:
-            lost = "No result recorded: the worker was lost or ran past its lease."
-            DeliveryAttempt.objects.filter(delivery=delivery, finished_at__isnull=True).update(
-                finished_at=now, error=lost
-            )
-            if delivery.attempts >= max_attempts():
-                delivery.status = DeliveryStatus.FAILED
-                delivery.next_attempt_at = None
-                delivery.last_error = lost
-                delivery.updated_at = now
-                delivery.save(
-                    update_fields=["status", "next_attempt_at", "last_error", "updated_at"]
-                )
-                return None
+        if (
+            delivery.status == DeliveryStatus.DELIVERING
+            and _lost_attempt_close(delivery, now=now) == DeliveryStatus.FAILED
+        ):
+            return None
         number = delivery.attempts + 1
         delivery.status = DeliveryStatus.DELIVERING
         delivery.attempts = number
@@ -1290,7 +1325,9 @@ def deliveries_send(
 def deliveries_send_due(*, now: datetime | None = None, limit: int = 100) -> int:
     """Attempt every due delivery once, in this process (the `deliver_webhooks` command).
     Returns the number of attempts made. Without `now`, each attempt reads the clock, so its
-    signature timestamp is fresh."""
+    signature timestamp is fresh. Lost attempts to disabled endpoints are closed first, as
+    the beat sweep closes them."""
+    deliveries_release_lost_leases(now=now or timezone.now())
     due_ids = selectors.deliveries_due(now=now or timezone.now(), limit=limit)
     made = 0
     for delivery_id in due_ids:
@@ -1302,7 +1339,9 @@ def deliveries_send_due(*, now: datetime | None = None, limit: int = 100) -> int
 def deliveries_dispatch_due(*, now: datetime, limit: int = 500) -> int:
     """The beat sweep: enqueue a `deliver_webhook` task for each due delivery that has not been
     handed to the broker for its current due time (or whose hand-off is older than a lease, so
-    a lost message is sent again). Returns the number of tasks enqueued."""
+    a lost message is sent again); first, a lost attempt to a disabled endpoint is closed
+    (deliveries_release_lost_leases). Returns the number of tasks enqueued."""
+    deliveries_release_lost_leases(now=now)
     stale = now - timedelta(seconds=lease_seconds())
     with transaction.atomic():
         ids = list(

@@ -43,6 +43,7 @@ def verify_signature(
     timestamp_text = _header(headers, TIMESTAMP_HEADER)
     if (
         not signature
+        or not signature.isascii()  # a forged byte some servers hand on as a lone surrogate
         or not timestamp_text
         or not (timestamp_text.isascii() and timestamp_text.isdigit())
         or len(timestamp_text) > 12  # a Unix time; int() refuses 4,300 digits and more
@@ -54,4 +55,4 @@ def verify_signature(
         return False
     message = timestamp_text.encode("ascii") + b"." + payload
     expected = "sha256=" + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected.encode("ascii"), signature.strip().encode("utf-8"))
+    return hmac.compare_digest(expected.encode("ascii"), signature.strip().encode("ascii"))

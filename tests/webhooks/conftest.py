@@ -32,7 +32,9 @@ class Receiver:
     # `seconds`), ("closing", status, body) (Connection: close, the body a moment after the
     # headers), ("redirect", path), ("raw", status, [(header, value)], body) (the body sent as
     # is, no length announced, the connection closed after it) or ("drip-body", seconds,
-    # body) (a 200 whose body comes a byte every `seconds`).
+    # body) (a 200 whose body comes a byte every `seconds`), ("interim", [codes], seconds,
+    # status) (an interim answer per 1xx code, then, `seconds` later, `status` with a short
+    # body; no status: none).
     plan: list = field(default_factory=list)
     # For "raw" and "drip-body" answers: "sent it all" or "hung up" (the client closed first).
     endings: list[str] = field(default_factory=list)
@@ -87,6 +89,15 @@ def receiver():
                     self.close_connection = True
                 elif isinstance(answer, tuple) and answer[0] in ("raw", "drip-body"):
                     self._send_slowly(answer)
+                elif isinstance(answer, tuple) and answer[0] == "interim":
+                    _, codes, pause, status = answer
+                    for code in codes:
+                        self.send_response_only(code)
+                        self.send_header("Link", "</style.css>; rel=preload")
+                        self.end_headers()
+                    time.sleep(pause)
+                    if status is not None:
+                        self._reply(status, b"short %d" % status)
                 elif isinstance(answer, tuple) and answer[0] == "redirect":
                     self.send_response(302)
                     self.send_header("Location", answer[1])

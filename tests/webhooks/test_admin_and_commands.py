@@ -187,6 +187,30 @@ def test_a_receivers_answer_is_shown_escaped_in_the_admin(
     assert "&lt;script&gt;alert(" in shown  # the answer
 
 
+def test_an_events_page_shows_the_receivers_stored_answer_whole_as_the_deliverys_page_does(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    """The event's page cut the answer at 200 characters; the delivery's page showed the
+    stored first KiB. Support reading either now sees the same text, escaped."""
+    answer = "é" * 300 + "<b>ours?</b>" + "y" * 2000  # the markup past the 200th character
+    receiver.plan = [("body", 500, answer.encode("utf-8"))]
+    with django_capture_on_commit_callbacks(execute=True):
+        event = _record(merchant)
+    delivery = Delivery.objects.get(event=event)
+    # its first KiB: 300 two-byte characters, the 12 of the markup, then 412 more
+    assert delivery.attempt_log.get().response_body == "é" * 300 + "<b>ours?</b>" + "y" * 412
+
+    shown = "é" * 300 + "&lt;b&gt;ours?&lt;/b&gt;" + "y" * 412 + "<"
+    browser = _support_client()
+    for page in (
+        f"/admin/webhooks/event/{event.pk}/change/",
+        f"/admin/webhooks/delivery/{delivery.pk}/change/",
+    ):
+        html = browser.get(page).content.decode()
+        assert shown in html, page
+        assert "<b>ours?</b>" not in html, page
+
+
 def test_event_list_filters_by_merchant_status_and_type(
     merchant, other_merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
 ):

@@ -89,6 +89,12 @@ def independent_signature(secret: str, timestamp: str, body: bytes) -> str:
 def assert_valid_request(received, *, secret, event, now=None):
     headers = received.headers
     assert headers["Content-Type"] == "application/json"
+    assert sorted(name for name in headers if name.lower().startswith("x-cowry")) == [
+        "X-Cowry-Event",
+        "X-Cowry-Signature",
+        "X-Cowry-Timestamp",
+        "X-Cowry-Webhook-Id",
+    ]
     assert "Cowry" in headers["User-Agent"]
     assert headers["X-Cowry-Event"] == event.event_type
     assert headers["X-Cowry-Webhook-Id"] == str(event.id)
@@ -287,6 +293,87 @@ def test_a_redirect_is_not_followed_and_counts_as_a_failure(
     assert attempt.response_status == 302
     assert "redirect" in attempt.error
     assert "/elsewhere" in attempt.error
+
+
+@pytest.mark.parametrize("status", [200, 202, 204, 299])
+def test_any_2xx_acknowledges(merchant, endpoint, receiver, status):
+    receiver.plan = [("body", status, b"")]
+    event = record(merchant)
+
+    assert services.deliveries_send() == 1
+    delivery = event.deliveries.get()
+    assert (delivery.status, delivery.attempts, delivery.last_error) == ("succeeded", 1, "")
+    assert delivery.attempt_log.get().response_status == status
+
+
+@pytest.mark.parametrize("status", [101, 300, 304, 307, 308, 399, 400, 404, 499, 500, 503, 599])
+def test_any_other_answer_is_a_failed_attempt_retried_after_a_minute(
+    merchant, endpoint, receiver, status, settings
+):
+    receiver.plan = [("body", status, b""), ("body", 200, b"")]
+    event = record(merchant)
+
+    assert services.deliveries_send() == 1
+    delivery = event.deliveries.get()
+    attempt = delivery.attempt_log.get()
+    assert (delivery.status, attempt.response_status) == ("pending", status)
+    assert delivery.last_error == attempt.error
+    assert attempt.error.startswith(f"HTTP {status}")
+    assert delivery.next_attempt_at == attempt.finished_at + timedelta(seconds=60)
+    assert [r.path for r in receiver.requests] == ["/hook"]  # a 3xx is never followed
+
+
+@pytest.mark.parametrize("interim", [[100], [102], [103], [102, 103, 103]])
+def test_interim_answers_are_skipped_and_the_final_answer_counts(
+    merchant, endpoint, receiver, interim
+):
+    """http.client reads past a 100 only: a 102 or 103 was taken for the answer, so a receiver
+    that acknowledged after it was retried, and its 200, left on the kept-alive connection,
+    was read by the next delivery sent on it as its own: an event the receiver refused (500)
+    was recorded as acknowledged and never sent again."""
+    receiver.plan = [("interim", interim, 0.3, 200), ("body", 500, b"refused")]
+    acknowledged, refused = record(merchant), record(merchant)
+
+    assert services.deliveries_send() == 2
+
+    first = acknowledged.deliveries.get()
+    assert (first.status, first.attempt_log.get().response_status) == ("succeeded", 200)
+    second = refused.deliveries.get()
+    assert (second.status, second.attempts) == ("pending", 1)
+    assert (second.attempt_log.get().response_status, second.last_error) == (500, "HTTP 500")
+    assert second.attempt_log.get().response_body == "refused"
+    assert len(receiver.requests) == 2
+
+
+def test_a_101_is_a_failed_attempt_and_its_connection_is_not_used_again(
+    merchant, endpoint, receiver
+):
+    """A 101 (an upgrade we never ask for) is a final answer, not a 2xx; what follows it on
+    that connection is not HTTP meant for us, never read as the next delivery's answer."""
+    receiver.plan = [("interim", [101], 0.3, 200), ("body", 500, b"refused")]
+    upgraded, refused = record(merchant), record(merchant)
+
+    assert services.deliveries_send() == 2
+
+    first = upgraded.deliveries.get()
+    assert (first.status, first.last_error) == ("pending", "HTTP 101")
+    second = refused.deliveries.get()
+    assert (second.status, second.attempt_log.get().response_status) == ("pending", 500)
+    ports = [r.client_port for r in receiver.requests]
+    assert len(ports) == 2 and ports[0] != ports[1]
+
+
+def test_a_receiver_answering_only_interim_answers_times_out(
+    merchant, endpoint, receiver, settings
+):
+    settings.WEBHOOK_TIMEOUT_SECONDS = 0.5
+    receiver.plan = [("interim", [103] * 3, 2.0, None)]
+    event = record(merchant)
+
+    assert services.deliveries_send() == 1
+    delivery = event.deliveries.get()
+    assert (delivery.status, delivery.last_error) == ("pending", "Timed out after 0.5 s")
+    assert delivery.attempt_log.get().response_status is None
 
 
 def test_a_redirects_location_is_recorded_cut_short(
@@ -541,6 +628,79 @@ def test_the_body_is_the_stored_bytes_on_every_attempt(
     first, second = receiver.requests
     assert first.body == second.body == Event.objects.get(pk=event.pk).body.encode("utf-8")
     assert json.loads(first.body)["data"]["object"]["note"] == "Café ünïcode"
+
+
+def test_a_body_with_non_ascii_data_is_signed_over_its_utf8_bytes_the_same_on_every_attempt(
+    merchant, endpoint, receiver
+):
+    """Spec 6.1 over the raw body: "Aïssatou" and an emoji travel as UTF-8 (not \\u escapes),
+    the same bytes on the first attempt, its retry and a re-send, each with its own timestamp
+    and signature; the receiver helper accepts each as sent and nothing tampered with."""
+    receiver.plan = [500, 200, 200]
+    snapshot = {**PAYIN, "customer": {"name": "Aïssatou Ndiaye 🎉", "city": "Thiès"}}
+    start = timezone.now().replace(microsecond=0)
+    event = record(merchant, snapshot=snapshot, at=start)
+    stored = Event.objects.get(pk=event.pk).body.encode("utf-8")
+    assert "Aïssatou Ndiaye 🎉".encode() in stored and b"\\u" not in stored
+
+    assert services.deliveries_send_due(now=start) == 1  # 500
+    retry = event.deliveries.get().next_attempt_at
+    assert services.deliveries_send_due(now=retry) == 1  # 200
+    resent_at = retry + timedelta(minutes=3)
+    services.event_resend(event_id=event.pk, now=resent_at)
+    assert services.deliveries_send_due(now=resent_at) == 1  # 200
+
+    secret = signing_secret(endpoint)
+    assert [r.body for r in receiver.requests] == [stored] * 3
+    timestamps = [r.headers["X-Cowry-Timestamp"] for r in receiver.requests]
+    assert timestamps == [str(int(at.timestamp())) for at in (start, retry, resent_at)]
+    assert len({r.headers["X-Cowry-Signature"] for r in receiver.requests}) == 3
+    for received, timestamp in zip(receiver.requests, timestamps, strict=True):
+        assert received.headers["Content-Length"] == str(len(stored))
+        assert_valid_request(received, secret=secret, event=event, now=int(timestamp))
+        assert json.loads(received.body)["data"]["object"]["customer"]["name"] == (
+            "Aïssatou Ndiaye 🎉"
+        )
+        headers, now = received.headers, int(timestamp)
+        tampered = received.body.replace("Aïssatou".encode(), b"Aissatou")
+        assert not verify_signature(payload=tampered, headers=headers, secret=secret, now=now)
+        latin1 = received.body.decode("utf-8").encode("latin-1", errors="replace")
+        assert not verify_signature(payload=latin1, headers=headers, secret=secret, now=now)
+        moved = {**headers, "X-Cowry-Timestamp": str(now + 1)}
+        assert not verify_signature(payload=received.body, headers=moved, secret=secret, now=now)
+        for late in (now + 300, now - 300):  # the helper's tolerance, either way
+            assert verify_signature(payload=received.body, headers=headers, secret=secret, now=late)
+        for late in (now + 301, now - 301):
+            assert not verify_signature(
+                payload=received.body, headers=headers, secret=secret, now=late
+            )
+
+
+def test_each_retry_is_due_exactly_at_its_delay_and_the_seventh_failure_is_the_last(
+    merchant, endpoint, receiver
+):
+    """Spec 6.4: 1 min, 5 min, 15 min, 1 h, 4 h, 12 h after failed attempts 1 to 6, not a
+    microsecond sooner; the seventh failed attempt marks the delivery failed."""
+    receiver.default = 500
+    event = record(merchant)
+    assert services.deliveries_send_due(now=event.created_at) == 1
+    delivery = event.deliveries.get()
+    for failed, delay in enumerate([60, 300, 900, 3600, 14400, 43200], start=1):
+        attempt = delivery.attempt_log.get(number=failed)
+        due = attempt.finished_at + timedelta(seconds=delay)
+        assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == (
+            "pending",
+            failed,
+            due,
+        )
+        assert services.deliveries_send_due(now=due - timedelta(microseconds=1)) == 0
+        assert services.deliveries_dispatch_due(now=due - timedelta(microseconds=1)) == 0
+        assert services.deliveries_send_due(now=due) == 1
+        delivery.refresh_from_db()
+
+    assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("failed", 7, None)
+    assert services.deliveries_send_due(now=timezone.now() + timedelta(days=365)) == 0
+    assert len(receiver.requests) == 7
 
 
 @pytest.mark.django_db(transaction=True)

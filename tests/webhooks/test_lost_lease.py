@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from tests.webhooks.conftest import record_event
 from webhooks import services
-from webhooks.models import DeliveryStatus
+from webhooks.models import Delivery, DeliveryStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -96,4 +96,100 @@ def test_a_delivery_whose_sender_is_lost_every_time_fails_after_seven_leases(
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("failed", 7, LOST)
     assert [a.error for a in delivery.attempt_log.all()] == [LOST] * 7
+    assert receiver.requests == []
+
+
+def _lost_while_disabled(merchant, endpoint):
+    """A delivery claimed a lease and a moment ago whose sender died; its endpoint was disabled
+    meanwhile. Returns the event, the delivery and when its lease was over."""
+    start = timezone.now() - timedelta(seconds=services.lease_seconds() + 5)
+    event = record_event(merchant, at=start)
+    delivery = event.deliveries.get()
+    assert services._delivery_claim(delivery_id=delivery.pk, now=start) is not None
+    # ... the sender dies before it records anything, and the merchant switches the endpoint off
+    services.endpoint_update(endpoint_id=endpoint.pk, url=endpoint.url, enabled=False, now=start)
+    return event, delivery, start + timedelta(seconds=services.lease_seconds())
+
+
+# the beat's sweep, and the `deliver_webhooks` command that does its work by hand
+SWEEPS = [services.deliveries_dispatch_due, services.deliveries_send_due]
+
+
+@pytest.mark.parametrize("sweep", SWEEPS, ids=["beat", "command"])
+def test_a_lost_attempt_to_a_disabled_endpoint_reads_pending_once_its_lease_is_over(
+    merchant, endpoint, receiver, sweep
+):
+    """It read `delivering` for as long as the endpoint stayed off (days), though nothing was
+    sending it: the claim that records a lost attempt takes only enabled endpoints."""
+    _, delivery, lease_over = _lost_while_disabled(merchant, endpoint)
+
+    assert sweep(now=lease_over - timedelta(seconds=1)) == 0
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.DELIVERING  # its lease is not over yet
+
+    assert sweep(now=lease_over) == 0  # nothing is sent
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.PENDING, 1)
+    assert delivery.next_attempt_at == lease_over  # due again at once, as a lost attempt is
+    assert delivery.last_error == LOST
+    (lost,) = delivery.attempt_log.all()
+    assert (lost.number, lost.response_status, lost.finished_at, lost.error) == (
+        1,
+        None,
+        lease_over,
+        LOST,
+    )
+    # a week later, nothing more is written and nothing is sent while it is off
+    week = lease_over + timedelta(days=7)
+    assert services.deliveries_dispatch_due(now=week) == 0
+    assert services.deliveries_send_due(now=week) == 0
+    assert Delivery.objects.get(pk=delivery.pk).updated_at == lease_over
+    assert receiver.requests == []
+
+
+def test_re_enabled_it_sends_the_lost_attempts_delivery_once_as_attempt_two(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    event, delivery, _ = _lost_while_disabled(merchant, endpoint)
+    services.deliveries_dispatch_due(now=timezone.now())
+    assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
+
+    services.endpoint_update(
+        endpoint_id=endpoint.pk, url=endpoint.url, enabled=True, now=timezone.now()
+    )
+    with django_capture_on_commit_callbacks(execute=True):  # the beat's sweep hands it on
+        assert services.deliveries_dispatch_due(now=timezone.now()) == 1
+    assert services.deliveries_send() == 0  # the sender finds nothing more to send
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.SUCCEEDED, 2)
+    assert [(a.number, a.response_status) for a in delivery.attempt_log.all()] == [
+        (1, None),
+        (2, 200),
+    ]
+    assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [str(event.id)]
+
+
+def test_a_seventh_attempt_lost_to_a_disabled_endpoint_fails_the_delivery(
+    merchant, endpoint, receiver
+):
+    """As the claim of a lost attempt does: the seventh lost attempt is the last one."""
+    _, delivery, lease_over = _lost_while_disabled(merchant, endpoint)
+    Delivery.objects.filter(pk=delivery.pk).update(attempts=services.max_attempts())
+    delivery.attempt_log.update(number=services.max_attempts())
+
+    services.deliveries_dispatch_due(now=lease_over)
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == (
+        DeliveryStatus.FAILED,
+        7,
+        None,
+    )
+    assert delivery.last_error == LOST
+    assert delivery.attempt_log.get().error == LOST
+    services.endpoint_update(
+        endpoint_id=endpoint.pk, url=endpoint.url, enabled=True, now=timezone.now()
+    )
+    assert services.deliveries_send_due(now=lease_over + timedelta(days=1)) == 0
     assert receiver.requests == []

@@ -63,3 +63,13 @@ def test_missing_or_malformed_headers_are_rejected():
     headers = _headers()
     headers["X-Cowry-Signature"] = headers["X-Cowry-Signature"].removeprefix("sha256=")
     assert not verify_signature(payload=BODY, headers=headers, secret=SECRET, now=NOW)
+
+
+def test_a_signature_header_that_is_not_ascii_is_rejected_without_raising():
+    """aiohttp hands a header's bytes on decoded with surrogateescape: a forged 0xff became a
+    lone surrogate, and encoding it for the comparison raised (a 500 on the receiver's side)."""
+    for forged in ("sha256=\udcff", "sha256=é" + "0" * 63, "sha256=\ud800"):
+        headers = {**_headers(), "X-Cowry-Signature": forged}
+        assert not verify_signature(payload=BODY, headers=headers, secret=SECRET, now=NOW)
+    headers = {**_headers(), "X-Cowry-Timestamp": str(NOW) + "\udcff"}
+    assert not verify_signature(payload=BODY, headers=headers, secret=SECRET, now=NOW)
