@@ -1,3 +1,5 @@
+from collections.abc import Mapping
+
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
@@ -100,7 +102,18 @@ class TransferCreateInput(serializers.Serializer):
 
 
 class TransferRelaunchPayoutInput(serializers.Serializer):
-    """Both optional; no body retries with the transfer's recipient and payout amount."""
+    """Both optional; no body retries with the transfer's recipient and payout amount. Unlike
+    other bodies, an unknown field is refused: with both fields optional, a misspelt
+    `payout_amont` would relaunch the whole amount to the old recipient, money that may not
+    come back."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            unknown = sorted(str(name) for name in data if name not in self.fields)
+            if unknown:
+                message = "Unknown field: a relaunch takes payout_amount and recipient only."
+                raise serializers.ValidationError({name: [message] for name in unknown})
+        return super().to_internal_value(data)
 
     payout_amount = AmountField(
         required=False, help_text="Not above the transfer's original payout amount."

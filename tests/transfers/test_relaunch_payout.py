@@ -304,6 +304,13 @@ def test_payout_amount_above_the_original_is_rejected_and_changes_nothing(
             "invalid_request",
             "recipient.phone",
         ),
+        # a misspelt field would otherwise relaunch the whole amount to the same recipient
+        ({"payout_amont": "5000"}, "invalid_request", "payout_amont"),
+        (
+            {"payout_amount": "5000", "recipeint": {"phone": "+221770001111"}},
+            "invalid_request",
+            "recipeint",
+        ),
         (
             {
                 "recipient": {
