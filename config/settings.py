@@ -139,6 +139,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "config.schema.CowryAutoSchema",
     "COERCE_DECIMAL_TO_STRING": True,
+    # config.fields.TIMESTAMP_FORMAT (DRF converts to the current time zone, UTC, first)
+    "DATETIME_FORMAT": "%Y-%m-%dT%H:%M:%S.%fZ",
     "UNAUTHENTICATED_USER": None,
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
