@@ -2,7 +2,7 @@
 
 import re
 import unicodedata
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta, timezone
 
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
@@ -20,6 +20,29 @@ ISO_3166_ALPHA2 = frozenset(
         "VN VU WF WS YE YT ZA ZM ZW "
     ).split()
 )
+
+# The service's countries keep one UTC offset all year (none has daylight time): their dates
+# need no time zone database.
+COUNTRY_UTC_OFFSETS = {
+    "CM": timedelta(hours=1),
+    "BJ": timedelta(hours=1),
+    "SN": timedelta(0),
+    "CI": timedelta(0),
+    "TG": timedelta(0),
+}
+
+
+def country_date(at: datetime, country_code: str | None) -> date:
+    """The date `at` falls on in `country_code` (one of the service's countries; UTC's date
+    for any other or none): 23:30 UTC on the 26th is the 27th in Douala."""
+    offset = COUNTRY_UTC_OFFSETS.get(country_code or "", timedelta(0))
+    return at.astimezone(timezone(offset)).date()
+
+
+def latest_country_date(at: datetime) -> date:
+    """The latest date `at` falls on in any of the service's countries."""
+    return max(country_date(at, code) for code in COUNTRY_UTC_OFFSETS)
+
 
 FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 PHONE_PATTERN = re.compile(r"\+?[0-9]{6,15}")
