@@ -2,7 +2,9 @@
 
 import re
 import unicodedata
+from datetime import UTC, date, datetime, timedelta, timezone
 
+from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 ISO_3166_ALPHA2 = frozenset(
@@ -19,11 +21,65 @@ ISO_3166_ALPHA2 = frozenset(
     ).split()
 )
 
+# The service's countries keep one UTC offset all year (none has daylight time): their dates
+# need no time zone database.
+COUNTRY_UTC_OFFSETS = {
+    "CM": timedelta(hours=1),
+    "BJ": timedelta(hours=1),
+    "SN": timedelta(0),
+    "CI": timedelta(0),
+    "TG": timedelta(0),
+}
+
+
+def country_date(at: datetime, country_code: str | None) -> date:
+    """The date `at` falls on in `country_code` (one of the service's countries; UTC's date
+    for any other or none): 23:30 UTC on the 26th is the 27th in Douala."""
+    offset = COUNTRY_UTC_OFFSETS.get(country_code or "", timedelta(0))
+    return at.astimezone(timezone(offset)).date()
+
+
+def latest_country_date(at: datetime) -> date:
+    """The latest date `at` falls on in any of the service's countries."""
+    return max(country_date(at, code) for code in COUNTRY_UTC_OFFSETS)
+
+
 FULL_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 PHONE_PATTERN = re.compile(r"\+?[0-9]{6,15}")
 PHONE_SEPARATORS = re.compile(r"[ .()-]")
 ASCII_DIGITS = re.compile(r"[0-9]+")
 ACCOUNT_IDENTIFIER = re.compile(r"[A-Za-z0-9 ./-]*[A-Za-z0-9][A-Za-z0-9 ./-]*")
+
+
+# How every timestamp leaves the service (API, webhook bodies, locked pricing, statements):
+# UTC, always six fraction digits, "Z". DRF's ISO 8601 (and isoformat) drop the fraction when
+# it is zero and write "+00:00" for an offset, so the same API showed three forms.
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def format_timestamp(value: datetime) -> str:
+    """`value` (aware) as the API shows a timestamp: 2026-01-02T03:04:05.000000Z."""
+    return value.astimezone(UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
+
+
+class PricingField(serializers.DictField):
+    """What a quote locked (fee, FX, routing), its `locked_at` and `expires_at` as every other
+    timestamp: quotes made before they were stored that way hold them as isoformat wrote them."""
+
+    TIMES = ("locked_at", "expires_at")
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("help_text", "Everything the quote locked: fee, FX, routing.")
+        super().__init__(**kwargs)
+
+    def to_representation(self, value):
+        data = super().to_representation(value)
+        for name in self.TIMES:
+            text = data.get(name)
+            moment = parse_datetime(text) if isinstance(text, str) else None
+            if moment is not None and moment.tzinfo is not None:
+                data[name] = format_timestamp(moment)
+        return data
 
 
 class StrictCharField(serializers.CharField):

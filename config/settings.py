@@ -4,6 +4,7 @@ the embedded mode of `make run`: SQLite and Celery's filesystem transport under 
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from config import dotenv
 
@@ -139,6 +140,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "config.schema.CowryAutoSchema",
     "COERCE_DECIMAL_TO_STRING": True,
+    # config.fields.TIMESTAMP_FORMAT (DRF converts to the current time zone, UTC, first)
+    "DATETIME_FORMAT": "%Y-%m-%dT%H:%M:%S.%fZ",
     "UNAUTHENTICATED_USER": None,
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
@@ -248,14 +251,43 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # Cowry --------------------------------------------------------------------------------------
-QUOTE_TTL_SECONDS = env.int("QUOTE_TTL_SECONDS", default=900)
-PROVIDER_SIMULATION_DELAY_SECONDS = env.float("PROVIDER_SIMULATION_DELAY_SECONDS", default=1)
-PROVIDER_TIMEOUT_SECONDS = env.int("PROVIDER_TIMEOUT_SECONDS", default=3600)
-KYC_REVIEW_DELAY_SECONDS = env.float("KYC_REVIEW_DELAY_SECONDS", default=1)
+# Durations are refused at startup unless they make sense: a QUOTE_TTL_SECONDS of 0 made every
+# quote expired by the time a payment used it, an IDEMPOTENCY_KEY_TTL_SECONDS of 0 forgot every
+# key (a retried payout paid twice), a WEBHOOK_TIMEOUT_SECONDS of 0 failed every delivery, and
+# a typo of 10**12 overflowed the date arithmetic (a 500 on every quote); a century is plenty.
+LONGEST_DURATION_SECONDS = 100 * 366 * 86400
+
+
+def _duration(name: str, value: float, *, zero_allowed: bool = False) -> float:
+    long_enough = value >= 0 if zero_allowed else value > 0
+    if not long_enough or value > LONGEST_DURATION_SECONDS:
+        lowest = "0 or more" if zero_allowed else "more than 0"
+        raise ImproperlyConfigured(
+            f"Set {name} to a number of seconds, {lowest} and at most {LONGEST_DURATION_SECONDS}"
+            f" (it is {value})."
+        )
+    return value
+
+
+QUOTE_TTL_SECONDS = _duration("QUOTE_TTL_SECONDS", env.int("QUOTE_TTL_SECONDS", default=900))
+PROVIDER_SIMULATION_DELAY_SECONDS = _duration(
+    "PROVIDER_SIMULATION_DELAY_SECONDS",
+    env.float("PROVIDER_SIMULATION_DELAY_SECONDS", default=1),
+    zero_allowed=True,
+)
+PROVIDER_TIMEOUT_SECONDS = _duration(
+    "PROVIDER_TIMEOUT_SECONDS", env.int("PROVIDER_TIMEOUT_SECONDS", default=3600)
+)
+KYC_REVIEW_DELAY_SECONDS = _duration(
+    "KYC_REVIEW_DELAY_SECONDS", env.float("KYC_REVIEW_DELAY_SECONDS", default=1), zero_allowed=True
+)
 WEBHOOK_RETRY_SCHEDULE = [
-    int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=[60, 300, 900, 3600, 14400, 43200])
+    _duration("WEBHOOK_RETRY_SCHEDULE", int(s))
+    for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=[60, 300, 900, 3600, 14400, 43200])
 ]
-WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10)
+WEBHOOK_TIMEOUT_SECONDS = _duration(
+    "WEBHOOK_TIMEOUT_SECONDS", env.float("WEBHOOK_TIMEOUT_SECONDS", default=10)
+)
 # Webhook signing secrets are stored Fernet-encrypted (webhooks.secrets_at_rest). Comma-separated
 # Fernet keys: the first encrypts, every one decrypts (rotation: put the new key first, run
 # `reencrypt_webhook_secrets`, then drop the old key). The default is a fixed DEVELOPMENT-ONLY
@@ -272,9 +304,13 @@ CONSUMER_GATHER_SECONDS = env.float("CONSUMER_GATHER_SECONDS", default=0.04)
 WEBHOOK_ALLOW_HTTP = env.bool("WEBHOOK_ALLOW_HTTP", default=False)
 ALLOW_PRIVATE_NETWORK_URLS = env.bool("ALLOW_PRIVATE_NETWORK_URLS", default=False)
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=6000)
-IDEMPOTENCY_KEY_TTL_SECONDS = env.int("IDEMPOTENCY_KEY_TTL_SECONDS", default=86400)
+IDEMPOTENCY_KEY_TTL_SECONDS = _duration(
+    "IDEMPOTENCY_KEY_TTL_SECONDS", env.int("IDEMPOTENCY_KEY_TTL_SECONDS", default=86400)
+)
 # An in-progress idempotency record older than this is taken to belong to a crashed request.
-IDEMPOTENCY_LOCK_TIMEOUT_SECONDS = env.int("IDEMPOTENCY_LOCK_TIMEOUT_SECONDS", default=60)
+IDEMPOTENCY_LOCK_TIMEOUT_SECONDS = _duration(
+    "IDEMPOTENCY_LOCK_TIMEOUT_SECONDS", env.int("IDEMPOTENCY_LOCK_TIMEOUT_SECONDS", default=60)
+)
 # `make bench` only: exposes POST /bench/floor (API-key auth + one INSERT), the floor figure.
 BENCH_FLOOR_ENABLED = env.bool("BENCH_FLOOR_ENABLED", default=False)
 

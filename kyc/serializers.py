@@ -10,7 +10,14 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config import netguard
-from config.fields import CountryCodeField, FullDateField, StrictCharField, TextLineField
+from config.fields import (
+    CountryCodeField,
+    FullDateField,
+    StrictCharField,
+    TextLineField,
+    country_date,
+    latest_country_date,
+)
 from customers.models import KycStatus
 from kyc.models import DocumentStatus, DocumentType, ReviewStatus
 
@@ -83,12 +90,16 @@ class KycDocumentInput(serializers.Serializer):
     back_file_url = KycFileUrlField(required=False)
     selfie_file_url = KycFileUrlField(required=False)
 
-    def validate_issue_date(self, value):
-        if value > timezone.localdate():
-            raise serializers.ValidationError("issue_date cannot be in the future.")
-        return value
-
     def validate(self, attrs):
+        # Today where the document was issued (any of the service's countries when it does not
+        # say): issued at 00:30 in Douala, 23:30 UTC the day before, it is not in the future.
+        issue_date, country = attrs.get("issue_date"), attrs.get("issue_country_code")
+        at = self.context.get("at") or timezone.now()
+        today = country_date(at, country) if country else latest_country_date(at)
+        if issue_date and issue_date > today:
+            raise serializers.ValidationError(
+                {"issue_date": ["issue_date cannot be in the future."]}
+            )
         if not any(attrs.get(field) for field in FILE_URL_FIELDS):
             raise serializers.ValidationError(
                 {

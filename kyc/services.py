@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from config.exceptions import DomainError
+from config.fields import country_date
 from customers import services as customer_services
 from customers.models import Customer, KycStatus
 from customers.selectors import CustomerNotFound
@@ -206,9 +207,12 @@ def kyc_submission_review(*, submission_id: UUID, at: datetime) -> KycSubmission
         documents = list(submission.documents.select_for_update().order_by("pk"))
         if any(d.status == DocumentStatus.UPLOADED for d in documents):
             return submission  # files still on their way; the last fetch schedules the review
-        today = at.date()
         rejections = []
         for document in documents:
+            # expired on the date of the review where the document was issued (else where the
+            # customer is): a Cameroonian ID that expired on the 26th is expired at 23:30 UTC
+            # that day, 00:30 on the 27th in Douala
+            today = country_date(at, document.issue_country_code or customer.country_code)
             if document.status != DocumentStatus.FETCHED:
                 document.review_status = ReviewStatus.REJECTED
                 document.rejection_reason = f"file_not_fetched ({document.failure_reason})"

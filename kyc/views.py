@@ -23,13 +23,14 @@ class CustomerKycView(APIView):
         tags=["customers"],
     )
     def post(self, request, customer_id: UUID):
-        serializer = KycSubmitInput(data=request.data)
+        now = timezone.now()
+        serializer = KycSubmitInput(data=request.data, context={"at": now})
         serializer.is_valid(raise_exception=True)
         state = services.kyc_submit(
             merchant=request.merchant,
             customer_id=customer_id,
             documents=serializer.validated_data["documents"],
-            at=timezone.now(),
+            at=now,
         )
         return Response(KycStatusSerializer(state).data, status=201)
 

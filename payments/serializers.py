@@ -7,6 +7,7 @@ from config.fields import (
     EmailAddressField,
     FullDateField,
     PhoneField,
+    PricingField,
     StrictUUIDField,
     TextLineField,
 )
@@ -164,7 +165,7 @@ class _PaymentOutput(OutputSerializer):
     rail_type = serializers.ChoiceField(choices=RailType.choices)
     operator_code = serializers.CharField()
     provider_reference = serializers.CharField(allow_null=True)
-    pricing = serializers.DictField(help_text="Everything the quote locked: fee, FX, routing.")
+    pricing = PricingField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     _meta = IdempotencyMetaSerializer(read_only=True, required=False, source="idempotency_meta")

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from config import money
 from config.exceptions import DomainError
+from config.fields import format_timestamp
 from merchants.models import Merchant
 from payments import ledger
 from payments.models import JournalLine, Payin, Payout
@@ -171,7 +172,7 @@ def statement_csv(lines: Iterable[StatementLine]) -> str:
     for line in lines:
         writer.writerow(
             [
-                line.created_at.isoformat(),
+                format_timestamp(line.created_at),
                 line.journal_id,
                 line.kind,
                 line.resource_type,

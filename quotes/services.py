@@ -13,6 +13,7 @@ from django.db.models import Model, QuerySet
 
 from config import money, rawsql
 from config.exceptions import DomainError
+from config.fields import format_timestamp
 from config.rawsql import RowReader
 from customers import selectors as customer_selectors
 from customers.models import Customer
@@ -359,8 +360,8 @@ def quote_create_collection(
         "fx": None,
         "wallet_impact": wallet_impact,
         "routing": {"operator": _operator_json(operator)},
-        "locked_at": now.isoformat(),
-        "expires_at": expires_at.isoformat(),
+        "locked_at": format_timestamp(now),
+        "expires_at": format_timestamp(expires_at),
     }
     quote = Quote(
         merchant=merchant,
@@ -540,8 +541,8 @@ def quote_create_transfer(
             "payer_operator": _operator_json(payer),
             "recipient_operator": _operator_json(recipient),
         },
-        "locked_at": now.isoformat(),
-        "expires_at": expires_at.isoformat(),
+        "locked_at": format_timestamp(now),
+        "expires_at": format_timestamp(expires_at),
     }
     return rawsql.insert(
         Quote(

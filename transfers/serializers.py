@@ -9,6 +9,7 @@ from config.fields import (
     CountryCodeField,
     EmailAddressField,
     PhoneField,
+    PricingField,
     StrictUUIDField,
     TextLineField,
 )
@@ -220,7 +221,7 @@ class TransferOutput(serializers.Serializer):
     sender_source_of_funds = serializers.CharField(allow_null=True)
     sender_occupation = serializers.CharField(allow_null=True)
     execution = TransferExecutionOutput(source="*")
-    pricing = serializers.DictField(help_text="Everything the quote locked: fee, FX, routing.")
+    pricing = PricingField()
     payer = TransferPayerOutput(source="*")
     recipient = TransferRecipientOutput(source="*")
     history = TransferHistoryItemOutput(many=True, source="history.all")

@@ -31,6 +31,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from config import netguard, rawsql, shared_cache
 from config.exceptions import DomainError, NotFound
+from config.fields import format_timestamp
 from config.rawsql import RowReader
 from config.transactions import joined_atomic
 from merchants import services as merchant_services
@@ -128,8 +129,7 @@ class _ApiJSONEncoder(DjangoJSONEncoder):
 
     def default(self, o: Any) -> Any:
         if isinstance(o, datetime):
-            text = o.isoformat()
-            return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
+            return format_timestamp(o)
         return super().default(o)
 
 
