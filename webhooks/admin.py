@@ -19,6 +19,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from config.exceptions import DomainError
+from config.fields import format_timestamp
 from merchants import dashboard
 from merchants import services as merchant_services
 from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, html_table
@@ -174,6 +175,8 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
     def save_model(self, request, obj, form, change) -> None:
         now = timezone.now()
         if change:
+            switched_on = obj.enabled and "enabled" in form.changed_data
+            disabled = (obj.disabled_at, obj.disabled_reason)  # as read: enabling clears them
             services.endpoint_update(
                 endpoint_id=obj.pk,
                 url=obj.url,
@@ -181,6 +184,8 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
                 event_types=obj.event_types or [],
                 now=now,
             )
+            if switched_on:
+                self._offer_missed_events(request, obj, *disabled)
             merchant_services.audit_record(
                 merchant=obj.merchant,
                 actor=request.user,
@@ -208,6 +213,26 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
         obj.updated_at = endpoint.updated_at
         obj.enabled = endpoint.enabled
         self._show_secret_once(request, endpoint, secret)
+
+    def _offer_missed_events(
+        self, request, endpoint: WebhookEndpoint, disabled_at, disabled_reason: str
+    ) -> None:
+        """Switched back on: say which call gets it what it missed while off, and from when.
+        Not sent from here: the merchant may have caught up from GET /events meanwhile, or
+        moved the URL to another system, and chooses the window (docs/decisions.md)."""
+        since = "when it was disabled"
+        if disabled_at is not None:
+            since = format_timestamp(
+                services.endpoint_recovery_since(
+                    disabled_at=disabled_at, disabled_reason=disabled_reason
+                )
+            )
+        messages.info(
+            request,
+            f"{endpoint.url} is enabled again. It got no delivery of the events recorded while "
+            f'it was disabled: POST /events/resend-failed with {{"since": "{since}"}} sends it '
+            "each one it missed, and re-sends the deliveries that failed since then, each once.",
+        )
 
     def _show_secret_once(self, request, endpoint: WebhookEndpoint, secret: str) -> None:
         messages.warning(

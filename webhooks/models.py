@@ -4,6 +4,9 @@ from django.db import models
 
 from merchants.models import Merchant
 
+# The dashboard's test event: recorded for one endpoint (its data id) and delivered to it only.
+TEST_EVENT_TYPE = "webhook.test"
+
 
 class EndpointDisabledReason(models.TextChoices):
     NONE = "", "—"

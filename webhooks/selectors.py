@@ -8,7 +8,7 @@ from config import pagination
 from config.exceptions import NotFound
 from merchants.models import Merchant
 from webhooks import secrets_at_rest
-from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
+from webhooks.models import TEST_EVENT_TYPE, Delivery, DeliveryStatus, Event, WebhookEndpoint
 
 OPEN_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.DELIVERING)
 
@@ -34,6 +34,50 @@ def deliveries_due(*, now: datetime, limit: int) -> list[UUID]:
         .order_by("next_attempt_at")
         .values_list("id", flat=True)[:limit]
     )
+
+
+def deliveries_failed_not_resent(
+    *, merchant: Merchant, since: datetime, endpoint_ids: list[UUID]
+) -> list[tuple[UUID, UUID]]:
+    """(event id, endpoint id) of each failed delivery of the merchant created at or after
+    `since` to one of these endpoints, with no later delivery of its event to that endpoint (a
+    re-send since, or a retry still under way), oldest first."""
+    later = Delivery.objects.filter(
+        event_id=OuterRef("event_id"),
+        endpoint_id=OuterRef("endpoint_id"),
+        created_at__gt=OuterRef("created_at"),
+    )
+    return list(
+        Delivery.objects.filter(
+            event__merchant=merchant,
+            status=DeliveryStatus.FAILED,
+            created_at__gte=since,
+            endpoint_id__in=endpoint_ids,
+        )
+        .exclude(Exists(later))
+        .order_by("created_at", "id")
+        .values_list("event_id", "endpoint_id")
+    )
+
+
+def events_missed(*, endpoint: WebhookEndpoint, since: datetime) -> list[UUID]:
+    """The ids of the events of the endpoint's merchant recorded at or after `since`, and after
+    the endpoint was created, that it is subscribed to (as it is now) and never got a delivery
+    of: recorded while it was disabled (an event fans out to the enabled endpoints only).
+    A test event is of one endpoint and never missed by another. Oldest first; the merchant's
+    events by time (`event_merchant_page`), each looked up in the deliveries of its event."""
+    events = (
+        Event.objects.filter(
+            merchant_id=endpoint.merchant_id,
+            created_at__gte=since,
+            created_at__gt=endpoint.created_at,
+        )
+        .exclude(event_type=TEST_EVENT_TYPE)
+        .exclude(Exists(Delivery.objects.filter(event_id=OuterRef("pk"), endpoint=endpoint)))
+    )
+    if endpoint.event_types:
+        events = events.filter(event_type__in=endpoint.event_types)
+    return list(events.order_by("created_at", "id").values_list("pk", flat=True))
 
 
 def events_about(*, data_type: str, data_id: UUID) -> QuerySet[Event]:

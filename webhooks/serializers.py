@@ -39,10 +39,19 @@ EventPageOutput = pagination.page_serializer("EventPageOutput", EventOutput)
 
 class EventResendFailedInput(serializers.Serializer):
     since = serializers.DateTimeField(
-        help_text="Re-send the failed deliveries created at or after this ISO 8601 time."
+        help_text=(
+            "ISO 8601 time: re-send the failed deliveries created at or after it, and send the "
+            "events recorded at or after it that an enabled endpoint never got (it was "
+            "disabled then)."
+        )
     )
 
 
 class EventResendFailedOutput(serializers.Serializer):
-    resent = serializers.IntegerField()
+    resent = serializers.IntegerField(
+        help_text=(
+            "Deliveries made: failed deliveries re-sent plus missed events sent, one per event "
+            "and endpoint."
+        ),
+    )
     _meta = IdempotencyMetaSerializer(read_only=True, required=False)

@@ -38,6 +38,7 @@ from merchants import services as merchant_services
 from merchants.models import AuditAction, Merchant
 from webhooks import secrets_at_rest, selectors, signing
 from webhooks.models import (
+    TEST_EVENT_TYPE,
     Delivery,
     DeliveryAttempt,
     DeliveryStatus,
@@ -52,7 +53,6 @@ SECRET_PREFIX = "whsec_"
 MIN_SECRET_LENGTH = 16
 MAX_URL_LENGTH = 2048
 RESPONSE_PREFIX_BYTES = 1024
-TEST_EVENT_TYPE = "webhook.test"
 MAX_ENDPOINTS_PER_MERCHANT = 5
 FAILING_DISABLE_AFTER = timedelta(days=5)
 # Spec 6.3: the names an endpoint can subscribe to (plus the dashboard's test event).
@@ -464,18 +464,21 @@ def _sender_wake() -> None:
     shared_cache.wake(SENDER_WAKE_KEY, tasks.send_webhooks)
 
 
+def _due_now(now: datetime) -> dict[str, Any]:
+    """The values of a new delivery, due now."""
+    return {
+        "status": DeliveryStatus.PENDING,
+        "next_attempt_at": now,
+        "dispatched_at": now,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
 def _delivery_new(*, event: Event, endpoint: WebhookEndpoint, now: datetime) -> Delivery:
     """A delivery of the event to the endpoint, due now, for the caller to insert; inserting it
     must also wake a sender after commit."""
-    return Delivery(
-        event=event,
-        endpoint=endpoint,
-        status=DeliveryStatus.PENDING,
-        next_attempt_at=now,
-        dispatched_at=now,
-        created_at=now,
-        updated_at=now,
-    )
+    return Delivery(event=event, endpoint=endpoint, **_due_now(now))
 
 
 def _delivery_create(*, event: Event, endpoint: WebhookEndpoint, now: datetime) -> Delivery:
@@ -662,32 +665,54 @@ def _deliveries_due_now(
     return list(targets.filter(status__in=selectors.OPEN_STATUSES).order_by("created_at", "id"))
 
 
+def endpoint_recovery_since(*, disabled_at: datetime, disabled_reason: str) -> datetime:
+    """The `since` that recovers, with events_resend_failed, what an endpoint disabled at
+    `disabled_at` did not get: the events of the time it was off and, when the sweep disabled
+    it for failing, the deliveries that failed over the days before (their first failure at
+    least FAILING_DISABLE_AFTER old then, each created up to its retries' span before it, the
+    hourly sweep up to an hour late)."""
+    if disabled_reason != EndpointDisabledReason.FAILING:
+        return disabled_at
+    retries = timedelta(seconds=sum(settings.WEBHOOK_RETRY_SCHEDULE))
+    return disabled_at - FAILING_DISABLE_AFTER - retries - timedelta(hours=1)
+
+
+RESEND_INSERT_ROWS = 1000  # deliveries per INSERT of a recovery (PostgreSQL takes 65535 values)
+
+
 def events_resend_failed(*, merchant: Merchant, since: datetime, now: datetime) -> int:
-    """Re-send every failed delivery of the merchant created at or after `since`: a new
-    delivery of the same event to the same endpoint, if that endpoint is still enabled and
-    has had no later delivery of the event (so repeating the call re-sends nothing twice).
-    Returns the number of deliveries created."""
-    later = Delivery.objects.filter(
-        event_id=OuterRef("event_id"),
-        endpoint_id=OuterRef("endpoint_id"),
-        created_at__gt=OuterRef("created_at"),
-    )
+    """Recover, for each of the merchant's enabled endpoints, what it did not get of the events
+    since `since` (POST /events/resend-failed), each event once per endpoint:
+    - a failed delivery created at or after `since` is re-sent (a new delivery of the same
+      event, fresh attempts) unless a later delivery of its event to its endpoint exists;
+    - an event recorded at or after `since`, after the endpoint was created, that it is
+      subscribed to and never got a delivery of (it was disabled then: an event fans out to
+      the enabled endpoints only) is sent to it (selectors.events_missed). Test events never.
+    A delivery still open is left to its retry. Every delivery made is a later delivery of its
+    event to its endpoint, so repeating the call sends nothing twice; calls take turns on the
+    merchant's row with each other and with event_resend, so two at once send once. A bounded
+    number of statements: a read per endpoint (five at most), an insert per
+    RESEND_INSERT_ROWS deliveries. Returns the number of deliveries made."""
     with transaction.atomic():
         merchant_services.merchant_turn(merchant.pk)
-        failed = list(
-            Delivery.objects.filter(
-                event__merchant=merchant,
-                status=DeliveryStatus.FAILED,
-                created_at__gte=since,
-                endpoint__enabled=True,
-            )
-            .exclude(Exists(later))
-            .select_related("event", "endpoint")
-            .order_by("created_at", "id")
+        endpoints = _ENABLED_ENDPOINTS.all(merchant.pk, True)
+        targets = selectors.deliveries_failed_not_resent(
+            merchant=merchant, since=since, endpoint_ids=[e.pk for e in endpoints]
         )
-        for delivery in failed:
-            _delivery_create(event=delivery.event, endpoint=delivery.endpoint, now=now)
-    return len(failed)
+        for endpoint in endpoints:
+            targets += [
+                (event_id, endpoint.pk)
+                for event_id in selectors.events_missed(endpoint=endpoint, since=since)
+            ]
+        deliveries = [
+            Delivery(event_id=event_id, endpoint_id=endpoint_id, **_due_now(now))
+            for event_id, endpoint_id in targets
+        ]
+        for start in range(0, len(deliveries), RESEND_INSERT_ROWS):
+            rawsql.insert_many(deliveries[start : start + RESEND_INSERT_ROWS])
+        if deliveries:
+            transaction.on_commit(_sender_wake)
+    return len(deliveries)
 
 
 def endpoint_send_test_event(*, endpoint_id: UUID, now: datetime) -> Delivery:

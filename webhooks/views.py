@@ -72,8 +72,13 @@ class EventResendFailedView(APIView):
         responses={202: EventResendFailedOutput},
         tags=["events"],
         description=(
-            "Re-send every failed delivery created since `since` to its endpoint (when still "
-            "enabled and not already re-sent). Answers the number of new deliveries."
+            "Recover what each enabled endpoint did not get since `since`: every failed "
+            "delivery created since then is re-sent to its endpoint (unless already re-sent), "
+            "and every event recorded since then that an endpoint is subscribed to but never "
+            "got, because it was disabled when the event happened, is sent to it (only events "
+            "recorded after the endpoint was created; never test events). Same event ids and "
+            "bodies, signed afresh. Calling again sends nothing twice. Answers the number of "
+            "deliveries made."
         ),
     )
     @idempotent
