@@ -1,10 +1,13 @@
 from django.contrib import admin
 
+from merchants import logins
+
 
 class CowryAdminSite(admin.AdminSite):
     site_header = "Cowry dashboard"
     site_title = "Cowry"
     index_title = "Payments, customers and credentials"
+    login_form = logins.DashboardLoginForm
 
     def index(self, request, extra_context=None):
         """Merchant staff land on their merchant's day: balances, today's payments by status,
