@@ -336,6 +336,12 @@ LOGIN_FAILURE_WINDOW_SECONDS = int(
 TRUSTED_PROXY_COUNT = _count(
     "TRUSTED_PROXY_COUNT", env.int("TRUSTED_PROXY_COUNT", default=0), lowest=0
 )
+# A dashboard session ends this long after its login, however busy (config.admin_site); the
+# cookie's age too. Django's default was two weeks.
+DASHBOARD_SESSION_SECONDS = int(
+    _duration("DASHBOARD_SESSION_SECONDS", env.int("DASHBOARD_SESSION_SECONDS", default=43200))
+)
+SESSION_COOKIE_AGE = DASHBOARD_SESSION_SECONDS
 # `make bench` only: exposes POST /bench/floor (API-key auth + one INSERT), the floor figure.
 BENCH_FLOOR_ENABLED = env.bool("BENCH_FLOOR_ENABLED", default=False)
 

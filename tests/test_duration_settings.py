@@ -34,6 +34,7 @@ def _start(**variables: str) -> subprocess.CompletedProcess:
         ("WEBHOOK_RETRY_SCHEDULE", "60,-300,900"),
         ("KYC_REVIEW_DELAY_SECONDS", "-1"),
         ("LOGIN_FAILURE_WINDOW_SECONDS", "0"),
+        ("DASHBOARD_SESSION_SECONDS", "0"),
     ],
 )
 def test_a_duration_that_makes_no_sense_is_refused_at_startup(variable, value):

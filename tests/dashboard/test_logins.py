@@ -1,14 +1,20 @@
 """Dashboard logins through the real login page: failed attempts counted in Redis per username
 and per address (shared by every client, as by every gunicorn worker), refused at the limit
-without a password check, lifted when the counters expire; what is logged."""
+without a password check, lifted when the counters expire; what is logged; the session's
+lifetime; a password change ending the other sessions."""
 
 import logging
 import re
 import socket
+from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_login_failed
+from django.contrib.sessions.models import Session
+from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
 from config import shared_cache
 from merchants import logins, services
@@ -272,3 +278,72 @@ def test_with_redis_down_logins_are_checked_uncounted_and_that_is_logged_loudly(
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("login throttling is OFF" in message for message in errors)
     assert caplog.text.count("Dashboard login failed: username 'amina'") == 6
+
+
+# --- sessions -------------------------------------------------------------------------------
+
+
+def test_a_session_ends_twelve_hours_after_login_however_busy(amina):
+    client = browser()
+    before = timezone.now()
+    assert log_in(client, "amina", PASSWORD).status_code == 302
+    after = timezone.now()
+    lifetime = timedelta(hours=12)
+    session = Session.objects.get()
+    assert before + lifetime <= session.expire_date <= after + lifetime
+    assert int(client.cookies["sessionid"]["max-age"]) <= 12 * 3600
+
+    stored = client.session
+    stored["touched"] = True  # a later write of the session
+    stored.save()
+
+    assert Session.objects.get().expire_date == session.expire_date
+    Session.objects.update(expire_date=timezone.now() - timedelta(seconds=1))  # time is up
+    assert client.get("/admin/").status_code == 302
+
+
+def test_the_session_lifetime_is_a_setting(amina, settings):
+    settings.DASHBOARD_SESSION_SECONDS = 3600
+    client = browser()
+    before = timezone.now()
+    log_in(client, "amina", PASSWORD)
+    assert Session.objects.get().expire_date <= timezone.now() + timedelta(hours=1)
+    assert Session.objects.get().expire_date >= before + timedelta(hours=1)
+
+
+def test_changing_ones_password_ends_ones_other_sessions_and_keeps_this_one(amina):
+    here, elsewhere = browser(), browser("10.0.0.2")
+    log_in(here, "amina", PASSWORD)
+    log_in(elsewhere, "amina", PASSWORD)
+
+    changed = here.post(
+        "/admin/password_change/",
+        {
+            "old_password": PASSWORD,
+            "new_password1": "a-new-pw-for-amina-9",
+            "new_password2": "a-new-pw-for-amina-9",
+        },
+    )
+
+    assert changed.status_code == 302
+    assert logged_in(here)
+    assert elsewhere.get("/admin/").status_code == 302  # to the login page
+
+
+def test_ops_setting_a_password_ends_every_session_of_that_user(amina):
+    client = browser()
+    log_in(client, "amina", PASSWORD)
+
+    call_command(
+        "create_staff_user",
+        "amina",
+        "--password",
+        "ops-reset-pw-7731",
+        "--merchant",
+        str(amina.merchant_membership.merchant_id),
+        "--role",
+        "owner",
+    )
+
+    assert client.get("/admin/").status_code == 302
+    assert get_user_model().objects.get(username="amina").check_password("ops-reset-pw-7731")
