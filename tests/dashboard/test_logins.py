@@ -19,6 +19,7 @@ from django.utils import timezone
 from config import shared_cache
 from merchants import logins, services
 from merchants.models import AuditLogEntry
+from tests.locks import at_once
 
 PASSWORD = "pw-123456-staff"
 WRONG = "not-the-password-42"
@@ -112,6 +113,22 @@ def test_a_refused_attempt_counts_nothing_and_the_lock_lifts_when_its_key_expire
     redis().expire(username_key, 0)  # the window has passed
     assert log_in(client, "amina", PASSWORD).status_code == 302
     assert logged_in(client)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_attempts_sent_at_once_reach_the_password_check_no_more_than_the_limit(
+    merchant, password_checks
+):
+    """Each attempt is counted before its password is checked, in one step with the test of
+    the limit: ten at once (ten gunicorn workers) check five passwords, not ten."""
+    services.staff_user_create(username="amina", password=PASSWORD, merchant=merchant, role="owner")
+    pages: list[str] = []
+
+    at_once(lambda: pages.append(log_in(browser(), "amina", WRONG).content.decode()), runs=10)
+
+    assert len(password_checks) == 5
+    assert sum(REFUSED in page for page in pages) == 5
+    assert int(redis().get(counter("amina")[0])) == 5
 
 
 def test_the_refusal_does_not_say_whether_the_username_exists(amina):
