@@ -311,6 +311,37 @@ IDEMPOTENCY_KEY_TTL_SECONDS = _duration(
 IDEMPOTENCY_LOCK_TIMEOUT_SECONDS = _duration(
     "IDEMPOTENCY_LOCK_TIMEOUT_SECONDS", env.int("IDEMPOTENCY_LOCK_TIMEOUT_SECONDS", default=60)
 )
+
+
+def _count(name: str, value: int, *, lowest: int = 1) -> int:
+    if value < lowest:
+        raise ImproperlyConfigured(f"Set {name} to {lowest} or more (it is {value}).")
+    return value
+
+
+# Dashboard logins (merchants.logins): failed logins are counted per username (any case) and
+# per client address in the shared Redis; at the limit within the window, further attempts are
+# refused without checking the password, until the window has passed since the last failure.
+LOGIN_FAILURES_PER_USERNAME = _count(
+    "LOGIN_FAILURES_PER_USERNAME", env.int("LOGIN_FAILURES_PER_USERNAME", default=5)
+)
+LOGIN_FAILURES_PER_ADDRESS = _count(
+    "LOGIN_FAILURES_PER_ADDRESS", env.int("LOGIN_FAILURES_PER_ADDRESS", default=20)
+)
+LOGIN_FAILURE_WINDOW_SECONDS = int(
+    _duration("LOGIN_FAILURE_WINDOW_SECONDS", env.int("LOGIN_FAILURE_WINDOW_SECONDS", default=900))
+)
+# How many proxies (load balancers) in front of the web process append the client's address to
+# X-Forwarded-For: 0 reads REMOTE_ADDR (settings_production: 1, the load balancer).
+TRUSTED_PROXY_COUNT = _count(
+    "TRUSTED_PROXY_COUNT", env.int("TRUSTED_PROXY_COUNT", default=0), lowest=0
+)
+# A dashboard session ends this long after its login, however busy (config.admin_site); the
+# cookie's age too. Django's default was two weeks.
+DASHBOARD_SESSION_SECONDS = int(
+    _duration("DASHBOARD_SESSION_SECONDS", env.int("DASHBOARD_SESSION_SECONDS", default=43200))
+)
+SESSION_COOKIE_AGE = DASHBOARD_SESSION_SECONDS
 # `make bench` only: exposes POST /bench/floor (API-key auth + one INSERT), the floor figure.
 BENCH_FLOOR_ENABLED = env.bool("BENCH_FLOOR_ENABLED", default=False)
 

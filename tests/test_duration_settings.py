@@ -33,6 +33,8 @@ def _start(**variables: str) -> subprocess.CompletedProcess:
         ("WEBHOOK_TIMEOUT_SECONDS", "0"),
         ("WEBHOOK_RETRY_SCHEDULE", "60,-300,900"),
         ("KYC_REVIEW_DELAY_SECONDS", "-1"),
+        ("LOGIN_FAILURE_WINDOW_SECONDS", "0"),
+        ("DASHBOARD_SESSION_SECONDS", "0"),
     ],
 )
 def test_a_duration_that_makes_no_sense_is_refused_at_startup(variable, value):
@@ -54,3 +56,17 @@ def test_sensible_durations_start(variables):
     result = _start(**variables)
     assert result.returncode == 0, result.stderr
     assert "started" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "lowest"),
+    [
+        ("LOGIN_FAILURES_PER_USERNAME", "0", 1),  # every login refused
+        ("LOGIN_FAILURES_PER_ADDRESS", "-5", 1),
+        ("TRUSTED_PROXY_COUNT", "-1", 0),
+    ],
+)
+def test_a_login_limit_that_makes_no_sense_is_refused_at_startup(variable, value, lowest):
+    result = _start(**{variable: value})
+    assert result.returncode != 0
+    assert f"Set {variable} to {lowest} or more (it is {value})" in result.stderr

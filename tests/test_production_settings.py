@@ -64,3 +64,19 @@ def test_production_settings_refuse_embedded_defaults(variable, value, message):
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
     assert message in result.stderr
+
+
+@pytest.mark.parametrize(("given", "read"), [({}, "1"), ({"TRUSTED_PROXY_COUNT": "0"}, "0")])
+def test_production_counts_the_address_the_load_balancer_appended_unless_told(given, read):
+    """Behind the load balancer every client would share its address (REMOTE_ADDR), and 20
+    failed dashboard logins anywhere would lock everyone out (merchants.logins)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CELERY_"))}
+    env |= REQUIRED | given | {"DJANGO_SETTINGS_MODULE": "config.settings_production"}
+    code = (
+        "import django; django.setup(); from django.conf import settings;"
+        " print(settings.TRUSTED_PROXY_COUNT)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.stdout.strip() == read, result.stderr

@@ -45,3 +45,15 @@ def staff_client(db):
         return client
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _no_login_failures_left():
+    """No dashboard login counted as failed by another test (they share one Redis)."""
+    from config import shared_cache
+
+    client = shared_cache.redis_client()
+    if client is not None:
+        stale = list(client.scan_iter(match=shared_cache.cache_key("login-failures:*")))
+        if stale:
+            client.delete(*stale)
