@@ -44,6 +44,15 @@ def test_a_duration_that_makes_no_sense_is_refused_at_startup(variable, value):
     assert f"Set {variable} to a number of seconds" in result.stderr
 
 
+@pytest.mark.parametrize("schedule", ["60,300,900", "60,300,900,3600,14400,43200,86400"])
+def test_a_retry_schedule_of_other_than_six_delays_is_refused_at_startup(schedule):
+    """Spec 6.4: a delivery fails after its seventh attempt, six retries."""
+    result = _start(WEBHOOK_RETRY_SCHEDULE=schedule)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert "Set WEBHOOK_RETRY_SCHEDULE to six delays" in result.stderr
+
+
 @pytest.mark.parametrize(
     "variables",
     [
