@@ -300,7 +300,7 @@ def test_each_design_variable_is_read_under_its_name():
         "ALLOW_PRIVATE_NETWORK_URLS": True,
         "IDEMPOTENCY_KEY_TTL_SECONDS": 120,
     }
-    assert read["attempts"] == 3  # the schedule's gaps plus the first attempt
+    assert read["attempts"] == 7  # the six gaps plus the first attempt (spec 6.4)
 
 
 # --- §8 idempotency: the fingerprint is the parsed body ---------------------------------------
