@@ -149,6 +149,26 @@ def attempt_succeeded(*, username: str, address: str) -> None:
         _throttling_off()
 
 
+def login_unlock(*, username: str, address: str = "") -> dict[str, int]:
+    """Forget the failures counted for `username` (any case) and, when given, for `address`
+    (ops: `unlock_login`), so the next attempt is checked at once. The failures each counter
+    held, by "username" and "address" (0: none, or the window had passed)."""
+    username_key, address_key = counter_names(username=username, address=address or "-")
+    keys = {"username": username_key, **({"address": address_key} if address else {})}
+    client = shared_cache.redis_client()
+    if client is None:  # embedded mode: this process's memory
+        held = cache.get_many(list(keys.values()))
+        cache.delete_many(list(keys.values()))
+        return {what: int(held.get(key, 0)) for what, key in keys.items()}
+    stored = {what: shared_cache.cache_key(key) for what, key in keys.items()}
+    with client.pipeline() as pipe:  # MULTI: nothing counted between the read and the delete
+        for key in stored.values():
+            pipe.get(key)
+        pipe.delete(*stored.values())
+        *held, _ = pipe.execute()
+    return {what: int(count or 0) for what, count in zip(stored, held, strict=True)}
+
+
 class DashboardLoginForm(AdminAuthenticationForm):
     """The admin's login form, throttled: over the limit, the attempt is refused before the
     password is checked, with one message whether or not the username exists."""

@@ -3,6 +3,8 @@ and per address (shared by every client, as by every gunicorn worker), refused a
 without a password check, lifted when the counters expire; what is logged; the session's
 lifetime; a password change ending the other sessions."""
 
+import io
+import json
 import logging
 import re
 import socket
@@ -364,3 +366,40 @@ def test_ops_setting_a_password_ends_every_session_of_that_user(amina):
 
     assert client.get("/admin/").status_code == 302
     assert get_user_model().objects.get(username="amina").check_password("ops-reset-pw-7731")
+
+
+# --- ops: unlock_login ----------------------------------------------------------------------
+
+
+def test_unlock_login_lets_a_locked_username_log_in_at_once(amina, password_checks):
+    """Ops lift a lock (a merchant's owner locked out by someone guessing, say) without waiting
+    for the window: the username's failures are forgotten, any case; with --address, the
+    address's too. The output says how many were forgotten."""
+    client = browser("10.0.0.9")
+    for _ in range(5):
+        log_in(client, "amina", WRONG)
+    assert REFUSED in log_in(client, "amina", PASSWORD).content.decode()
+
+    out = io.StringIO()
+    call_command("unlock_login", "AMINA", "--address", "10.0.0.9", "--json", stdout=out)
+
+    assert json.loads(out.getvalue()) == {
+        "username": "AMINA",
+        "failures_cleared": {"username": 5, "address": 5},
+    }
+    assert redis().get(counter("amina", "10.0.0.9")[0]) is None
+    assert redis().get(counter("amina", "10.0.0.9")[1]) is None
+    assert log_in(client, "amina", PASSWORD).status_code == 302
+    assert len(password_checks) == 5
+
+
+def test_unlock_login_without_an_address_leaves_the_addresses_count(amina):
+    client = browser("10.0.0.8")
+    for _ in range(2):
+        log_in(client, "amina", WRONG)
+    out = io.StringIO()
+
+    call_command("unlock_login", "amina", stdout=out)
+
+    assert out.getvalue().strip() == "Unlocked 'amina': failures forgotten (username 2)."
+    assert int(redis().get(counter("amina", "10.0.0.8")[1])) == 2
