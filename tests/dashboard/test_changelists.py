@@ -17,10 +17,10 @@ PAYMENT_PAGES = [
     ("/admin/transfers/transfer/", "transfers"),
 ]
 # A searched page: the session, the user, support or not, the membership, the merchant
-# filter's merchants, the count of what matched and of everything, the user's permissions
-# (2), the page's rows, the date hierarchy (2) and the other filters' values (2, or 3 for
-# transfers).
-SEARCHED_PAGE_QUERIES = {"payins": 14, "payouts": 14, "transfers": 15}
+# filter's merchants, the count of what matched (never of the whole table besides), the
+# user's permissions (2), the page's rows, the date hierarchy (2) and the other filters'
+# values (2, or 3 for transfers).
+SEARCHED_PAGE_QUERIES = {"payins": 13, "payouts": 13, "transfers": 14}
 
 
 @pytest.fixture
@@ -83,17 +83,25 @@ def test_merchant_staff_learn_no_other_merchants_name_by_searching(
 
 # Every main support changelist, for support and for merchant staff: the session, the user,
 # support or not, the membership and its merchant (support: the merchant filter's merchants),
-# the count of what matched and of everything, the user's permissions (2), the page's rows,
-# then per page: payins, payouts and transfers their date hierarchy (2) and the values of their
-# other filters (2; transfers 3), events their date hierarchy (2) and event types, deliveries
-# their event types. Nothing per row.
+# the count of what matched (not of everything too: show_full_result_count is off), the
+# user's permissions (2), the page's rows, then per page: payins, payouts and transfers their
+# date hierarchy (2) and the values of their other filters (2; transfers 3), events their
+# date hierarchy (2) and event types, deliveries their event types. Nothing per row.
+COUNTED_PAGES = [
+    ("/admin/payments/payin/", "payments_payin"),
+    ("/admin/payments/payout/", "payments_payout"),
+    ("/admin/transfers/transfer/", "transfers_transfer"),
+    ("/admin/webhooks/event/", "webhooks_event"),
+    ("/admin/webhooks/delivery/", "webhooks_delivery"),
+    ("/admin/customers/customer/", "customers_customer"),
+]
 CHANGELIST_QUERIES = {
-    "/admin/payments/payin/": 14,
-    "/admin/payments/payout/": 14,
-    "/admin/transfers/transfer/": 15,
-    "/admin/webhooks/event/": 13,
-    "/admin/webhooks/delivery/": 11,
-    "/admin/customers/customer/": 10,
+    "/admin/payments/payin/": 13,
+    "/admin/payments/payout/": 13,
+    "/admin/transfers/transfer/": 14,
+    "/admin/webhooks/event/": 12,
+    "/admin/webhooks/delivery/": 10,
+    "/admin/customers/customer/": 9,
 }
 
 
@@ -148,3 +156,47 @@ def test_a_changelists_rows_are_read_with_their_merchant_and_nothing_else(
         if query["sql"].startswith(f'SELECT "{table}"."id"')
     )
     assert rows_query.count(" JOIN ") == 1 and 'JOIN "merchants_merchant"' in rows_query
+
+
+def _counts(queries, table: str) -> list[str]:
+    return [
+        query["sql"]
+        for query in queries.captured_queries
+        if query["sql"].startswith("SELECT COUNT(*)") and f'"{table}"' in query["sql"]
+    ]
+
+
+@pytest.mark.parametrize(("page", "table"), COUNTED_PAGES)
+def test_a_changelist_counts_only_what_it_shows_exactly_while_it_is_small(
+    worlds, staff_client, page, table
+):
+    support = staff_client(support=True)
+    support.get(page)
+    with CaptureQueriesContext(connection) as queries:
+        response = support.get(page)
+    cl = response.context["cl"]
+    assert cl.result_count == len(cl.result_list) >= 3
+    # one count, stopped at the limit: never a second one of the whole table
+    (count,) = _counts(queries, table)
+    assert " LIMIT 10001" in count
+
+
+@pytest.mark.parametrize(("page", "table"), COUNTED_PAGES)
+@pytest.mark.parametrize("who", ["support", "merchant staff"])
+def test_a_long_changelist_takes_the_planners_estimate_and_never_counts_every_row(
+    worlds, staff_client, settings, page, table, who
+):
+    settings.DASHBOARD_EXACT_COUNT_LIMIT = 0  # every list is long
+    client = (
+        staff_client(support=True)
+        if who == "support"
+        else staff_client(merchant=worlds[0], role="viewer")
+    )
+    client.get(page)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(page)
+    cl = response.context["cl"]
+    assert cl.result_list and cl.result_count >= 1  # the estimate, never below the limit
+    (count,) = _counts(queries, table)
+    assert " LIMIT 1)" in count  # read up to the limit and one more, no further
+    assert [q for q in queries.captured_queries if q["sql"].startswith("EXPLAIN ")]
