@@ -200,3 +200,39 @@ def test_a_long_changelist_takes_the_planners_estimate_and_never_counts_every_ro
     (count,) = _counts(queries, table)
     assert " LIMIT 1)" in count  # read up to the limit and one more, no further
     assert [q for q in queries.captured_queries if q["sql"].startswith("EXPLAIN ")]
+
+
+@pytest.mark.parametrize("status", [None, "succeeded", "failed", "pending"])
+def test_the_event_list_is_never_distinct_and_filters_by_delivery_status_with_exists(
+    worlds, staff_client, status
+):
+    from webhooks.models import Delivery, Event
+
+    event = Event.objects.filter(deliveries__isnull=False).first()
+    delivery = event.deliveries.first()
+    Delivery.objects.create(  # a second delivery of the same event, in the same status
+        event=event,
+        endpoint=delivery.endpoint,
+        status=delivery.status,
+        next_attempt_at=delivery.next_attempt_at,
+        created_at=delivery.created_at,
+        updated_at=delivery.updated_at,
+    )
+    support = staff_client(support=True)
+    support.get("/admin/webhooks/event/")
+    with CaptureQueriesContext(connection) as queries:
+        response = support.get(
+            "/admin/webhooks/event/", {"deliveries__status": status} if status else {}
+        )
+
+    shown = [obj.pk for obj in response.context["cl"].result_list]
+    expected = Event.objects.all()
+    if status:
+        expected = expected.filter(deliveries__status=status)
+    assert sorted(shown) == sorted(set(expected.values_list("pk", flat=True)))  # each once
+    event_queries = [q["sql"] for q in queries.captured_queries if '"webhooks_event"' in q["sql"]]
+    # no DISTINCT over the event's columns, its payload and body (the rows, the count)
+    assert not [sql for sql in event_queries if "DISTINCT" in sql and '"body"' in sql]
+    rows_query = next(sql for sql in event_queries if sql.startswith('SELECT "webhooks_event"'))
+    assert ("EXISTS(" in rows_query) == bool(status)
+    assert 'JOIN "webhooks_delivery"' not in rows_query
