@@ -22,7 +22,12 @@ from django.utils.safestring import mark_safe
 from config.exceptions import DomainError
 from merchants import dashboard
 from merchants import services as merchant_services
-from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, html_table
+from merchants.dashboard import (
+    MerchantScopedAdmin,
+    ScopedInlineMixin,
+    html_table,
+    known_values_filter,
+)
 from merchants.models import AuditAction
 from webhooks import secrets_at_rest, selectors, services
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Event, WebhookEndpoint
@@ -353,7 +358,11 @@ class EventDeliveryStatusFilter(admin.SimpleListFilter):
 @admin.register(Event)
 class EventAdmin(MerchantScopedAdmin):
     list_display = ["id", "event_type", "merchant", "data_type", "data_id", "created_at"]
-    list_filter = ["merchant", "event_type", EventDeliveryStatusFilter]
+    list_filter = [
+        "merchant",
+        ("event_type", known_values_filter(lambda: services.EVENT_TYPES)),
+        EventDeliveryStatusFilter,
+    ]
     search_fields = ["id", "data_id"]
     date_hierarchy = "created_at"
     fields = ["id", "merchant", "event_type", "data_type", "data_id", "created_at", "envelope"]
@@ -432,7 +441,11 @@ class DeliveryAdmin(MerchantScopedAdmin):
         "delivered_at",
         "created_at",
     ]
-    list_filter = ["status", "event__merchant", "event__event_type"]
+    list_filter = [
+        "status",
+        "event__merchant",
+        ("event__event_type", known_values_filter(lambda: services.EVENT_TYPES)),
+    ]
     search_fields = ["id", "event__id", "event__data_id"]
     fields = [
         "id",
