@@ -80,6 +80,7 @@ class Customer(models.Model):
         ]
         indexes = [
             models.Index(fields=["merchant", "-created_at", "-id"], name="customer_merchant_page"),
+            models.Index(fields=["-created_at", "-id"], name="customer_recent"),  # support's list
             models.Index(
                 fields=["merchant", "status", "-created_at", "-id"], name="customer_status_page"
             ),

@@ -91,6 +91,7 @@ class Journal(models.Model):
         ]
         indexes = [
             models.Index(fields=["merchant", "-created_at"], name="journal_merchant_recent"),
+            models.Index(fields=["-created_at", "-id"], name="journal_recent"),  # support's list
         ]
 
     def __str__(self) -> str:
@@ -197,6 +198,8 @@ class Payin(_Payment):
         ]
         indexes = [
             models.Index(fields=["merchant", "-created_at", "-id"], name="payin_merchant_page"),
+            # support's list of every merchant's payins (dashboard), newest first
+            models.Index(fields=["-created_at", "-id"], name="payin_recent"),
             models.Index(
                 fields=["merchant", "status", "-created_at", "-id"], name="payin_status_page"
             ),
@@ -266,6 +269,7 @@ class Payout(_Payment):
         ]
         indexes = [
             models.Index(fields=["merchant", "-created_at", "-id"], name="payout_merchant_page"),
+            models.Index(fields=["-created_at", "-id"], name="payout_recent"),  # support's list
             models.Index(
                 fields=["merchant", "status", "-created_at", "-id"], name="payout_status_page"
             ),

@@ -409,3 +409,13 @@ def corridors_available_for(*, merchant: Merchant) -> list[AvailableCorridor]:
         )
         for corridor in corridors
     ]
+
+
+def operator_codes() -> list[str]:
+    """Every operator's code in the catalog (the dashboard's operator filters)."""
+    return list(Operator.objects.order_by("code").values_list("code", flat=True))
+
+
+def corridor_codes() -> list[str]:
+    """Every corridor's code in the catalog (the dashboard's corridor filter)."""
+    return list(Corridor.objects.order_by("code").values_list("code", flat=True))

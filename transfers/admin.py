@@ -19,8 +19,10 @@ from merchants.dashboard import (
     html_table,
     is_ops,
     is_support,
+    known_values_filter,
 )
 from payments import admin as payment_admin
+from quotes import selectors as quote_selectors
 from transfers import selectors, services
 from transfers.models import Transfer, TransferDisbursementAttempt, TransferHistory
 from webhooks import admin as webhook_admin
@@ -82,9 +84,10 @@ class TransferAdmin(MerchantScopedAdmin):
         "status",
         "payin_status",
         "payout_status",
-        "corridor_code",
-        "payer_operator_code",
-        "recipient_operator_code",
+        # the catalog's codes: Django's choices read the whole table (SELECT DISTINCT)
+        ("corridor_code", known_values_filter(quote_selectors.corridor_codes)),
+        ("payer_operator_code", known_values_filter(quote_selectors.operator_codes)),
+        ("recipient_operator_code", known_values_filter(quote_selectors.operator_codes)),
         "merchant",
     ]
     search_fields = [

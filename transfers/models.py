@@ -122,6 +122,7 @@ class Transfer(models.Model):
         ]
         indexes = [
             models.Index(fields=["merchant", "-created_at", "-id"], name="transfer_merchant_page"),
+            models.Index(fields=["-created_at", "-id"], name="transfer_recent"),  # support's list
             models.Index(
                 fields=["merchant", "status", "-created_at", "-id"],
                 name="transfer_merchant_status_page",

@@ -11,6 +11,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -22,10 +23,15 @@ from config.exceptions import DomainError
 from config.fields import format_timestamp
 from merchants import dashboard
 from merchants import services as merchant_services
-from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, html_table
+from merchants.dashboard import (
+    MerchantScopedAdmin,
+    ScopedInlineMixin,
+    html_table,
+    known_values_filter,
+)
 from merchants.models import AuditAction
 from webhooks import secrets_at_rest, selectors, services
-from webhooks.models import Delivery, DeliveryAttempt, Event, WebhookEndpoint
+from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Event, WebhookEndpoint
 
 logger = logging.getLogger("cowry.webhooks")
 
@@ -355,10 +361,33 @@ class DeliveryInline(ScopedInlineMixin, admin.TabularInline):
         return _attempts_table(obj)
 
 
+class EventDeliveryStatusFilter(admin.SimpleListFilter):
+    """Events with a delivery in that status, as EXISTS (same parameter as before): Django's
+    filter on deliveries__status joined the deliveries, a row per delivery, so the list was
+    DISTINCT over every column of the event, its payload and body included, whether the
+    filter was used or not."""
+
+    title = "delivery status"
+    parameter_name = "deliveries__status"
+
+    def lookups(self, request, model_admin):
+        return DeliveryStatus.choices
+
+    def queryset(self, request, queryset):
+        if self.value() is None:
+            return queryset
+        deliveries = Delivery.objects.filter(event=OuterRef("pk"), status=self.value())
+        return queryset.filter(Exists(deliveries))
+
+
 @admin.register(Event)
 class EventAdmin(MerchantScopedAdmin):
     list_display = ["id", "event_type", "merchant", "data_type", "data_id", "created_at"]
-    list_filter = ["merchant", "event_type", "deliveries__status"]
+    list_filter = [
+        "merchant",
+        ("event_type", known_values_filter(lambda: services.EVENT_TYPES)),
+        EventDeliveryStatusFilter,
+    ]
     search_fields = ["id", "data_id"]
     date_hierarchy = "created_at"
     fields = ["id", "merchant", "event_type", "data_type", "data_id", "created_at", "envelope"]
@@ -367,7 +396,7 @@ class EventAdmin(MerchantScopedAdmin):
     actions = ["resend_events"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("merchant").distinct()
+        return super().get_queryset(request).select_related("merchant")
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -437,7 +466,11 @@ class DeliveryAdmin(MerchantScopedAdmin):
         "delivered_at",
         "created_at",
     ]
-    list_filter = ["status", "event__merchant", "event__event_type"]
+    list_filter = [
+        "status",
+        "event__merchant",
+        ("event__event_type", known_values_filter(lambda: services.EVENT_TYPES)),
+    ]
     search_fields = ["id", "event__id", "event__data_id"]
     fields = [
         "id",

@@ -78,6 +78,7 @@ class Event(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["merchant", "-created_at", "-id"], name="event_merchant_page"),
+            models.Index(fields=["-created_at", "-id"], name="event_recent"),  # support's list
             models.Index(
                 fields=["merchant", "event_type", "-created_at", "-id"], name="event_type_page"
             ),
@@ -124,6 +125,9 @@ class Delivery(models.Model):
                 name="delivery_due",
                 condition=models.Q(status__in=["pending", "delivering"]),
             ),
+            # the dashboard's list, newest first (merchant staff's too: it walks this one
+            # and keeps their merchant's events' deliveries)
+            models.Index(fields=["-created_at", "-id"], name="delivery_recent"),
         ]
         constraints = [
             models.CheckConstraint(
