@@ -311,9 +311,6 @@ CONSUMER_GATHER_SECONDS = env.float("CONSUMER_GATHER_SECONDS", default=0.04)
 WEBHOOK_ALLOW_HTTP = env.bool("WEBHOOK_ALLOW_HTTP", default=False)
 ALLOW_PRIVATE_NETWORK_URLS = env.bool("ALLOW_PRIVATE_NETWORK_URLS", default=False)
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=6000)
-# A dashboard list counts its rows exactly up to this many; past it, PostgreSQL's estimate
-# (merchants.dashboard.EstimatingPaginator).
-DASHBOARD_EXACT_COUNT_LIMIT = env.int("DASHBOARD_EXACT_COUNT_LIMIT", default=10_000)
 IDEMPOTENCY_KEY_TTL_SECONDS = _duration(
     "IDEMPOTENCY_KEY_TTL_SECONDS", env.int("IDEMPOTENCY_KEY_TTL_SECONDS", default=86400)
 )
@@ -329,6 +326,11 @@ def _count(name: str, value: int, *, lowest: int = 1) -> int:
     return value
 
 
+# A dashboard list counts its rows exactly up to this many; past it, PostgreSQL's estimate
+# (merchants.dashboard.EstimatingPaginator).
+DASHBOARD_EXACT_COUNT_LIMIT = _count(
+    "DASHBOARD_EXACT_COUNT_LIMIT", env.int("DASHBOARD_EXACT_COUNT_LIMIT", default=10_000)
+)
 # Dashboard logins (merchants.logins): failed logins are counted per username (any case) and
 # per client address in the shared Redis; at the limit within the window, further attempts are
 # refused without checking the password, until the window has passed since the last failure.
