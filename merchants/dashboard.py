@@ -7,6 +7,8 @@ another merchant does not exist for merchant staff: 404, never 403.
 """
 
 import json
+import re
+import uuid
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -14,7 +16,7 @@ from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.paginator import Paginator
 from django.db import connections
-from django.db.models import BooleanField, DateField, QuerySet
+from django.db.models import BooleanField, DateField, Q, QuerySet, UUIDField
 from django.db.models.constants import LOOKUP_SEP
 from django.http import Http404, HttpResponseRedirect
 from django.utils.functional import cached_property
@@ -239,6 +241,69 @@ class MerchantScopedAdmin(admin.ModelAdmin):
             elif any(f.name == "merchant" for f in related._meta.get_fields()):
                 kwargs["queryset"] = related._default_manager.filter(merchant=merchant)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+_WHOLE_UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", re.I)
+
+
+class ExactSearchMixin:
+    """A search that is one whole id or provider reference, as support pastes it from a
+    merchant's ticket, is looked up by equality through an index: a UUID on the `=` search
+    fields that are UUID columns (compared as UUIDs: Django's `=` compared UPPER(id::text),
+    which no index serves), a reference of one of `reference_forms` on
+    `exact_reference_fields`. Django's search ORs contains over every field, a scan of the
+    whole table (1,000,000 payins: 2 to 6 s). When the lookup finds nothing (an external ref
+    that is a UUID, a reference typed in capitals, a row the user may not see) the search is
+    Django's as before; any other term is Django's search. Merchant staff look up in their
+    own rows only. Put before MerchantScopedAdmin: `class A(ExactSearchMixin, ...Admin)`."""
+
+    reference_forms: tuple[re.Pattern, ...] = ()
+    # Columns of the model, or one reverse relation's column ("attempts__provider_reference"),
+    # each with an index that serves equality.
+    exact_reference_fields: tuple[str, ...] = ()
+
+    def exact_search_fields(self, request) -> list[str]:
+        return [
+            field[1:]
+            for field in self.get_search_fields(request)
+            if field.startswith("=")
+            and isinstance(get_fields_from_path(self.model, field[1:])[-1], UUIDField)
+        ]
+
+    def exact_search(self, request, search_term: str) -> Q | None:
+        """The equality lookup a whole id or reference is, None for any other term."""
+        term = search_term.strip()
+        if _WHOLE_UUID.fullmatch(term):
+            value = uuid.UUID(term)
+            fields = self.exact_search_fields(request)
+            return Q(*[(field, value) for field in fields], _connector=Q.OR) if fields else None
+        if self.exact_reference_fields and any(f.fullmatch(term) for f in self.reference_forms):
+            return Q(
+                *[self._equal_to(path, term) for path in self.exact_reference_fields],
+                _connector=Q.OR,
+            )
+        return None
+
+    def _equal_to(self, path: str, term: str) -> Q:
+        relation, _, column = path.rpartition(LOOKUP_SEP)
+        if not relation:
+            return Q((column, term))
+        # A row of a reverse relation: its parents' ids, read first through the relation's
+        # index, so the OR stays one of indexed equalities (an IN (subquery) in an OR is
+        # checked row by row over the whole table).
+        rel = self.model._meta.get_field(relation)
+        parents = rel.related_model._default_manager.filter(**{column: term}).values_list(
+            rel.field.attname, flat=True
+        )
+        return Q(pk__in=list(parents))
+
+    def get_search_results(self, request, queryset, search_term):
+        exact = self.exact_search(request, search_term)
+        if exact is not None:
+            found = self.scope_queryset(request, queryset).filter(exact)
+            if found.exists():
+                return found, False
+        return super().get_search_results(request, queryset, search_term)
 
 
 class ScopedInlineMixin:

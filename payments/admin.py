@@ -18,9 +18,14 @@ from django.utils.http import urlencode
 from config import money
 from config.exceptions import DomainError
 from merchants import dashboard
-from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, known_values_filter
+from merchants.dashboard import (
+    ExactSearchMixin,
+    MerchantScopedAdmin,
+    ScopedInlineMixin,
+    known_values_filter,
+)
 from merchants.models import Merchant
-from payments import selectors, services, statements
+from payments import provider, selectors, services, statements
 from payments.models import (
     Journal,
     JournalLine,
@@ -116,9 +121,13 @@ def sees_reconciliation(request) -> bool:
     return dashboard.is_ops(request.user) or dashboard.is_support(request.user)
 
 
-class PaymentAdmin(ReadOnlyAdmin):
+class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
     """A payin's or payout's page: its fields, then its history, its webhook events with
-    their deliveries and, for support and ops, its provider discrepancies."""
+    their deliveries and, for support and ops, its provider discrepancies. A pasted id or
+    provider reference is found through an index (ExactSearchMixin)."""
+
+    reference_forms = provider.REFERENCE_FORMS
+    exact_reference_fields = ("provider_reference",)
 
     readonly_fields = ["webhook_events"]
     # The list shows the merchant only: left to Django, a bare select_related() joined every

@@ -213,6 +213,11 @@ class Payin(_Payment):
                 condition=models.Q(status="created"),
                 name="payin_awaiting_submission",
             ),
+            models.Index(  # the dashboard's search by a pasted provider reference
+                fields=["provider_reference"],
+                condition=~models.Q(provider_reference=""),
+                name="payin_provider_reference",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -282,6 +287,11 @@ class Payout(_Payment):
                 fields=["created_at"],
                 condition=models.Q(status="pending", submitted_at__isnull=True),
                 name="payout_awaiting_submission",
+            ),
+            models.Index(  # the dashboard's search by a pasted provider reference
+                fields=["provider_reference"],
+                condition=~models.Q(provider_reference=""),
+                name="payout_provider_reference",
             ),
         ]
 

@@ -14,6 +14,7 @@ from django.utils.html import format_html, format_html_join
 from config import money
 from config.exceptions import DomainError
 from merchants.dashboard import (
+    ExactSearchMixin,
     MerchantScopedAdmin,
     ScopedInlineMixin,
     html_table,
@@ -22,6 +23,7 @@ from merchants.dashboard import (
     known_values_filter,
 )
 from payments import admin as payment_admin
+from payments import provider
 from quotes import selectors as quote_selectors
 from transfers import selectors, services
 from transfers.models import Transfer, TransferDisbursementAttempt, TransferHistory
@@ -65,7 +67,15 @@ def _when(value) -> str:
 
 
 @admin.register(Transfer)
-class TransferAdmin(MerchantScopedAdmin):
+class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
+    # A pasted id or provider reference (either leg's, any attempt's) is found through an
+    # index (ExactSearchMixin).
+    reference_forms = provider.REFERENCE_FORMS
+    exact_reference_fields = (
+        "collection_reference",
+        "disbursement_reference",
+        "disbursement_attempts__provider_reference",
+    )
     list_display = [
         "id",
         "merchant",

@@ -132,6 +132,17 @@ class Transfer(models.Model):
                 condition=models.Q(status__in=["pending", "collecting", "disbursing"]),
                 name="transfer_open_timeout",
             ),
+            # the dashboard's search by a pasted provider reference of either leg
+            models.Index(
+                fields=["collection_reference"],
+                condition=~models.Q(collection_reference=""),
+                name="transfer_collection_ref",
+            ),
+            models.Index(
+                fields=["disbursement_reference"],
+                condition=~models.Q(disbursement_reference=""),
+                name="transfer_disbursement_ref",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -204,6 +215,13 @@ class TransferDisbursementAttempt(models.Model):
             models.CheckConstraint(
                 condition=models.Q(outcome__in=[LegStatus.COMPLETED, LegStatus.FAILED]),
                 name="transfer_disbursement_attempt_outcome_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(  # the dashboard's search by a pasted provider reference
+                fields=["provider_reference"],
+                condition=~models.Q(provider_reference=""),
+                name="transfer_attempt_provider_ref",
             ),
         ]
 

@@ -14,6 +14,7 @@ Submitting is network I/O: never call it while holding a database lock.
 """
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -31,6 +32,11 @@ OUTCOMES = (COMPLETED, FAILED)
 
 COLLECTION = "collection"
 DISBURSEMENT = "disbursement"
+
+# What one whole provider reference looks like (the sandbox's: SIM- and 20 hex digits; a real
+# provider's form goes here too): the dashboard finds a search that is one by equality on the
+# reference columns, through their indexes, instead of a contains over every row.
+REFERENCE_FORMS = (re.compile(r"SIM-[0-9a-f]{20}", re.IGNORECASE),)
 
 
 class ProviderUnavailable(Exception):
