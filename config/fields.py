@@ -76,7 +76,9 @@ class PricingField(serializers.DictField):
         data = super().to_representation(value)
         for name in self.TIMES:
             text = data.get(name)
-            moment = parse_datetime(text) if isinstance(text, str) else None
+            if not isinstance(text, str) or text.endswith("Z"):  # stored as shown already
+                continue
+            moment = parse_datetime(text)
             if moment is not None and moment.tzinfo is not None:
                 data[name] = format_timestamp(moment)
         return data
