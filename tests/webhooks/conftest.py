@@ -7,10 +7,13 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
 from merchants import services as merchant_services
+from tests.faults.conftest import admin_connection, backends_waiting_on_a_lock
+from tests.worker import wait_until
 from webhooks import selectors, services
 
 
@@ -202,3 +205,35 @@ def record_event(
         data_object={**snapshot, "id": str(data_id)},
         at=at or timezone.now(),
     )
+
+
+def racing_behind_a_held_row(requests: list, *, lock_sql: str, params: list) -> list:
+    """Each request (a callable) in a thread of its own, started while a connection of the
+    test holds a row (`lock_sql`), which it lets go once every one of them waits for a lock:
+    they meet where the lock puts them, not where the timing would. Their answers, in the
+    order they came."""
+    answers = []
+
+    def run(request):
+        try:
+            answers.append(request())
+        finally:
+            connection.close()
+
+    holder, monitor = admin_connection(), admin_connection()
+    try:
+        with holder.transaction():
+            holder.execute(lock_sql, params)
+            threads = [threading.Thread(target=run, args=(request,)) for request in requests]
+            for thread in threads:
+                thread.start()
+            assert wait_until(
+                lambda: len(backends_waiting_on_a_lock(monitor, pattern="%")) == len(requests),
+                timeout=30,
+            )
+        for thread in threads:
+            thread.join()
+    finally:
+        holder.close()
+        monitor.close()
+    return answers

@@ -4,19 +4,15 @@ failing-endpoint sweep) never got a delivery to it. POST /events/resend-failed s
 event to it once, with the failed deliveries it re-sends: same ids and bodies, signed."""
 
 import json
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from config.fields import format_timestamp
 from tests.extras.conftest import create_customer, create_payin
-from tests.faults.conftest import admin_connection, backends_waiting_on_a_lock
 from tests.support import MerchantClient
-from tests.webhooks.conftest import record_event
-from tests.worker import wait_until
+from tests.webhooks.conftest import racing_behind_a_held_row, record_event
 from webhooks import services, verify
 from webhooks.models import Delivery, Event
 
@@ -305,31 +301,11 @@ def test_two_calls_at_the_same_moment_send_each_missed_event_once(
     switch(endpoint, enabled=True)
     since = format_timestamp(timezone.now() - timedelta(days=1))
     clients = [MerchantClient(merchant) for _ in range(2)]
-    responses = []
-
-    def call(client):
-        try:
-            responses.append(client.post("/events/resend-failed", {"since": since}))
-        finally:
-            connection.close()
-
-    holder, monitor = admin_connection(), admin_connection()
-    try:
-        with holder.transaction():
-            holder.execute(
-                "SELECT id FROM merchants_merchant WHERE id = %s FOR NO KEY UPDATE", [merchant.pk]
-            )
-            threads = [threading.Thread(target=call, args=(c,)) for c in clients]
-            for thread in threads:
-                thread.start()
-            assert wait_until(
-                lambda: len(backends_waiting_on_a_lock(monitor, pattern="%")) == 2, timeout=30
-            )
-        for thread in threads:
-            thread.join()
-    finally:
-        holder.close()
-        monitor.close()
+    responses = racing_behind_a_held_row(
+        [lambda c=c: c.post("/events/resend-failed", {"since": since}) for c in clients],
+        lock_sql="SELECT id FROM merchants_merchant WHERE id = %s FOR NO KEY UPDATE",
+        params=[merchant.pk],
+    )
 
     assert sorted(r.status_code for r in responses) == [202, 202]
     assert sorted(r.json()["resent"] for r in responses) == [0, 3]

@@ -5,16 +5,13 @@ and answers with it."""
 import threading
 
 import pytest
-from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
-from tests.faults.conftest import admin_connection, backends_waiting_on_a_lock
 from tests.support import MerchantClient
-from tests.webhooks.conftest import record_event
-from tests.worker import wait_until
+from tests.webhooks.conftest import racing_behind_a_held_row, record_event
 from webhooks import services
 from webhooks.models import Delivery
 
@@ -93,32 +90,16 @@ def test_two_re_sends_at_the_same_moment_send_the_event_once_more(
     clients = [MerchantClient(merchant) for _ in range(2)]
     receiver.plan = [("sleep", 1.0)]  # the first re-send is still going out when the other looks
     barrier = threading.Barrier(2, timeout=60)
-    responses = []
 
     def click(client):
-        try:
-            barrier.wait()
-            responses.append(client.post(f"/events/{event.id}/resend"))
-        finally:
-            connection.close()
+        barrier.wait()
+        return client.post(f"/events/{event.id}/resend")
 
-    holder, monitor = admin_connection(), admin_connection()
-    try:
-        with holder.transaction():
-            holder.execute(
-                "SELECT id FROM webhooks_webhookendpoint WHERE id = %s FOR UPDATE", [endpoint.pk]
-            )
-            threads = [threading.Thread(target=click, args=(c,)) for c in clients]
-            for thread in threads:
-                thread.start()
-            assert wait_until(
-                lambda: len(backends_waiting_on_a_lock(monitor, pattern="%")) == 2, timeout=30
-            )
-        for thread in threads:
-            thread.join()
-    finally:
-        holder.close()
-        monitor.close()
+    responses = racing_behind_a_held_row(
+        [lambda c=c: click(c) for c in clients],
+        lock_sql="SELECT id FROM webhooks_webhookendpoint WHERE id = %s FOR UPDATE",
+        params=[endpoint.pk],
+    )
 
     assert sorted(r.status_code for r in responses) == [202, 202]
     assert Delivery.objects.filter(event=event).count() == 2  # the original and one re-send
