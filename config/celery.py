@@ -1,12 +1,60 @@
+import logging
 import os
+from logging.config import dictConfig
 
-from celery import Celery, signals
+from celery import Celery, bootsteps, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("cowry")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+logger = logging.getLogger("cowry")
+
+
+@signals.setup_logging.connect
+def _log_as_django_does(**kwargs) -> None:
+    """The worker and beat log through settings.LOGGING (JSON lines with the request id), not
+    Celery's own plain-text handlers; their startup banner is printed, not logged."""
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)
+
+
+class Heartbeat(bootsteps.StartStopStep):
+    """The worker's consumer records that it is alive every WORKER_HEARTBEAT_SECONDS, on its
+    own event loop: a consumer that stopped taking tasks stops the heartbeat (config.health)."""
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+
+    def __init__(self, parent, **kwargs) -> None:
+        super().__init__(parent, **kwargs)
+        self.timer_entry = None
+
+    def start(self, parent) -> None:
+        from django.conf import settings
+
+        _heartbeat()
+        self.timer_entry = parent.timer.call_repeatedly(
+            settings.WORKER_HEARTBEAT_SECONDS, _heartbeat
+        )
+
+    def stop(self, parent) -> None:
+        if self.timer_entry is not None:
+            parent.timer.cancel(self.timer_entry)
+            self.timer_entry = None
+
+
+def _heartbeat() -> None:
+    from config import health
+
+    try:
+        health.heartbeat_record()
+    except Exception:  # Redis away: /health says so; the next beat tries again
+        logger.warning("Could not record the worker heartbeat", exc_info=True)
+
+
+app.steps["consumer"].add(Heartbeat)
 
 
 @signals.task_prerun.connect

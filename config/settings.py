@@ -5,6 +5,7 @@ from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from django_guid.integrations import CeleryIntegration
 
 from config import dotenv
 
@@ -28,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "django_guid",
     "merchants",
     "customers",
     "kyc",
@@ -38,7 +40,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "config.request_id.RequestIdMiddleware",
+    "config.middleware.DropUnsafeRequestId",
+    "django_guid.middleware.guid_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -167,7 +170,8 @@ SPECTACULAR_SETTINGS = {
 
 # Celery -------------------------------------------------------------------------------------
 _broker_dir = VAR_DIR / "broker"
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
+# A host in the URL, or kombu warns "No hostname was supplied" at every connection.
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://localhost/")
 # The least visibility timeout settings_production accepts: above every task's countdown and
 # retry backoff (tests/test_task_countdowns.py), or a waiting retry would also run on a second
 # worker.
@@ -357,22 +361,66 @@ SESSION_COOKIE_AGE = DASHBOARD_SESSION_SECONDS
 # `make bench` only: exposes POST /bench/floor (API-key auth + one INSERT), the floor figure.
 BENCH_FLOOR_ENABLED = env.bool("BENCH_FLOOR_ENABLED", default=False)
 
+# Health -------------------------------------------------------------------------------------
+# /health (config.health) is 503 unless a Celery worker wrote its heartbeat within this long;
+# each worker writes it every WORKER_HEARTBEAT_SECONDS, to the shared Redis (a file under var/
+# in embedded mode, where the processes share the machine).
+WORKER_HEARTBEAT_SECONDS = _duration(
+    "WORKER_HEARTBEAT_SECONDS", env.float("WORKER_HEARTBEAT_SECONDS", default=10)
+)
+WORKER_SILENT_AFTER_SECONDS = int(
+    _duration("WORKER_SILENT_AFTER_SECONDS", env.int("WORKER_SILENT_AFTER_SECONDS", default=60))
+)
+if WORKER_SILENT_AFTER_SECONDS <= WORKER_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        "Set WORKER_SILENT_AFTER_SECONDS above WORKER_HEARTBEAT_SECONDS, or a live worker fails "
+        "/health between two heartbeats."
+    )
+CACHES["health"] = (
+    {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        # A Redis that does not answer fails the check at once, not after the load balancer gave up.
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+    }
+    if REDIS_URL
+    else {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(VAR_DIR / "health"),
+    }
+)
+
+# Logs and request ids ----------------------------------------------------------------------
+# The id of a request (config.middleware): the client's X-Request-Id when sane, or a new one; it
+# follows the request into the Celery tasks it enqueues (a task from beat gets its own).
+DJANGO_GUID = {
+    "GUID_HEADER_NAME": "X-Request-Id",
+    "VALIDATE_GUID": False,  # config.middleware.DropUnsafeRequestId checks it first
+    "EXPOSE_HEADER": False,
+    "INTEGRATIONS": [CeleryIntegration()],
+}
+# Every process (web, gunicorn's own lines: config.gunicorn_conf; worker and beat: config.celery)
+# writes one JSON object per line (config.logging_config); LOG_FORMAT=plain for a terminal.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "request_id": {"()": "config.request_id.RequestIdFilter"},
+        "request_id": {
+            "()": "django_guid.log_filters.CorrelationId",
+            "correlation_id_field": "request_id",
+        },
+        "mask_phones": {"()": "config.logging_config.MaskPhones"},
         "no_template_context": {"()": "config.logfilters.DropTemplateContext"},
     },
     "formatters": {
-        "json": {"()": "config.request_id.JsonFormatter"},
+        "json": {"()": "config.logging_config.JsonLines"},
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": env("LOG_FORMAT", default="json"),
-            "filters": ["request_id"],
+            "filters": ["request_id", "mask_phones"],
         }
     },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
@@ -380,5 +428,7 @@ LOGGING = {
         "django.request": {"level": "ERROR"},
         # At DEBUG its records carry whole template contexts (a one-time API secret included).
         "django.template": {"filters": ["no_template_context"]},
+        # A line per request and per task about the id it set.
+        "django_guid": {"level": "WARNING"},
     },
 }

@@ -22,6 +22,7 @@ class DocsView(JsonErrors, SpectacularSwaggerView):
 
 urlpatterns = [
     path("health", views.health, name="health"),
+    path("health/live", views.live, name="health-live"),
     path("schema", SchemaView.as_view(**PUBLIC), name="schema"),
     path("docs", DocsView.as_view(url_name="schema", **PUBLIC), name="docs"),
     path("admin/", admin.site.urls),

@@ -1,10 +1,9 @@
-from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views import csrf, defaults
 from django.views.decorators.csrf import csrf_exempt
 
 from config import exceptions
-from config.celery import app as celery_app
+from config import health as health_checks
 
 
 def _is_dashboard(request: HttpRequest) -> bool:
@@ -40,26 +39,29 @@ def csrf_failure(request: HttpRequest, reason: str = ""):
     return exceptions.csrf_failure_view(request)
 
 
+def _get_or_head_only(request: HttpRequest) -> JsonResponse | None:
+    if request.method in ("GET", "HEAD"):
+        return None
+    response = exceptions.method_not_allowed_view(request)
+    response["Allow"] = "GET, HEAD"
+    return response
+
+
 @csrf_exempt  # a plain Django view: without this a POST would get the CSRF failure
 def health(request: HttpRequest) -> JsonResponse:
-    """200 when the database and the broker both answer, 503 otherwise. No credentials needed."""
-    if request.method not in ("GET", "HEAD"):
-        response = exceptions.method_not_allowed_view(request)
-        response["Allow"] = "GET, HEAD"
-        return response
-    checks: dict[str, str] = {}
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        checks["database"] = "ok"
-    except Exception as exc:  # any failure means "not healthy", whatever the driver raised
-        checks["database"] = f"error: {type(exc).__name__}"
-    try:
-        with celery_app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=2)
-        checks["broker"] = "ok"
-    except Exception as exc:
-        checks["broker"] = f"error: {type(exc).__name__}"
+    """200 when the database, the broker, Redis and a worker all answer (config.health), 503
+    otherwise. No credentials needed."""
+    refused = _get_or_head_only(request)
+    if refused is not None:
+        return refused
+    checks = health_checks.checks()
     healthy = all(value == "ok" for value in checks.values())
     body = {"status": "ok" if healthy else "unavailable", "version": "1.0.0", "checks": checks}
     return JsonResponse(body, status=200 if healthy else 503)
+
+
+@csrf_exempt
+def live(request: HttpRequest) -> JsonResponse:
+    """Liveness, for the load balancer: 200 while this process answers, whatever it depends on."""
+    refused = _get_or_head_only(request)
+    return refused if refused is not None else JsonResponse({"status": "ok"})

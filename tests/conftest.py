@@ -97,3 +97,16 @@ def silent_tls_server(request):
     server = SilentTlsServer(drip=request.param)
     yield server
     server.close()
+
+
+@pytest.fixture
+def worker_heartbeat():
+    """A worker's heartbeat as config.celery.Heartbeat records it, for /health tests that are
+    about something else (tests/test_health.py starts a real worker)."""
+    from django.core.cache import caches
+
+    from config import health
+
+    health.heartbeat_record()
+    yield
+    caches["health"].delete(health.HEARTBEAT_KEY)

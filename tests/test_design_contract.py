@@ -351,7 +351,7 @@ def test_make_tests_service_check_names_what_is_unreachable_without_a_traceback(
 
 
 @pytest.mark.django_db
-def test_the_fixed_paths_answer_without_credentials(client):
+def test_the_fixed_paths_answer_without_credentials(client, worker_heartbeat):
     assert client.get("/schema", {"format": "json"}).json()["openapi"].startswith("3.")
     docs = client.get("/docs")
     assert docs.status_code == 200 and docs["Content-Type"].startswith("text/html")

@@ -72,18 +72,24 @@ def test_unhandled_exception_in_plain_view_is_500_json(settings):
     _assert_error(client.get("/test-explode-plain"), 500, "internal_error")
 
 
-def test_health_reports_database_and_broker():
+def test_health_reports_database_broker_redis_and_worker(worker_heartbeat):
     response = APIClient().get("/health")
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
-    assert response.json()["checks"] == {"database": "ok", "broker": "ok"}
+    assert response.json()["checks"] == {
+        "database": "ok",
+        "broker": "ok",
+        "redis": "ok",
+        "worker": "ok",
+    }
 
 
+@pytest.mark.parametrize("path", ["/health", "/health/live"])
 @pytest.mark.parametrize("method", ["post", "put", "delete"])
-def test_health_answers_other_methods_with_a_json_405(method):
+def test_health_answers_other_methods_with_a_json_405(method, path):
     from django.test import Client
 
-    response = getattr(Client(enforce_csrf_checks=True), method)("/health")
+    response = getattr(Client(enforce_csrf_checks=True), method)(path)
     error = _assert_error(response, 405, "method_not_allowed")
     assert error["reason"] == "method_not_allowed"
     assert response["Allow"] == "GET, HEAD"

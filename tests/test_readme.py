@@ -192,7 +192,7 @@ def test_env_example_uncommented_as_it_stands_gives_the_settings_its_values(tmp_
     assert json.loads(result.stdout) == {
         "allow_http": True,
         "database": "var/cowry.sqlite3",
-        "broker": "filesystem://",
+        "broker": "filesystem://localhost/",
         "cache": "django.core.cache.backends.locmem.LocMemCache",
         "log_format": "json",
         "linger": 0.5,

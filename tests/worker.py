@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 from urllib.parse import quote
 
 import pytest
@@ -40,9 +41,11 @@ def _database_url() -> str:
 
 
 @contextlib.contextmanager
-def celery_worker(*, extra_env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
-    """Start `celery -A config worker` on every queue; stop it on exit. Its log is printed when
-    the block fails, to explain a timeout."""
+def celery_worker(
+    *, extra_env: dict[str, str] | None = None, output: IO[str] | None = None
+) -> Iterator[subprocess.Popen]:
+    """Start `celery -A config worker` on every queue; stop it on exit. Its log (in `output`, if
+    given) is printed when the block fails, to explain a timeout."""
     from config.celery import app
 
     env = {key: value for key, value in os.environ.items() if key != "CELERY_TASK_ALWAYS_EAGER"}
@@ -55,7 +58,7 @@ def celery_worker(*, extra_env: dict[str, str] | None = None) -> Iterator[subpro
         CONN_MAX_AGE="0",
     )
     env.update(extra_env or {})
-    with tempfile.TemporaryFile(mode="w+") as log:
+    with contextlib.nullcontext(output) if output else tempfile.TemporaryFile(mode="w+") as log:
         process = subprocess.Popen(
             [
                 sys.executable,

@@ -128,7 +128,9 @@ def database_away() -> Iterator[None]:
         connection.settings_dict["PORT"], connection.settings_dict["HOST"] = saved
 
 
-def test_health_is_503_while_the_database_is_away_and_200_when_it_is_back(merchant):
+def test_health_is_503_while_the_database_is_away_and_200_when_it_is_back(
+    merchant, worker_heartbeat
+):
     client = MerchantClient(merchant)
     anonymous = APIClient(raise_request_exception=False)
     api = APIClient(raise_request_exception=False)

@@ -1,0 +1,57 @@
+"""What /health checks: the database, the broker, the shared Redis and that a Celery worker
+answered recently. A worker's consumer records a heartbeat every WORKER_HEARTBEAT_SECONDS
+(config.celery.Heartbeat) in the "health" cache, where it lasts WORKER_SILENT_AFTER_SECONDS: the
+web reads one key, with no round trip through the broker to the workers on each request."""
+
+import socket
+
+from django.conf import settings
+from django.core.cache import caches
+from django.db import connection
+
+HEARTBEAT_KEY = "worker-heartbeat"
+
+
+def heartbeat_record() -> None:
+    """This worker is alive: what /health's worker check reads."""
+    caches["health"].set(
+        HEARTBEAT_KEY, socket.gethostname(), timeout=settings.WORKER_SILENT_AFTER_SECONDS
+    )
+
+
+def _failed(exc: Exception) -> str:
+    return f"error: {type(exc).__name__}"
+
+
+def database_check() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as exc:  # any failure means "not healthy", whatever the driver raised
+        return _failed(exc)
+    return "ok"
+
+
+def broker_check() -> str:
+    from config.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+    except Exception as exc:
+        return _failed(exc)
+    return "ok"
+
+
+def redis_and_worker_checks() -> dict[str, str]:
+    """The heartbeat's read is the Redis check too (none in embedded mode: a file under var/)."""
+    try:
+        heartbeat = caches["health"].get(HEARTBEAT_KEY)
+    except Exception as exc:
+        return {"redis": _failed(exc), "worker": "unknown"}
+    worker = "ok" if heartbeat else f"error: silent for {settings.WORKER_SILENT_AFTER_SECONDS}s"
+    return {"redis": "ok", "worker": worker} if settings.REDIS_URL else {"worker": worker}
+
+
+def checks() -> dict[str, str]:
+    return {"database": database_check(), "broker": broker_check(), **redis_and_worker_checks()}
