@@ -1,6 +1,5 @@
 import logging
 import os
-from logging.config import dictConfig
 
 from celery import Celery, bootsteps, signals
 
@@ -12,13 +11,16 @@ app.autodiscover_tasks()
 logger = logging.getLogger("cowry")
 
 
+@signals.celeryd_init.connect  # early: the worker warns of running as root before its setup
 @signals.setup_logging.connect
 def _log_as_django_does(**kwargs) -> None:
     """The worker and beat log through settings.LOGGING (JSON lines with the request id), not
     Celery's own plain-text handlers; their startup banner is printed, not logged."""
     from django.conf import settings
 
-    dictConfig(settings.LOGGING)
+    from config import logging_config
+
+    logging_config.configure(settings.LOGGING)
 
 
 class Heartbeat(bootsteps.StartStopStep):

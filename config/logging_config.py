@@ -3,6 +3,7 @@ message and request_id (python-json-logger; the id is django-guid's), the same f
 (Django and gunicorn, config.gunicorn_conf), the Celery worker and beat (config.celery)."""
 
 import logging
+import logging.config
 import re
 from typing import Any
 
@@ -32,6 +33,13 @@ class JsonLines(JsonFormatter):
         super().add_fields(log_data, record, message_dict)
         for field in log_data.keys() - FIELDS:
             del log_data[field]
+
+
+def configure(config: dict) -> None:
+    """settings.LOGGING_CONFIG, and the worker's and beat's (config.celery): a warning is a log
+    line too, not text on stderr."""
+    logging.config.dictConfig(config)
+    logging.captureWarnings(True)
 
 
 # A phone number written with its country code (+, or %2B in a query string), 6 to 15 digits.

@@ -401,6 +401,7 @@ DJANGO_GUID = {
 }
 # Every process (web, gunicorn's own lines: config.gunicorn_conf; worker and beat: config.celery)
 # writes one JSON object per line (config.logging_config); LOG_FORMAT=plain for a terminal.
+LOGGING_CONFIG = "config.logging_config.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
