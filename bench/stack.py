@@ -281,7 +281,7 @@ class Stack:
                         f"{name} exited with {proc.returncode}; see {OUT}/{name}.log"
                     )
             try:
-                with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as resp:
+                with urllib.request.urlopen(f"{self.base_url}/health/live", timeout=2) as resp:
                     if resp.status == 200:
                         return
             except OSError:

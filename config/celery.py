@@ -13,14 +13,16 @@ logger = logging.getLogger("cowry")
 
 @signals.celeryd_init.connect  # early: the worker warns of running as root before its setup
 @signals.setup_logging.connect
-def _log_as_django_does(**kwargs) -> None:
+def _log_as_django_does(loglevel: int | None = None, **kwargs) -> None:
     """The worker and beat log through settings.LOGGING (JSON lines with the request id), not
-    Celery's own plain-text handlers; their startup banner is printed, not logged."""
+    Celery's own plain-text handlers, at their --loglevel; their startup banner is printed."""
     from django.conf import settings
 
     from config import logging_config
 
     logging_config.configure(settings.LOGGING)
+    if loglevel:
+        logging.getLogger().setLevel(loglevel)
 
 
 class Heartbeat(bootsteps.StartStopStep):
