@@ -159,7 +159,8 @@ SPECTACULAR_SETTINGS = {
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "string", "format": "uuid"}},
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {},
+    # The operator status keeps its first component name wherever it appears (operators, predict).
+    "ENUM_NAME_OVERRIDES": {"OperatorItemOutputStatusEnum": "quotes.models.OperatorStatus"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.meta_is_optional",

@@ -1,9 +1,27 @@
+from django import forms
 from django.contrib import admin
 
 from merchants import dashboard
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import MerchantCorridor, MerchantOperator
+from quotes import prediction
 from quotes.models import Corridor, FeeSchedule, FxRate, Operator, Quote
+
+
+class OperatorForm(forms.ModelForm):
+    """Two operators of a country never list one network name (a number has one prediction)."""
+
+    def clean(self):
+        data = super().clean()
+        if data.get("network_names") and data.get("country_code"):
+            claimed = prediction.network_names_claimed_elsewhere(
+                operator_id=self.instance.pk,
+                country_code=data["country_code"],
+                network_names=data["network_names"],
+            )
+            for code, names in claimed.items():
+                self.add_error("network_names", f"{code} already lists {', '.join(names)}.")
+        return data
 
 
 @admin.register(Operator)
@@ -22,7 +40,15 @@ class OperatorAdmin(admin.ModelAdmin):
         "status",
         "active",
     ]
-    list_filter = ["status", "country_code", "currency", "rail_type", "active"]
+    form = OperatorForm
+    list_filter = [
+        "status",
+        "country_code",
+        "currency",
+        "rail_type",
+        "active",
+        "network_independent",
+    ]
     # Only `status` is edited in the list (support's one field); ops switch `active` in the form.
     list_editable = ["status"]
     search_fields = ["code", "name"]

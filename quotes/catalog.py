@@ -28,6 +28,23 @@ COVERAGE: dict[str, tuple[str, list[tuple[str, str]]]] = {
 
 RAIL_SUFFIX = {"mobile_money": "MOMO", "bank_transfer": "BANK"}
 
+# Operator prediction: the network names phonenumbers' carrier data gives each network's numbers
+# (Free Senegal is "Yas" since its rebrand, Togocom "Togo Telecom"); ops edit them in the admin.
+NETWORK_NAMES: dict[str, list[str]] = {
+    "CM_MTN_MOMO": ["MTN Cameroon"],
+    "CM_ORANGE_MOMO": ["Orange"],
+    "SN_ORANGE_MOMO": ["Orange"],
+    "SN_FREE_MOMO": ["Yas", "Free"],
+    "BJ_MTN_MOMO": ["MTN"],
+    "BJ_MOOV_MOMO": ["Moov"],
+    "TG_TMONEY_MOMO": ["Togo Telecom", "Togocom"],
+    "CI_ORANGE_MOMO": ["Orange"],
+    "CI_MTN_MOMO": ["MTN"],
+    "CI_MOOV_MOMO": ["Moov"],
+}
+# Wallets that work with any network's number: never predicted, offered beside the prediction.
+NETWORK_INDEPENDENT = frozenset({"SN_WAVE_MOMO", "CI_WAVE_MOMO"})
+
 OPERATOR_MIN_AMOUNT = Decimal("100")
 OPERATOR_MAX_AMOUNT = Decimal("1000000")
 
@@ -64,15 +81,18 @@ def operators() -> list[dict]:
     rows = []
     for country, (currency, names) in COVERAGE.items():
         for part, name in names:
+            code = f"{country}_{part}_{RAIL_SUFFIX['mobile_money']}"
             rows.append(
                 {
-                    "code": f"{country}_{part}_{RAIL_SUFFIX['mobile_money']}",
+                    "code": code,
                     "country_code": country,
                     "currency": currency,
                     "rail_type": "mobile_money",
                     "name": name,
                     "min_amount": OPERATOR_MIN_AMOUNT,
                     "max_amount": OPERATOR_MAX_AMOUNT,
+                    "network_names": list(NETWORK_NAMES.get(code, ())),
+                    "network_independent": code in NETWORK_INDEPENDENT,
                 }
             )
     return rows

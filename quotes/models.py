@@ -1,6 +1,7 @@
 import uuid
 from datetime import datetime
 
+from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
@@ -59,10 +60,31 @@ class Operator(models.Model):
         default=OperatorStatus.OPERATIONAL,
         help_text="Set by support: delayed still quotes; closed refuses new quotes.",
     )
+    network_names = ArrayField(
+        models.CharField(max_length=64),
+        default=list,
+        blank=True,
+        help_text=(
+            "Operator prediction: the network names the phone number library reports for this "
+            "operator's numbers, comma-separated (case is ignored), e.g. MTN Cameroon."
+        ),
+    )
+    network_independent = models.BooleanField(
+        default=False,
+        help_text=(
+            "A wallet that works with any network's number (e.g. Wave): never predicted, "
+            "offered beside the prediction for its country."
+        ),
+    )
 
     class Meta:
         ordering = ["code"]
         constraints = [
+            models.CheckConstraint(
+                condition=models.Q(network_independent=False) | models.Q(network_names=[]),
+                name="operator_network_independent_has_no_network",
+                violation_error_message="A wallet usable with any network lists no network names.",
+            ),
             models.CheckConstraint(
                 condition=models.Q(status__in=OperatorStatus.values),
                 name="operator_status_valid",

@@ -121,3 +121,38 @@ class CorridorItemOutput(serializers.Serializer):
 
 class CorridorListOutput(serializers.Serializer):
     data = CorridorItemOutput(many=True)
+
+
+class OperatorPredictInput(InputSerializer):
+    """POST /operators/predict."""
+
+    phone = StrictCharField(
+        allow_blank=True,  # refused as phone_invalid, as any other text that is not a number
+        help_text="The number in international form: + and country code (E.164 recommended).",
+    )
+
+
+class OperatorPredictionOutput(OutputSerializer):
+    """The catalog operator of a phone number's network, and the wallets usable beside it."""
+
+    phone = serializers.CharField(help_text="The number in E.164 form.")
+    country_code = serializers.CharField()
+    operator_code = serializers.CharField(
+        source="operator.code", help_text="The catalog operator of the number's network."
+    )
+    rail_type = serializers.ChoiceField(choices=RailType.choices, source="operator.rail_type")
+    operator_status = serializers.ChoiceField(
+        choices=OperatorStatus.choices,
+        source="operator.status",
+        help_text="The operator's status, as GET /operators gives it.",
+    )
+    enabled = serializers.BooleanField(
+        help_text="Whether this merchant may use the operator (GET /operators lists it)."
+    )
+    also_usable = serializers.ListField(
+        child=serializers.CharField(),
+        help_text=(
+            "The country's wallets that work with any network's number (e.g. SN_WAVE_MOMO), "
+            "usable for this number too; possibly empty."
+        ),
+    )

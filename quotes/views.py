@@ -1,17 +1,19 @@
 from uuid import UUID
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import pagination
 from merchants.idempotency import idempotent
-from quotes import selectors, services
+from quotes import prediction, selectors, services
 from quotes.models import FlowType
 from quotes.serializers import (
     CorridorListOutput,
     OperatorListOutput,
+    OperatorPredictInput,
+    OperatorPredictionOutput,
     QuoteCollectionInput,
     QuoteListQuery,
     QuoteOutput,
@@ -146,3 +148,59 @@ class CorridorListView(APIView):
     def get(self, request):
         corridors = selectors.corridors_available_for(merchant=request.merchant)
         return Response(CorridorListOutput({"data": corridors}).data)
+
+
+PREDICT_EXAMPLES = [
+    OpenApiExample("A Senegalese number", value={"phone": "+221 77 000 12 34"}, request_only=True),
+    OpenApiExample(
+        "Orange Senegal with Wave beside it",
+        value={
+            "phone": "+221770001234",
+            "country_code": "SN",
+            "operator_code": "SN_ORANGE_MOMO",
+            "rail_type": "mobile_money",
+            "operator_status": "operational",
+            "enabled": True,
+            "also_usable": ["SN_WAVE_MOMO"],
+        },
+        response_only=True,
+        status_codes=["200"],
+    ),
+    OpenApiExample(
+        "A number outside the catalog",
+        value={
+            "error": {
+                "code": "bad_request",
+                "message": "No operator in the catalog covers FR numbers.",
+                "reason": "operator_unknown",
+                "fields": {"phone": ["No operator in the catalog covers FR numbers."]},
+            }
+        },
+        response_only=True,
+        status_codes=["400"],
+    ),
+]
+
+
+class OperatorPredictView(APIView):
+    @extend_schema(
+        operation_id="predictOperator",
+        request=OperatorPredictInput,
+        responses={200: OperatorPredictionOutput},
+        examples=PREDICT_EXAMPLES,
+        tags=["configuration"],
+        description=(
+            "The catalog operator a mobile number belongs to, from its network's prefix (a "
+            "number moved to another network keeps its prefix), and the country's wallets that "
+            "work with any network's number. Creates nothing: no Idempotency-Key. 400 "
+            "`phone_invalid`: not a valid number in international form; 400 "
+            "`operator_unknown`: a valid number of a country or network outside the catalog."
+        ),
+    )
+    def post(self, request):
+        serializer = OperatorPredictInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        result = prediction.operator_predict(
+            merchant=request.merchant, phone=serializer.validated_data["phone"]
+        )
+        return Response(OperatorPredictionOutput(result).data)

@@ -13,16 +13,21 @@ def record(**kwargs):
 
 
 @pytest.mark.parametrize(
-    ("party", "expected"),
+    ("party", "kind", "expected"),
     [
-        ("+221770001000", ("failed", "provider_declined")),
-        ("+221770001999", None),
-        ("+221770001234", ("completed", "")),
-        ("000123000", ("failed", "provider_declined")),
+        ("+221770001000", provider.COLLECTION, ("failed", "provider_declined")),
+        ("+221770001000", provider.DISBURSEMENT, ("failed", "provider_declined")),
+        ("+221770001999", provider.COLLECTION, None),
+        ("+221770001999", provider.DISBURSEMENT, None),
+        ("+221770001234", provider.COLLECTION, ("completed", "")),
+        ("+221770001234", provider.DISBURSEMENT, ("completed", "")),
+        ("+221770001998", provider.COLLECTION, ("completed", "")),
+        ("+221770001998", provider.DISBURSEMENT, ("failed", "provider_declined")),
+        ("000123000", provider.COLLECTION, ("failed", "provider_declined")),
     ],
 )
-def test_the_outcome_is_decided_by_the_last_three_digits(party, expected):
-    assert simulated_outcome(party) == expected
+def test_the_outcome_is_decided_by_the_last_three_digits_and_the_kind_of_leg(party, kind, expected):
+    assert simulated_outcome(party, kind=kind) == expected
 
 
 def _leg(phone: str = "+221770001234") -> dict:
