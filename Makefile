@@ -22,10 +22,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	@touch $(STAMP)
 
+# bin/run: the embedded PostgreSQL server (unless DATABASE_URL is set), migrate, seed, honcho.
 run: $(STAMP)
-	$(BIN)/python manage.py migrate --no-input
-	$(BIN)/python manage.py seed_demo
-	bin/run-procfile
+	$(BIN)/python bin/run
 
 check-services: $(STAMP)
 	@$(TEST_ENV) $(BIN)/python bin/check_services.py
