@@ -82,9 +82,8 @@ TEMPLATES = [
 WSGI_APPLICATION = "config.wsgi.application"
 
 # Without DATABASE_URL: the server `make run` starts under var/pg (bin/run), over its socket.
-DATABASES = {
-    "default": env.db("DATABASE_URL", default=f"postgres://postgres@/cowry?host={VAR_DIR / 'pg'}")
-}
+_DATABASE_URL = env("DATABASE_URL", default="") or f"postgres://postgres@/cowry?host={VAR_DIR}/pg"
+DATABASES = {"default": env.db_url_config(_DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured("Set DATABASE_URL to a PostgreSQL database (postgres://...).")
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
