@@ -2,7 +2,6 @@
 standard library, so the tests can check it without the harness's own dependencies."""
 
 TARGETS = {
-    "A/D throughput": ">= 0.40",
     "A p99": "<= 100 ms",
     "B/D throughput": ">= 0.70",
     "C p50": "<= 300 ms",
@@ -25,8 +24,7 @@ def verdicts(r: dict) -> dict:
         (v for k, v in r["peak_rss_kib"].items() if k.startswith("web child")), default=0
     )
     errors = sum(r[k]["errors"] for k in "ABCD") + ae["errors"] + be["errors"]
-    ratios = {  # checked unrounded: 0.399 is short of 0.40, whatever it prints as
-        "A/D throughput": a["throughput_rps"] / d["throughput_rps"],
+    ratios = {  # checked unrounded: 0.699 is short of 0.70, whatever it prints as
         "B/D throughput": b["throughput_rps"] / d["throughput_rps"],
         "A at scale / A empty": ae["throughput_rps"] / a["throughput_rps"],
         "B at scale / B empty": be["throughput_rps"] / b["throughput_rps"],
@@ -41,7 +39,6 @@ def verdicts(r: dict) -> dict:
         "errors": (errors + r["C"]["e2e"]["missing"],),
     }
     checks = {
-        "A/D throughput": ratios["A/D throughput"] >= 0.40,
         "A p99": (a["p99_ms"] or 1e9) <= 100,
         "B/D throughput": ratios["B/D throughput"] >= 0.70,
         "C p50": (r["C"]["e2e"]["p50_ms"] or 1e9) <= 300,
