@@ -20,29 +20,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import run_bench
 from bench.run_bench import drain, in_turns, scenario, scenario_c, start, strip
 from bench.stack import OUT, ROOT, Stack, install_signal_handlers, log
-
-# (label, scenario, figure, higher is better)
-RATIOS = (
-    ("A req/s", "A", "throughput_rps", True),
-    ("A p99 ms", "A", "p99_ms", False),
-    ("B req/s", "B", "throughput_rps", True),
-    ("C payments/s", "C", "flows_per_s", True),
-    ("C e2e p50 ms", "C", ("e2e", "p50_ms"), False),
-    ("D req/s", "D", "throughput_rps", True),
-)
+from bench.verdicts import ratios
 
 
 def measure(app_root: Path, out: Path) -> dict:
     """D and A in turns, B over A's payins, C end to end, on the app at `app_root`."""
     stack = Stack(app_root=app_root, out=out)
     receiver = None
+    loadavg = os.getloadavg()[0]  # other load on the box shows here
     try:
         merchant, customer_id, receiver, receiver_url = start(stack)
-        results = in_turns(stack, merchant, customer_id, "DA")
+        results = {"loadavg_1m_at_start": round(loadavg, 2)}
+        results |= in_turns(stack, merchant, customer_id, "DA")
         results["B"] = scenario(stack, merchant, customer_id, "B", ids=results["A"]["_created"])
         results["C"] = scenario_c(stack, merchant, customer_id, receiver_url)
         results["C"]["drain_seconds"] = drain()
-        return {key: strip(value) for key, value in results.items()}
+        return {key: strip(v) if isinstance(v, dict) else v for key, v in results.items()}
     finally:
         log("stopping the stack")
         stack.close()
@@ -51,16 +44,9 @@ def measure(app_root: Path, out: Path) -> dict:
             receiver.wait(timeout=10)
 
 
-def _figure(results: dict, key: str, figure: str | tuple[str, str]) -> float | None:
-    value = results.get(key, {})
-    for part in figure if isinstance(figure, tuple) else (figure,):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
 def table(title: str, results: dict) -> str:
     header = f"{'scenario':<10}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'errors':>8}"
-    lines = [title, header]
+    lines = [f"{title} (load average {results['loadavg_1m_at_start']} at start)", header]
     for key in ("D", "A", "B", "C"):
         r = results[key]
         lines.append(
@@ -73,17 +59,6 @@ def table(title: str, results: dict) -> str:
         f" p99 {e2e['p99_ms']} ms, {e2e['missing']} webhooks missing"
     )
     return "\n".join(lines)
-
-
-def ratios(old: dict, new: dict) -> dict[str, dict]:
-    """new/old per figure; `better` says whether the change went the right way."""
-    found = {}
-    for label, key, figure, higher_is_better in RATIOS:
-        before, after = _figure(old, key, figure), _figure(new, key, figure)
-        ratio = round(after / before, 3) if before and after is not None else None
-        better = None if ratio is None else (ratio >= 1) == higher_is_better
-        found[label] = {"old": before, "new": after, "new/old": ratio, "better": better}
-    return found
 
 
 def main() -> int:

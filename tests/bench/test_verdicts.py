@@ -1,6 +1,6 @@
 """`make bench`'s verdicts check the figures as measured, not as printed."""
 
-from bench.verdicts import TARGETS, verdicts
+from bench.verdicts import TARGETS, ratios, verdicts
 
 
 def _results(*, b_rps: float, d_rps: float) -> dict:
@@ -40,3 +40,16 @@ def test_a_over_d_is_no_target_any_more():
 
     assert all(v["verdict"] == "PASS" for v in found.values()), found
     assert not any("A/D" in name for name in [*TARGETS, *found])
+
+
+def test_a_comparison_gives_new_over_old_and_which_way_each_figure_moved():
+    old = _results(b_rps=300.0, d_rps=400.0)
+    old["C"] |= {"flows_per_s": 20.0}
+    new = {**old, "A": {**old["A"], "throughput_rps": 60.0, "p99_ms": 75.0}}
+
+    found = ratios(old, new)
+
+    assert found["A req/s"] == {"old": 40.0, "new": 60.0, "new/old": 1.5, "better": True}
+    assert found["A p99 ms"] == {"old": 50.0, "new": 75.0, "new/old": 1.5, "better": False}
+    assert found["D req/s"]["new/old"] == 1.0 and found["D req/s"]["better"] is None
+    assert found["C payments/s"]["new/old"] == 1.0
