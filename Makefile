@@ -13,7 +13,7 @@ TEST_ENV := DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/cow
 .PHONY: help run test lint format check-services migrate
 
 help:
-	@echo "make run   - install, migrate, seed the demo merchant, start web + worker + beat"
+	@echo "make run   - install, start PostgreSQL (embedded unless DATABASE_URL), migrate, seed, start web + worker + beat"
 	@echo "make test  - run the whole suite against PostgreSQL and Redis"
 
 $(STAMP): pyproject.toml
