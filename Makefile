@@ -13,7 +13,7 @@ TEST_ENV := DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/cow
 .PHONY: help run test lint format check-services migrate
 
 help:
-	@echo "make run   - install, migrate, seed the demo merchant, start web + worker + beat"
+	@echo "make run   - install, start PostgreSQL (embedded unless DATABASE_URL), migrate, seed, start web + worker + beat"
 	@echo "make test  - run the whole suite against PostgreSQL and Redis"
 
 $(STAMP): pyproject.toml
@@ -22,10 +22,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	@touch $(STAMP)
 
+# bin/run: the embedded PostgreSQL server (unless DATABASE_URL is set), migrate, seed, honcho.
 run: $(STAMP)
-	$(BIN)/python manage.py migrate --no-input
-	$(BIN)/python manage.py seed_demo
-	bin/run-procfile
+	$(BIN)/python bin/run
 
 check-services: $(STAMP)
 	@$(TEST_ENV) $(BIN)/python bin/check_services.py
@@ -60,9 +59,10 @@ audit: $(STAMP)
 # Proof under load (issue 9): not part of `make test`. See bench/README.md.
 .PHONY: bench soak bench-worker
 
+# BENCH_BASELINE=<commit>: the baseline's code, then this tree's, back to back (bench/compare.py).
 bench: $(STAMP)
 	$(BIN)/pip install --quiet aiohttp py-spy pyinstrument
-	$(BIN)/python bench/run_bench.py
+	$(BIN)/python bench/$(if $(BENCH_BASELINE),compare.py,run_bench.py)
 
 soak: $(STAMP)
 	$(BIN)/pip install --quiet aiohttp

@@ -465,6 +465,43 @@ def partial_run(stack, merchant, customer_id, results: dict, receiver_url: str) 
     return 0
 
 
+def start(stack: Stack) -> tuple[dict, str, subprocess.Popen, str]:
+    """A fresh cowry_bench database migrated by the stack's app, the seeded merchant, the
+    webhook receiver, web and worker up, one customer: (merchant, customer id, receiver
+    process, receiver URL); the caller stops the receiver."""
+    log(f"recreating database cowry_bench and Redis DBs 12/13; logs in {stack.out}")
+    stack.recreate_database()
+    stack.manage("migrate", "--no-input")
+    stack.create_floor_table()
+    receiver_port = free_port()
+    receiver_url = f"http://127.0.0.1:{receiver_port}"
+    merchant = seed_merchant(stack, receiver_url=f"{receiver_url}/hook")
+    receiver = subprocess.Popen(
+        [PY, "bench/receiver.py", str(receiver_port), "--secret", merchant["signing_secret"]],
+        cwd=ROOT,
+        stdout=open(stack.out / "receiver.log", "ab"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    stack.extra_pids["receiver"] = receiver.pid
+    stack.start_web()
+    if WITH_WORKER:
+        stack.start_worker(concurrency=WORKER_CONCURRENCY)
+    stack.wait_healthy()
+    if WITH_WORKER:
+        stack.wait_worker_ready()
+    customer = json.loads(
+        stack.shell(
+            "import json\n"
+            "from customers.models import Customer\n"
+            f"c = Customer.objects.create(merchant_id={merchant['merchant_id']!r},"
+            " first_name='Awa', last_name='Diallo', phone='+221770001234')\n"
+            "print(json.dumps({'id': str(c.id)}))\n"
+        ).splitlines()[-1]
+    )
+    return merchant, customer["id"], receiver, receiver_url
+
+
 def main() -> int:
     install_signal_handlers()
     stack = Stack()
@@ -484,38 +521,7 @@ def main() -> int:
         }
     }
     try:
-        log(f"recreating database cowry_bench and Redis DBs 12/13; logs in {OUT}")
-        stack.recreate_database()
-        stack.manage("migrate", "--no-input")
-        stack.create_floor_table()
-        receiver_port = free_port()
-        receiver_url = f"http://127.0.0.1:{receiver_port}"
-        merchant = seed_merchant(stack, receiver_url=f"{receiver_url}/hook")
-        receiver = subprocess.Popen(
-            [PY, "bench/receiver.py", str(receiver_port), "--secret", merchant["signing_secret"]],
-            cwd=ROOT,
-            stdout=open(OUT / "receiver.log", "ab"),  # noqa: SIM115
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        stack.extra_pids["receiver"] = receiver.pid
-        stack.start_web()
-        if WITH_WORKER:
-            stack.start_worker(concurrency=WORKER_CONCURRENCY)
-        stack.wait_healthy()
-        if WITH_WORKER:
-            stack.wait_worker_ready()
-        customer = json.loads(
-            stack.shell(
-                "import json\n"
-                "from customers.models import Customer\n"
-                f"c = Customer.objects.create(merchant_id={merchant['merchant_id']!r},"
-                " first_name='Awa', last_name='Diallo', phone='+221770001234')\n"
-                "print(json.dumps({'id': str(c.id)}))\n"
-            ).splitlines()[-1]
-        )
-        customer_id = customer["id"]
-
+        merchant, customer_id, receiver, receiver_url = start(stack)
         results.update(in_turns(stack, merchant, customer_id, "DA"))
         a_ids = results["A"]["_created"]
         results["B"] = scenario(stack, merchant, customer_id, "B", ids=a_ids)

@@ -125,9 +125,15 @@ def _pg_backends(database: str) -> list[int]:
 
 
 class Stack:
-    def __init__(self, *, extra_env: dict[str, str] | None = None) -> None:
-        OUT.mkdir(parents=True, exist_ok=True)
-        for old_log in OUT.glob("*.log"):  # each run's logs start empty
+    def __init__(
+        self, *, extra_env: dict[str, str] | None = None, app_root: Path = ROOT, out: Path = OUT
+    ) -> None:
+        """`app_root`: the checkout whose app runs (`make bench` with BENCH_BASELINE: the
+        baseline's worktree), driven by this tree's harness; its logs go to `out`."""
+        self.app_root = app_root
+        self.out = out
+        out.mkdir(parents=True, exist_ok=True)
+        for old_log in out.glob("*.log"):  # each run's logs start empty
             old_log.unlink()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -153,6 +159,9 @@ class Stack:
             "LOG_LEVEL": "WARNING",
             "CELERY_TASK_ALWAYS_EAGER": "false",
             "PYTHONUNBUFFERED": "1",
+            # The app's packages from app_root first; this tree's `bench` (the floor endpoint)
+            # where app_root has none.
+            "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(app_root), str(ROOT)])),
             **(extra_env or {}),
         }
 
@@ -172,7 +181,7 @@ class Stack:
         """Run a manage.py command; parse its --json output when asked for."""
         proc = subprocess.run(
             [PY, "manage.py", *args],
-            cwd=ROOT,
+            cwd=self.app_root,
             env={**self.env, **(env or {})},
             capture_output=True,
             text=True,
@@ -186,7 +195,7 @@ class Stack:
     def shell(self, code: str) -> str:
         proc = subprocess.run(
             [PY, "manage.py", "shell", "-c", code],
-            cwd=ROOT,
+            cwd=self.app_root,
             env=self.env,
             capture_output=True,
             text=True,
@@ -204,10 +213,10 @@ class Stack:
 
     # --- processes -------------------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
-        logfile = open(OUT / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+        logfile = open(self.out / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
         proc = subprocess.Popen(
             argv,
-            cwd=ROOT,
+            cwd=self.app_root,
             env=self.env,
             stdout=logfile,
             stderr=subprocess.STDOUT,
@@ -268,7 +277,7 @@ class Stack:
                 "beat",
                 "--loglevel=WARNING",
                 "--schedule",
-                str(OUT / "celerybeat-schedule"),
+                str(self.out / "celerybeat-schedule"),
             ],
         )
 
@@ -278,7 +287,7 @@ class Stack:
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(
-                        f"{name} exited with {proc.returncode}; see {OUT}/{name}.log"
+                        f"{name} exited with {proc.returncode}; see {self.out}/{name}.log"
                     )
             try:
                 with urllib.request.urlopen(f"{self.base_url}/health/live", timeout=2) as resp:
@@ -287,7 +296,7 @@ class Stack:
             except OSError:
                 pass
             time.sleep(0.3)
-        raise RuntimeError(f"the service did not become healthy; see {OUT}/web.log")
+        raise RuntimeError(f"the service did not become healthy; see {self.out}/web.log")
 
     def wait_worker_ready(self, name: str = "worker", timeout: float = 60) -> None:
         """Poll `celery inspect ping` until this worker answers."""
@@ -295,7 +304,7 @@ class Stack:
         while time.monotonic() < deadline:
             proc = subprocess.run(
                 [str(BIN / "celery"), "-A", "config", "inspect", "ping", "-t", "2"],
-                cwd=ROOT,
+                cwd=self.app_root,
                 env=self.env,
                 capture_output=True,
                 text=True,
@@ -303,7 +312,7 @@ class Stack:
             if f"bench-{name}@" in proc.stdout:
                 return
             time.sleep(0.5)
-        raise RuntimeError(f"the Celery worker did not answer ping; see {OUT}/{name}.log")
+        raise RuntimeError(f"the Celery worker did not answer ping; see {self.out}/{name}.log")
 
     def sample_rss(self) -> dict[str, dict[str, int]]:
         """Peak RSS (VmHWM, KiB) of every process of the stack: masters and their children."""

@@ -1,20 +1,20 @@
 """Cowry settings. Everything comes from the environment (see .env.example); the defaults are
-the embedded mode of `make run`: SQLite and Celery's filesystem transport under var/."""
+the embedded mode of `make run`: its own PostgreSQL server (var/pg) and Celery's filesystem
+transport under var/."""
 
 from pathlib import Path
 
+import dotenv
 import environ
 from django.core.exceptions import ImproperlyConfigured
 from django_guid.integrations import CeleryIntegration
-
-from config import dotenv
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 VAR_DIR.mkdir(exist_ok=True)
 
 env = environ.Env()
-dotenv.read(BASE_DIR / ".env")  # as bin/run-procfile reads it; the environment wins
+dotenv.load_dotenv(BASE_DIR / ".env", override=False)  # as bin/run reads it; the environment wins
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-in-production-0123")
@@ -84,23 +84,19 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "config.wsgi.application"
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'cowry.sqlite3'}")}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL and IMMEDIATE transactions let the web server, the worker and beat share one file.
+# Without DATABASE_URL: the server `make run` starts under var/pg (bin/run), over its socket.
+_DATABASE_URL = env("DATABASE_URL", default="") or f"postgres://postgres@/cowry?host={VAR_DIR}/pg"
+DATABASES = {"default": env.db_url_config(_DATABASE_URL)}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured("Set DATABASE_URL to a PostgreSQL database (postgres://...).")
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
     DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
+        **DATABASES["default"].get("OPTIONS", {}),
+        "server_side_binding": True,
+        "prepare_threshold": env.int("DATABASE_PREPARE_THRESHOLD", default=2),
     }
-else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-    if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
-        DATABASES["default"]["OPTIONS"] = {
-            **DATABASES["default"].get("OPTIONS", {}),
-            "server_side_binding": True,
-            "prepare_threshold": env.int("DATABASE_PREPARE_THRESHOLD", default=2),
-        }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", default="")

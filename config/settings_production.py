@@ -39,10 +39,10 @@ for _key in WEBHOOK_SECRETS_KEYS:  # a typo would only surface at the first deli
             " base64-encoded bytes)."
         ) from None
 
-# The embedded defaults of `make run` (SQLite, a filesystem broker, a per-process cache) would
-# start, and quietly break the guarantees that need shared state: row locks, a broker every
-# worker reads, and one rate-limit count for every gunicorn worker.
-if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":  # noqa: F405
+# The embedded defaults of `make run` (its own PostgreSQL server, a filesystem broker, a
+# per-process cache) would start, and quietly break the guarantees that need shared state: one
+# database, a broker every worker reads, and one rate-limit count for every gunicorn worker.
+if not env("DATABASE_URL", default=""):
     raise ImproperlyConfigured("Set DATABASE_URL to the PostgreSQL database (postgres://...).")
 if not env("REDIS_URL", default="").startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured("Set REDIS_URL to the Redis server (redis://...).")

@@ -235,7 +235,7 @@ def _settings_with(variables: dict[str, str]) -> dict:
     }
     env |= {"DJANGO_SETTINGS_MODULE": "config.settings", **variables}
     code = (
-        "import json, django; from config import dotenv; dotenv.read = lambda path: None; "
+        "import json, django, dotenv; dotenv.load_dotenv = lambda *args, **kwargs: None; "
         "django.setup(); from django.conf import settings as s; "
         "from webhooks import services; "
         "db = s.DATABASES['default']; "
@@ -255,7 +255,7 @@ def _settings_with(variables: dict[str, str]) -> dict:
 def test_the_design_variables_default_as_the_design_table_says():
     read = _settings_with({})
     var = read["var"]
-    assert read["db"] == ["django.db.backends.sqlite3", f"{var}/cowry.sqlite3"]
+    assert read["db"] == ["django.db.backends.postgresql", "cowry"]  # make run's own server
     assert read["broker"].startswith("filesystem")
     assert read["broker_in"].startswith(f"{var}/")
     assert read["cache"] == "django.core.cache.backends.locmem.LocMemCache"

@@ -50,7 +50,7 @@ def test_production_settings_start_with_every_required_variable(redis):
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
-        ("DATABASE_URL", "sqlite:///var/cowry.sqlite3", "Set DATABASE_URL"),
+        ("DATABASE_URL", "", "Set DATABASE_URL"),
         ("REDIS_URL", "", "Set REDIS_URL"),
         ("CELERY_BROKER_URL", "filesystem://", "Set CELERY_BROKER_URL"),
         ("SECRET_KEY", "dev-only-insecure-secret-key-change-me-in-production-0123", "SECRET_KEY"),

@@ -77,76 +77,37 @@ def test_env_example_lists_the_procfiles_variables():
     assert sorted(name for name in used if f"# {name}=" not in example) == []
 
 
-def test_make_run_takes_the_procfiles_variables_from_env_as_the_settings_read_them(tmp_path):
-    """bin/run-procfile exports HOST, PORT, WEB_CONCURRENCY and WORKER_CONCURRENCY from .env
-    (the environment wins) and nothing else: the settings read the rest themselves."""
+def test_a_dotenv_line_means_what_the_env_example_says(tmp_path):
+    """The settings and `make run` (bin/run, bin/run-procfile) read .env with python-dotenv:
+    a comment after a blank is dropped, quotes keep what is between them, a `#` with no blank
+    before it stays, `export ` is allowed, and the environment wins."""
     import os
-    import subprocess
 
-    script = (README.parent / "bin" / "run-procfile").read_text()
-    block = re.search(r"\nif \[\[ -f \.env \]\]; then\n.*?\n  done < \.env\nfi\n", script, re.S)
+    import dotenv
+
     (tmp_path / ".env").write_text(
+        "# PORT=1\n"
         "PORT=18434  # mine\n"
-        'HOST="0.0.0.0" # every interface\n'
-        "# WEB_CONCURRENCY=9\n"
-        "export WORKER_CONCURRENCY=3\n"
+        'HOST="0.0.0.0 # all" # every interface\n'
+        "WEB_CONCURRENCY=3#4\t# a tab before this comment\n"
+        "export WORKER_CONCURRENCY='5 # five'   \n"
         'SECRET_KEY="local dev #2 abc"\n'
     )
-    environment = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ("PORT", "HOST", "WEB_CONCURRENCY", "WORKER_CONCURRENCY", "SECRET_KEY")
-    }
-    shell = f"set -euo pipefail\ncd {tmp_path}\n{block.group()}\nenv -0\n"
-    printed = subprocess.run(
-        ["bash", "-c", shell],
-        env={**environment, "WORKER_CONCURRENCY": "5"},
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    exported = dict(item.split("=", 1) for item in printed.split("\0") if "=" in item)
-    assert (exported["PORT"], exported["HOST"], exported["WORKER_CONCURRENCY"]) == (
-        "18434",
-        "0.0.0.0",
-        "5",
-    )
-    assert "WEB_CONCURRENCY" not in exported and "SECRET_KEY" not in exported
-
-
-def test_the_settings_read_a_dotenv_line_as_make_run_does(tmp_path):
-    """One .env, one meaning: config/dotenv.py (the settings) and bin/run-procfile agree on
-    comments after a value, quotes, `#` inside a value and `export`."""
-    import os
-    import subprocess
-
-    from config import dotenv
-
-    lines = {
-        "PORT": "PORT=18434  # mine",
-        "HOST": 'HOST="0.0.0.0 # all" # every interface',
-        "WEB_CONCURRENCY": "WEB_CONCURRENCY=3#4\t# a tab before this comment",
-        "WORKER_CONCURRENCY": "export WORKER_CONCURRENCY='5 # five'   ",
-    }
-    (tmp_path / ".env").write_text("# PORT=1\n" + "\n".join(lines.values()) + "\n")
-    script = (README.parent / "bin" / "run-procfile").read_text()
-    block = re.search(r"\nif \[\[ -f \.env \]\]; then\n.*?\n  done < \.env\nfi\n", script, re.S)
-    environment = {name: value for name, value in os.environ.items() if name not in lines}
-    printed = subprocess.run(
-        ["bash", "-c", f"set -euo pipefail\ncd {tmp_path}\n{block.group()}\nenv -0\n"],
-        env=environment,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    exported = dict(item.split("=", 1) for item in printed.split("\0") if "=" in item)
-
-    read = dotenv.parse((tmp_path / ".env").read_text())
-    assert read == {name: exported[name] for name in lines}
-    assert read == {
+    assert dotenv.dotenv_values(tmp_path / ".env") == {
         "PORT": "18434",
         "HOST": "0.0.0.0 # all",
         "WEB_CONCURRENCY": "3#4",
         "WORKER_CONCURRENCY": "5 # five",
+        "SECRET_KEY": "local dev #2 abc",
     }
+    name = "COWRY_DOTENV_CHECK"
+    (tmp_path / ".env").write_text(f"{name}=from-file\n")
+    os.environ[name] = "from-environment"
+    try:
+        dotenv.load_dotenv(tmp_path / ".env", override=False)
+        assert os.environ[name] == "from-environment"
+    finally:
+        del os.environ[name]
 
 
 def test_env_example_uncommented_as_it_stands_gives_the_settings_its_values(tmp_path):
@@ -169,8 +130,7 @@ def test_env_example_uncommented_as_it_stands_gives_the_settings_its_values(tmp_
     (tmp_path / ".env").write_text(dotenv_text + "\n")
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "__init__.py").write_text("")
-    for module in ("settings.py", "dotenv.py"):
-        shutil.copy(root / "config" / module, tmp_path / "config" / module)
+    shutil.copy(root / "config" / "settings.py", tmp_path / "config" / "settings.py")
     code = (
         "import json\nfrom config import settings as s\n"
         "print(json.dumps({'allow_http': s.WEBHOOK_ALLOW_HTTP, "
@@ -191,7 +151,7 @@ def test_env_example_uncommented_as_it_stands_gives_the_settings_its_values(tmp_
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "allow_http": True,
-        "database": "var/cowry.sqlite3",
+        "database": "cowry",
         "broker": "filesystem://localhost/",
         "cache": "django.core.cache.backends.locmem.LocMemCache",
         "log_format": "json",

@@ -761,7 +761,7 @@ def test_the_default_limits_are_the_specs():
     env = {k: v for k, v in os.environ.items() if k not in names and not k.startswith("DJANGO_")}
     env["DJANGO_SETTINGS_MODULE"] = "config.settings"
     code = (  # nor a developer's .env: its reader is switched off before the settings load
-        "import json, django; from config import dotenv; dotenv.read = lambda path: None; "
+        "import json, django, dotenv; dotenv.load_dotenv = lambda *args, **kwargs: None; "
         "django.setup(); from django.conf import settings; "
         "from webhooks import services; "
         f"print(json.dumps([getattr(settings, n) for n in {names!r}] "

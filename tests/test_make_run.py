@@ -1,0 +1,106 @@
+"""`make run`'s pieces: the embedded PostgreSQL server (config.embedded_postgres) and the
+Procfile's processes under honcho (bin/run-procfile), stopped by a SIGTERM as systemd or a
+container stops them."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+import requests
+from django.conf import settings
+
+from config import embedded_postgres
+from tests.worker import _database_url
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_embedded_server_starts_in_a_fresh_directory_answers_and_stops():
+    # Not pytest's tmp_path: under root the wheel opens the directories above the data to the
+    # server's user, and pytest keeps its own base directory private.
+    with tempfile.TemporaryDirectory() as directory:
+        data = Path(directory) / "pg"
+        with embedded_postgres.running(data, database="cowry_check") as url:
+            with psycopg.connect(url) as connection:
+                row = connection.execute("SELECT current_database(), 6 * 7").fetchone()
+            assert (data / "postmaster.pid").exists()
+        assert row == ("cowry_check", 42)
+        assert (data / "PG_VERSION").exists()
+        assert not (data / "postmaster.pid").exists()  # a clean shutdown removes it
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.worker
+def test_a_sigterm_to_make_runs_process_group_stops_web_worker_and_beat_within_10_s(
+    django_db_setup,
+):
+    port = _free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DJANGO_")}
+    env |= {
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": os.environ.get("REDIS_URL", ""),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "PORT": str(port),
+        "WEB_CONCURRENCY": "1",
+        "WORKER_CONCURRENCY": "1",
+    }
+    manager = subprocess.Popen(
+        [sys.executable, "bin/run-procfile"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as `make run` has
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(manager.stdout), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (
+            any("celery@" in line and " ready." in line for line in lines)
+            and any("beat: Starting" in line for line in lines)
+            and _answers(port)
+        ):
+            assert manager.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.2)
+        children = psutil.Process(manager.pid).children(recursive=True)
+        assert len(children) >= 5  # web master and worker, worker and its pool, beat
+
+        os.killpg(manager.pid, signal.SIGTERM)
+        started = time.monotonic()
+        _, alive = psutil.wait_procs([psutil.Process(manager.pid), *children], timeout=10)
+        took = time.monotonic() - started
+    finally:
+        if manager.poll() is None:
+            for process in psutil.Process(manager.pid).children(recursive=True):
+                process.kill()
+            manager.kill()
+        manager.wait(timeout=10)
+        reader.join(timeout=5)
+    log = "".join(lines)
+    assert alive == [], log
+    assert took < 10
+    assert "sending SIGKILL" not in log, log  # each stopped by itself
+
+
+def _answers(port: int) -> bool:
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+    except requests.ConnectionError:
+        return False
