@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # /docs' Swagger UI and Redoc assets, served by us (no CDN)
     "merchants",
     "customers",
     "kyc",
@@ -161,8 +162,12 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.meta_is_optional",
         "config.schema.spec_component_names",
+        "config.schema.describe_responses",
     ],
     "DISABLE_ERRORS_AND_WARNINGS": False,
+    # /docs loads Swagger UI from this service (drf-spectacular-sidecar), never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }
 
 # Celery -------------------------------------------------------------------------------------
