@@ -5,6 +5,7 @@ from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
+from config.fields import CountryCodeField
 from config.serializers import OutputSerializer
 
 
@@ -24,14 +25,23 @@ class IdempotencyMetaSerializer(OutputSerializer):
     idempotency_replayed = serializers.BooleanField()
 
 
+IDEMPOTENCY_KEY_MAX_LENGTH = 255  # merchants.idempotency.MAX_KEY_LENGTH (a test holds them equal)
+
 IDEMPOTENCY_HEADER = OpenApiParameter(
     name="Idempotency-Key",
-    type=str,
+    type={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH,
+        "pattern": "^[ -~]+$",  # printable ASCII
+    },
     location=OpenApiParameter.HEADER,
     required=True,
     description=(
         "Unique per business intent; reuse only to retry the exact same request. 1 to 255"
-        " printable ASCII characters (a UUID is a good choice)."
+        " printable ASCII characters (a UUID is a good choice). The first answer is kept for"
+        " 24 hours and replayed to a retry with the same key and body (`_meta`"
+        ".idempotency_replayed true); the same key with another body is a 409."
     ),
 )
 
@@ -53,6 +63,9 @@ class CowryAutoSchema(AutoSchema):
         # documents: minimum 1 item).
         if is_list_serializer(field) and not field.allow_empty and schema is not None:
             schema["minItems"] = max(1, field.min_length or 1)
+        if isinstance(field, CountryCodeField) and schema is not None:
+            schema["pattern"] = "^[A-Z]{2}$"
+            schema.setdefault("description", "ISO 3166-1 alpha-2 country code, upper case.")
         return schema
 
     def _get_response_bodies(self, direction="response"):
@@ -120,4 +133,39 @@ def spec_component_names(result, generator, request, public):
 
     result = rewrite(result)
     result["components"]["schemas"] = dict(sorted(result["components"]["schemas"].items()))
+    return result
+
+
+# The description of each status a response can have, where drf-spectacular leaves it empty.
+STATUS_DESCRIPTIONS = {
+    "200": "OK.",
+    "201": "Created. An idempotent POST retried with the same key and body answers the same.",
+    "202": "Accepted: the work continues in the background.",
+    "400": (
+        "Refused: invalid input (`reason` invalid_request, with `fields`) or a business rule"
+        " (`reason` names it; see the error reference above)."
+    ),
+    "401": "Missing or invalid X-Api-Key / X-Api-Secret (`reason` invalid_credentials).",
+    "404": "No such resource for this merchant (`reason` names the resource, or not_found).",
+    "409": (
+        "The Idempotency-Key was used with another request (idempotency_key_reused) or its"
+        " first request is still running (request_in_progress), or the resource's state"
+        " forbids the move."
+    ),
+    "415": "The body is not `application/json`.",
+    "429": "Too many requests for this API key: wait `Retry-After` seconds.",
+}
+
+
+def describe_responses(result, generator, request, public):
+    """Every response gets a description; the error reference goes in the document's own."""
+    from config.errors_reference import render_reasons_table
+
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            for status, response in operation.get("responses", {}).items():
+                if not response.get("description"):
+                    response["description"] = STATUS_DESCRIPTIONS.get(status, "")
+    info = result.setdefault("info", {})
+    info["description"] = f"{info.get('description', '')}\n\n{render_reasons_table()}"
     return result
