@@ -225,7 +225,9 @@ class BalanceListOutput(serializers.Serializer):
 class StatementQuery(serializers.Serializer):
     """GET /statements?from=&to=&currency= (`from` is a Python keyword: added in get_fields)."""
 
-    to = FullDateField(help_text="Last day included (ISO 8601 date).")
+    to = FullDateField(
+        help_text="Last day included (ISO 8601 date); at most 31 days from `from`, both included."
+    )
     currency = CurrencyField()
 
     def get_fields(self):
