@@ -59,7 +59,7 @@ class CowryAutoSchema(AutoSchema):
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
-        # drf-spectacular drops a nested list's allow_empty=False; the spec shows it (KYC
+        # drf-spectacular drops a nested list's allow_empty=False; the API enforces it (KYC
         # documents: minimum 1 item).
         if is_list_serializer(field) and not field.allow_empty and schema is not None:
             schema["minItems"] = max(1, field.min_length or 1)
@@ -100,8 +100,8 @@ def meta_is_optional(result, generator, request, public):
     return result
 
 
-# Request components the spec names (sections 2.2, 2.3, 2.5, 2.7), so a merchant's generated
-# client has the spec's type names; the rest keep drf-spectacular's names.
+# Request components under the names docs/api.md gives them, so a merchant's generated
+# client has those type names; the rest keep drf-spectacular's names.
 SPEC_COMPONENT_NAMES = {
     "CustomerCreateInputRequest": "CreateCustomerRequest",
     "KycDocumentInputRequest": "KycDocumentInput",
@@ -111,7 +111,7 @@ SPEC_COMPONENT_NAMES = {
 
 
 def spec_component_names(result, generator, request, public):
-    """Rename the components the spec names, and every reference to them."""
+    """Rename the components docs/api.md names, and every reference to them."""
     schemas = result.get("components", {}).get("schemas", {})
     for ours, spec_name in SPEC_COMPONENT_NAMES.items():
         if ours in schemas:

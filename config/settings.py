@@ -290,7 +290,7 @@ WEBHOOK_RETRY_SCHEDULE = [
     _duration("WEBHOOK_RETRY_SCHEDULE", int(s))
     for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=[60, 300, 900, 3600, 14400, 43200])
 ]
-# One delay per retry, and the spec's 6.4 fails a delivery after its seventh attempt: a list of
+# One delay per retry, and docs/webhooks.md fails a delivery after its seventh attempt: a list of
 # another length would silently change how many attempts a merchant's receiver gets.
 if len(WEBHOOK_RETRY_SCHEDULE) != 6:
     raise ImproperlyConfigured(

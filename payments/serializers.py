@@ -21,7 +21,7 @@ RECIPIENT_TYPES = [("individual", "individual"), ("business", "business")]
 
 
 class _RoutingInput(InputSerializer):
-    """Routing comes from the quote; a party that states it must state the quote's (spec 2.1:
+    """Routing comes from the quote; a party that states it must state the quote's (docs/api.md:
     quote and payment requests use matching country, rail and operator values)."""
 
     country_code = CountryCodeField(required=False)

@@ -41,7 +41,7 @@ CHECKS = [
     response_schema_conformance,
     negative_data_rejection,
 ]
-# Invalid input is a 400; a malformed path id is a 404 (DESIGN §7). Nothing else will do.
+# Invalid input is a 400; a malformed path id is a 404 (docs/errors.md). Nothing else will do.
 NEGATIVE_EXPECTED = ["400", "404"]
 MAX_EXAMPLES = 12
 STATEFUL_EXAMPLES = 20
