@@ -7,7 +7,7 @@ CODE_MEANINGS = {
     "bad_request": "The request was refused: invalid input or a business rule; see `reason`.",
     "unauthorized": "X-Api-Key / X-Api-Secret missing, wrong, revoked or expired.",
     "forbidden": "Not allowed (dashboard and CSRF only; the API answers 401 or 404).",
-    "not_found": "No such resource for this merchant (another merchant's ids are 404 too).",
+    "not_found": "No such resource for this merchant: another merchant's, or a malformed path id.",
     "method_not_allowed": "The path exists; the HTTP method does not.",
     "not_acceptable": "The Accept header asks for something other than JSON.",
     "conflict": "The request clashes with the resource's state or with an Idempotency-Key.",
