@@ -1,5 +1,8 @@
 """drf-spectacular wiring: the Idempotency-Key header and the error shape on every operation."""
 
+import json
+from pathlib import Path
+
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.utils import OpenApiParameter
@@ -157,15 +160,75 @@ STATUS_DESCRIPTIONS = {
 }
 
 
+# One typical error body per status, shown on every operation's error responses.
+ERROR_EXAMPLES = {
+    "400": {
+        "error": {
+            "code": "bad_request",
+            "message": "send_amount: This field is required.",
+            "reason": "invalid_request",
+            "fields": {"send_amount": ["This field is required."]},
+        }
+    },
+    "401": {
+        "error": {
+            "code": "unauthorized",
+            "message": "Invalid API credentials.",
+            "reason": "invalid_credentials",
+        }
+    },
+    "404": {
+        "error": {
+            "code": "not_found",
+            "message": "The resource does not exist.",
+            "reason": "not_found",
+        }
+    },
+    "409": {
+        "error": {
+            "code": "conflict",
+            "message": "This Idempotency-Key was already used with a different request.",
+            "reason": "idempotency_key_reused",
+        }
+    },
+    "415": {
+        "error": {
+            "code": "unsupported_media_type",
+            "message": 'Unsupported media type "text/plain" in request.',
+        }
+    },
+    "429": {
+        "error": {"code": "rate_limited", "message": "Too many requests.", "reason": "rate_limited"}
+    },
+}
+# Request and response bodies of a real session (the README's), by operationId.
+EXAMPLES_FILE = Path(__file__).with_name("schema_examples.json")
+
+
+def _set_example(content: dict | None, value) -> None:
+    if content and "application/json" in content:
+        content["application/json"]["examples"] = {"example": {"value": value}}
+
+
 def describe_responses(result, generator, request, public):
-    """Every response gets a description; the error reference goes in the document's own."""
+    """Every response gets a description and the usual error an example; the error reference
+    goes in the document's own description; the operations of a real session get its bodies."""
     from config.errors_reference import render_reasons_table
 
+    examples = json.loads(EXAMPLES_FILE.read_text())
     for item in result.get("paths", {}).values():
         for operation in item.values():
-            for status, response in operation.get("responses", {}).items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            own = examples.get(operation["operationId"], {})
+            if "request" in own:
+                _set_example(operation.get("requestBody", {}).get("content"), own["request"])
+            for status, response in operation["responses"].items():
                 if not response.get("description"):
                     response["description"] = STATUS_DESCRIPTIONS.get(status, "")
+                value = own.get("responses", {}).get(status, ERROR_EXAMPLES.get(status))
+                if value is not None:
+                    _set_example(response.get("content"), value)
     info = result.setdefault("info", {})
     info["description"] = f"{info.get('description', '')}\n\n{render_reasons_table()}"
     return result
