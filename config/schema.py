@@ -62,10 +62,12 @@ class CowryAutoSchema(AutoSchema):
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
-        # drf-spectacular drops a nested list's allow_empty=False; the API enforces it (KYC
-        # documents: minimum 1 item).
+        # drf-spectacular drops a nested list's allow_empty=False and max_length, which the API
+        # enforces (KYC documents: 1 to 10).
         if is_list_serializer(field) and not field.allow_empty and schema is not None:
             schema["minItems"] = max(1, field.min_length or 1)
+        if is_list_serializer(field) and field.max_length and schema is not None:
+            schema["maxItems"] = field.max_length
         if isinstance(field, CountryCodeField) and schema is not None:
             schema["pattern"] = "^[A-Z]{2}$"
             schema.setdefault("description", "ISO 3166-1 alpha-2 country code, upper case.")

@@ -89,3 +89,27 @@ def test_a_wrong_example_is_caught(schema):
     good = json.loads(EXAMPLES_FILE.read_text())["createPayin"]["responses"]["201"]
     assert list(validator.iter_errors(good)) == []
     assert list(validator.iter_errors({**good, "send_amount": 10000}))
+
+
+def test_the_schema_carries_the_limits_the_server_enforces(schema):
+    from kyc.serializers import MAX_DOCUMENTS_PER_SUBMISSION
+    from merchants.idempotency import MAX_KEY_LENGTH
+    from payments.statements import MAX_DAYS
+
+    create_payin = schema["paths"]["/payins"]["post"]
+    key = next(p for p in create_payin["parameters"] if p["name"] == "Idempotency-Key")
+    assert key["required"] is True
+    assert key["schema"] == {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_KEY_LENGTH,
+        "pattern": "^[ -~]+$",
+    }
+    components = schema["components"]["schemas"]
+    documents = components["KycSubmitInputRequest"]["properties"]["documents"]
+    assert (documents["minItems"], documents["maxItems"]) == (1, MAX_DOCUMENTS_PER_SUBMISSION)
+    assert components["RailParty"]["properties"]["country_code"]["pattern"] == "^[A-Z]{2}$"
+    statement = {p["name"]: p for p in schema["paths"]["/statements"]["get"]["parameters"]}
+    assert f"at most {MAX_DAYS} days" in statement["to"]["description"]
+    cursor = {p["name"]: p for p in schema["paths"]["/payins"]["get"]["parameters"]}["cursor"]
+    assert cursor["schema"]["minLength"] == 1 and cursor["schema"]["maxLength"]
