@@ -22,10 +22,14 @@ from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
+    allow_header_conformance,
     content_type_conformance,
+    missing_required_header,
     negative_data_rejection,
+    response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
+    unsupported_method,
 )
 
 from payments import services as payment_services
@@ -36,6 +40,10 @@ from tests.support import MerchantClient
 pytestmark = [pytest.mark.fuzz, pytest.mark.django_db]
 
 CHECKS = [
+    allow_header_conformance,
+    missing_required_header,
+    response_headers_conformance,
+    unsupported_method,
     not_a_server_error,
     status_code_conformance,
     content_type_conformance,
