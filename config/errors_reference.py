@@ -8,6 +8,7 @@ stale or a reason has no guidance.
 """
 
 import ast
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -29,6 +30,7 @@ class Entry:
     raised_by: set[str] = field(default_factory=set)
 
 
+@functools.cache
 def _import_app_modules() -> None:
     """Import every module of the apps (not migrations or commands) so each error class exists."""
     for app in APPS:
@@ -62,11 +64,20 @@ def _reason_keyword(node: ast.Call) -> ast.expr | None:
 def _ad_hoc_raises(error_names: set[str]) -> list[tuple[str, str, str]]:
     """(callee, reason, module) of each `SomeError(..., reason="...")` call in the apps, also
     through a helper that passes its own `reason` argument on to an error."""
-    trees = {}
-    for app in APPS:
-        for path in (ROOT / app).rglob("*.py"):
-            if "migrations" not in path.parts:
-                trees[path] = ast.parse(path.read_text(), filename=str(path))
+    files = tuple(
+        (path, path.stat().st_mtime_ns)
+        for app in APPS
+        for path in sorted((ROOT / app).rglob("*.py"))
+        if "migrations" not in path.parts
+    )
+    return _scan(frozenset(error_names), files)
+
+
+@functools.lru_cache(maxsize=4)
+def _scan(error_names: frozenset[str], files: tuple) -> list[tuple[str, str, str]]:
+    """The scan itself, done again only when a file or the error classes change (/schema and
+    /docs ask on every load)."""
+    trees = {path: ast.parse(path.read_text(), filename=str(path)) for path, _ in files}
     callees = dict.fromkeys(error_names, "")
     for tree in trees.values():
         for func in ast.walk(tree):
