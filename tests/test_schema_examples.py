@@ -113,3 +113,12 @@ def test_the_schema_carries_the_limits_the_server_enforces(schema):
     assert f"at most {MAX_DAYS} days" in statement["to"]["description"]
     cursor = {p["name"]: p for p in schema["paths"]["/payins"]["get"]["parameters"]}["cursor"]
     assert cursor["schema"]["minLength"] == 1 and cursor["schema"]["maxLength"]
+
+
+def test_the_schema_refers_to_nothing_outside_the_repository(schema):
+    import re
+
+    from tests.test_docs import OUTSIDE
+
+    text = json.dumps(schema)
+    assert re.findall("|".join(OUTSIDE), text) == []
