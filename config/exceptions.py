@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 logger = logging.getLogger("cowry.errors")
 
-AUTH_CHALLENGE = 'ApiKey realm="cowry"'  # X-Api-Key and X-Api-Secret (spec's authentication)
+AUTH_CHALLENGE = 'ApiKey realm="cowry"'  # X-Api-Key and X-Api-Secret (docs/api.md, Authentication)
 
 CODE_BY_STATUS = {
     400: "bad_request",

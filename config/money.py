@@ -1,4 +1,4 @@
-"""Money in one place (DESIGN §5): Decimal only, quantized per currency, rendered as strings.
+"""Money in one place (docs/api.md): Decimal only, quantized per currency, rendered as strings.
 
 XAF and XOF have no minor unit: "1500" and "1500.00" are 1500, "1500.5" is refused.
 """

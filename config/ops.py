@@ -1,4 +1,4 @@
-"""Base for the ops commands of DESIGN §3: human text by default, one JSON object with --json."""
+"""Base for the ops commands of docs/operations.md: human text, or one JSON object with --json."""
 
 import json
 from typing import Any

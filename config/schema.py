@@ -1,10 +1,14 @@
 """drf-spectacular wiring: the Idempotency-Key header and the error shape on every operation."""
 
+import json
+from pathlib import Path
+
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
+from config.fields import CountryCodeField
 from config.serializers import OutputSerializer
 
 
@@ -24,14 +28,23 @@ class IdempotencyMetaSerializer(OutputSerializer):
     idempotency_replayed = serializers.BooleanField()
 
 
+IDEMPOTENCY_KEY_MAX_LENGTH = 255  # merchants.idempotency.MAX_KEY_LENGTH (a test holds them equal)
+
 IDEMPOTENCY_HEADER = OpenApiParameter(
     name="Idempotency-Key",
-    type=str,
+    type={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH,
+        "pattern": "^[ -~]+$",  # printable ASCII
+    },
     location=OpenApiParameter.HEADER,
     required=True,
     description=(
         "Unique per business intent; reuse only to retry the exact same request. 1 to 255"
-        " printable ASCII characters (a UUID is a good choice)."
+        " printable ASCII characters (a UUID is a good choice). The first answer is kept for"
+        " 24 hours and replayed to a retry with the same key and body (`_meta`"
+        ".idempotency_replayed true); the same key with another body is a 409."
     ),
 )
 
@@ -49,10 +62,15 @@ class CowryAutoSchema(AutoSchema):
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
-        # drf-spectacular drops a nested list's allow_empty=False; the spec shows it (KYC
-        # documents: minimum 1 item).
+        # drf-spectacular drops a nested list's allow_empty=False and max_length, which the API
+        # enforces (KYC documents: 1 to 10).
         if is_list_serializer(field) and not field.allow_empty and schema is not None:
             schema["minItems"] = max(1, field.min_length or 1)
+        if is_list_serializer(field) and field.max_length and schema is not None:
+            schema["maxItems"] = field.max_length
+        if isinstance(field, CountryCodeField) and schema is not None:
+            schema["pattern"] = "^[A-Z]{2}$"
+            schema.setdefault("description", "ISO 3166-1 alpha-2 country code, upper case.")
         return schema
 
     def _get_response_bodies(self, direction="response"):
@@ -87,8 +105,8 @@ def meta_is_optional(result, generator, request, public):
     return result
 
 
-# Request components the spec names (sections 2.2, 2.3, 2.5, 2.7), so a merchant's generated
-# client has the spec's type names; the rest keep drf-spectacular's names.
+# Request components under the names docs/api.md gives them, so a merchant's generated
+# client has those type names; the rest keep drf-spectacular's names.
 SPEC_COMPONENT_NAMES = {
     "CustomerCreateInputRequest": "CreateCustomerRequest",
     "KycDocumentInputRequest": "KycDocumentInput",
@@ -98,7 +116,7 @@ SPEC_COMPONENT_NAMES = {
 
 
 def spec_component_names(result, generator, request, public):
-    """Rename the components the spec names, and every reference to them."""
+    """Rename the components docs/api.md names, and every reference to them."""
     schemas = result.get("components", {}).get("schemas", {})
     for ours, spec_name in SPEC_COMPONENT_NAMES.items():
         if ours in schemas:
@@ -120,4 +138,99 @@ def spec_component_names(result, generator, request, public):
 
     result = rewrite(result)
     result["components"]["schemas"] = dict(sorted(result["components"]["schemas"].items()))
+    return result
+
+
+# The description of each status a response can have, where drf-spectacular leaves it empty.
+STATUS_DESCRIPTIONS = {
+    "200": "OK.",
+    "201": "Created. An idempotent POST retried with the same key and body answers the same.",
+    "202": "Accepted: the work continues in the background.",
+    "400": (
+        "Refused: invalid input (`reason` invalid_request, with `fields`) or a business rule"
+        " (`reason` names it; see the error reference above)."
+    ),
+    "401": "Missing or invalid X-Api-Key / X-Api-Secret (`reason` invalid_credentials).",
+    "404": "No such resource for this merchant (`reason` names the resource, or not_found).",
+    "409": (
+        "The Idempotency-Key was used with another request (idempotency_key_reused) or its"
+        " first request is still running (request_in_progress), or the resource's state"
+        " forbids the move."
+    ),
+    "415": "The body is not `application/json`.",
+    "429": "Too many requests for this API key: wait `Retry-After` seconds.",
+}
+
+
+# One typical error body per status, shown on every operation's error responses.
+ERROR_EXAMPLES = {
+    "400": {
+        "error": {
+            "code": "bad_request",
+            "message": "send_amount: This field is required.",
+            "reason": "invalid_request",
+            "fields": {"send_amount": ["This field is required."]},
+        }
+    },
+    "401": {
+        "error": {
+            "code": "unauthorized",
+            "message": "Invalid API credentials.",
+            "reason": "invalid_credentials",
+        }
+    },
+    "404": {
+        "error": {
+            "code": "not_found",
+            "message": "The resource does not exist.",
+            "reason": "not_found",
+        }
+    },
+    "409": {
+        "error": {
+            "code": "conflict",
+            "message": "This Idempotency-Key was already used with a different request.",
+            "reason": "idempotency_key_reused",
+        }
+    },
+    "415": {
+        "error": {
+            "code": "unsupported_media_type",
+            "message": 'Unsupported media type "text/plain" in request.',
+        }
+    },
+    "429": {
+        "error": {"code": "rate_limited", "message": "Too many requests.", "reason": "rate_limited"}
+    },
+}
+# Request and response bodies of a real session (the README's), by operationId.
+EXAMPLES_FILE = Path(__file__).with_name("schema_examples.json")
+
+
+def _set_example(content: dict | None, value) -> None:
+    if content and "application/json" in content:
+        content["application/json"]["examples"] = {"example": {"value": value}}
+
+
+def describe_responses(result, generator, request, public):
+    """Every response gets a description and the usual error an example; the error reference
+    goes in the document's own description; the operations of a real session get its bodies."""
+    from config.errors_reference import render_reasons_table
+
+    examples = json.loads(EXAMPLES_FILE.read_text())
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            own = examples.get(operation["operationId"], {})
+            if "request" in own:
+                _set_example(operation.get("requestBody", {}).get("content"), own["request"])
+            for status, response in operation["responses"].items():
+                if not response.get("description"):
+                    response["description"] = STATUS_DESCRIPTIONS.get(status, "")
+                value = own.get("responses", {}).get(status, ERROR_EXAMPLES.get(status))
+                if value is not None:
+                    _set_example(response.get("content"), value)
+    info = result.setdefault("info", {})
+    info["description"] = f"{info.get('description', '')}\n\n{render_reasons_table()}"
     return result

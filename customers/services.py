@@ -10,7 +10,7 @@ from merchants.models import Merchant
 
 
 class DuplicateExternalRef(DomainError):
-    status = 400  # the spec keeps 409 for Idempotency-Key conflicts
+    status = 400  # 409 is kept for Idempotency-Key conflicts
     reason = "duplicate_external_ref"
     message = "A customer with this external_ref already exists."
 

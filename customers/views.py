@@ -35,6 +35,11 @@ class CustomerCreateView(APIView):
         request=CustomerCreateInput,
         responses={201: CustomerOutput},
         tags=["customers"],
+        description=(
+            "Registers one of the merchant's customers (the payer or recipient of payments). "
+            "`external_ref` is the merchant's own id for them, unique per merchant. A new "
+            "customer's kyc_status is `not_started`."
+        ),
     )
     @idempotent
     def post(self, request):
@@ -47,7 +52,15 @@ class CustomerCreateView(APIView):
 
 
 class CustomerDetailView(APIView):
-    @extend_schema(operation_id="getCustomer", responses={200: CustomerOutput}, tags=["customers"])
+    @extend_schema(
+        operation_id="getCustomer",
+        responses={200: CustomerOutput},
+        tags=["customers"],
+        description=(
+            "One customer of the merchant, with their kyc_status and status (`active` or "
+            "`blocked`)."
+        ),
+    )
     def get(self, request, customer_id: UUID):
         customer = selectors.customer_get(merchant=request.merchant, customer_id=customer_id)
         return Response(CustomerOutput(customer).data)

@@ -39,6 +39,10 @@ class CustomerKycView(APIView):
         summary="Get a customer's KYC status",
         responses={200: KycStatusSerializer},
         tags=["customers"],
+        description=(
+            "The customer's KYC status and the documents of their latest submission, each "
+            "with its own status and, when rejected, why."
+        ),
     )
     def get(self, request, customer_id: UUID):
         state = selectors.kyc_state_get(merchant=request.merchant, customer_id=customer_id)

@@ -1,4 +1,4 @@
-"""One Idempotency-Key mechanism for every POST that needs it (DESIGN §8).
+"""One Idempotency-Key mechanism for every POST that needs it (docs/api.md).
 
 The key is claimed in its own short transaction (so a concurrent request with the same key sees
 it at once and gets a 409), then the handler runs in a transaction that also stores the 2xx
@@ -389,7 +389,7 @@ def _release(record_id: int) -> None:
 def idempotent(
     view_method: Callable | None = None, *, held: bool = False, atomic: bool = True
 ) -> Callable:
-    """Decorates a view's post(): the Idempotency-Key contract of DESIGN §8. `held` and
+    """Decorates a view's post(): the Idempotency-Key contract of docs/api.md. `held` and
     `atomic` as for run_idempotent."""
 
     def decorate(method: Callable) -> Callable:

@@ -21,7 +21,7 @@ RECIPIENT_TYPES = [("individual", "individual"), ("business", "business")]
 
 
 class _RoutingInput(InputSerializer):
-    """Routing comes from the quote; a party that states it must state the quote's (spec 2.1:
+    """Routing comes from the quote; a party that states it must state the quote's (docs/api.md:
     quote and payment requests use matching country, rail and operator values)."""
 
     country_code = CountryCodeField(required=False)
@@ -225,7 +225,9 @@ class BalanceListOutput(serializers.Serializer):
 class StatementQuery(serializers.Serializer):
     """GET /statements?from=&to=&currency= (`from` is a Python keyword: added in get_fields)."""
 
-    to = FullDateField(help_text="Last day included (ISO 8601 date).")
+    to = FullDateField(
+        help_text="Last day included (ISO 8601 date); at most 31 days from `from`, both included."
+    )
     currency = CurrencyField()
 
     def get_fields(self):

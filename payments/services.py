@@ -918,7 +918,7 @@ def payin_create(
 
 
 def payin_snapshot(payin: Payin) -> dict[str, Any]:
-    """data.object of the payin.* events (spec 6.3)."""
+    """data.object of the payin.* events (docs/webhooks.md)."""
     return {
         "id": payin.id,
         "status": payin.status,
@@ -1392,7 +1392,7 @@ def payout_create(
 
 
 def payout_snapshot(payout: Payout) -> dict[str, Any]:
-    """data.object of the payout.* events (spec 6.3)."""
+    """data.object of the payout.* events (docs/webhooks.md)."""
     return {
         "id": payout.id,
         "status": payout.status,

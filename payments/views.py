@@ -67,7 +67,15 @@ class PayinCreateView(APIView):
 
 
 class PayinDetailView(APIView):
-    @extend_schema(operation_id="getPayin", responses={200: PayinOutput}, tags=["payins"])
+    @extend_schema(
+        operation_id="getPayin",
+        responses={200: PayinOutput},
+        tags=["payins"],
+        description=(
+            "One payin with its status (`created`, `pending`, `completed`, `failed`) and its "
+            "history of moves."
+        ),
+    )
     def get(self, request, payin_id: UUID):
         payin = selectors.payin_get(merchant=request.merchant, payin_id=payin_id)
         return Response(PayinOutput(payin).data)
@@ -117,7 +125,15 @@ class PayoutCreateView(APIView):
 
 
 class PayoutDetailView(APIView):
-    @extend_schema(operation_id="getPayout", responses={200: PayoutOutput}, tags=["payouts"])
+    @extend_schema(
+        operation_id="getPayout",
+        responses={200: PayoutOutput},
+        tags=["payouts"],
+        description=(
+            "One payout with its status (`pending`, `completed`, `failed`) and its"
+            " history of moves."
+        ),
+    )
     def get(self, request, payout_id: UUID):
         payout = selectors.payout_get(merchant=request.merchant, payout_id=payout_id)
         return Response(PayoutOutput(payout).data)

@@ -1,4 +1,4 @@
-"""The seeded catalog (DESIGN §4), default fee schedules and FX rates (docs/decisions.md)."""
+"""The seeded catalog (docs/api.md), default fee schedules and FX rates (docs/decisions.md)."""
 
 from decimal import Decimal
 

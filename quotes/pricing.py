@@ -1,4 +1,4 @@
-"""Pure fee and FX arithmetic (DESIGN §5). No database, no time: easy to reason about and test."""
+"""Pure fee and FX arithmetic (docs/api.md). No database, no time: easy to reason about and test."""
 
 from dataclasses import dataclass
 from decimal import Decimal

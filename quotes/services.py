@@ -294,7 +294,7 @@ def quote_create_collection(
     send_currency: str,
     now: datetime,
 ) -> Quote:
-    """A payin or payout quote (same request shape, spec 4.2; arithmetic of DESIGN §5)."""
+    """A payin or payout quote (same request shape; arithmetic of docs/api.md, Money)."""
     if flow_type not in (FlowType.PAYIN, FlowType.PAYOUT):
         raise ValueError(f"not a payin/payout flow: {flow_type}")
     # the customer is checked in the operator's statement: one read fewer

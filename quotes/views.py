@@ -46,6 +46,11 @@ class QuotePayinCreateView(APIView):
         request=QuoteCollectionInput,
         responses={201: QuoteOutput},
         tags=["quotes"],
+        description=(
+            "Prices a collection from a customer's mobile money account: fees, the amount "
+            "credited to the wallet, and an expiry (15 minutes). A payin must use it before "
+            "it expires; each quote is used once."
+        ),
     )
     @idempotent(held=True, atomic=False)  # its one write goes with the key's record
     def post(self, request):
@@ -58,6 +63,11 @@ class QuotePayoutCreateView(APIView):
         request=QuoteCollectionInput,
         responses={201: QuoteOutput},
         tags=["quotes"],
+        description=(
+            "Prices a disbursement to a mobile money account: fees and the amount debited from "
+            "the wallet (send_amount plus fees), valid 15 minutes. A payout must use it before "
+            "it expires; each quote is used once."
+        ),
     )
     @idempotent(held=True, atomic=False)  # its one write goes with the key's record
     def post(self, request):
@@ -70,6 +80,11 @@ class QuoteTransferCreateView(APIView):
         request=QuoteTransferInput,
         responses={201: QuoteOutput},
         tags=["quotes"],
+        description=(
+            "Prices a two-leg transfer on a corridor: collection from the payer, disbursement"
+            " to the recipient, fees and the FX rate when currencies differ, valid 15 "
+            "minutes."
+        ),
     )
     @idempotent
     def post(self, request):
@@ -94,7 +109,15 @@ class QuoteTransferCreateView(APIView):
 
 
 class QuoteDetailView(APIView):
-    @extend_schema(operation_id="getQuote", responses={200: QuoteOutput}, tags=["quotes"])
+    @extend_schema(
+        operation_id="getQuote",
+        responses={200: QuoteOutput},
+        tags=["quotes"],
+        description=(
+            "One quote: its amounts, fees, FX rate, wallet impact and expiry (`active`, "
+            "`consumed` or `expired`)."
+        ),
+    )
     def get(self, request, quote_id: UUID):
         quote = selectors.quote_get(merchant=request.merchant, quote_id=quote_id)
         return Response(QuoteOutput(quote).data)

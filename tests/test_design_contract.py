@@ -1,6 +1,7 @@
-"""DESIGN.md's contracts, where no other test pins them: the ops commands' `--json` keys, human
-text and exit status (§3), the seeded catalog exactly as written (§4), the environment
-variables' defaults and names (§2), and the idempotency fingerprint of the parsed body (§8)."""
+"""The operators' contracts, where no other test pins them: the ops commands' `--json` keys,
+human text and exit status, the seeded catalog exactly as written, the environment variables'
+defaults and names (docs/operations.md, docs/api.md), and the idempotency fingerprint of the
+parsed body."""
 
 import json
 import os
@@ -22,7 +23,7 @@ from tests.worker import _database_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# --- §3 ops commands -------------------------------------------------------------------------
+# --- ops commands ----------------------------------------------------------------------------
 
 
 def _json(*args) -> dict:
@@ -150,7 +151,7 @@ def test_a_failing_ops_command_exits_non_zero_with_one_clear_line_and_no_json(me
     assert "Traceback" not in breached.stderr
 
 
-# --- §4 catalog ------------------------------------------------------------------------------
+# --- catalog ------------------------------------------------------------------------------
 
 COVERAGE = {
     "CM": ("XAF", {"CM_MTN_MOMO", "CM_ORANGE_MOMO"}),
@@ -209,9 +210,9 @@ def test_seed_demo_loads_the_catalog_of_design_exactly():
     assert sorted(platform.values_list("flow_type", flat=True)) == ["payin", "payout", "transfer"]
 
 
-# --- §2 environment variables ----------------------------------------------------------------
+# --- environment variables -------------------------------------------------------------------
 
-DESIGN_VARIABLES = (
+DOCUMENTED_VARIABLES = (
     "DATABASE_URL",
     "CELERY_BROKER_URL",
     "REDIS_URL",
@@ -227,11 +228,11 @@ DESIGN_VARIABLES = (
 
 
 def _settings_with(variables: dict[str, str]) -> dict:
-    """The settings a fresh process reads from exactly these DESIGN variables (no .env)."""
+    """The settings a fresh process reads from exactly these documented variables (no .env)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in DESIGN_VARIABLES and not k.startswith("DJANGO_")
+        if k not in DOCUMENTED_VARIABLES and not k.startswith("DJANGO_")
     }
     env |= {"DJANGO_SETTINGS_MODULE": "config.settings", **variables}
     code = (
@@ -243,7 +244,7 @@ def _settings_with(variables: dict[str, str]) -> dict:
         "'broker': s.CELERY_BROKER_URL, "
         "'broker_in': s.CELERY_BROKER_TRANSPORT_OPTIONS.get('data_folder_in'), "
         "'cache': s.CACHES['default']['BACKEND'], "
-        f"**{{n: getattr(s, n) for n in {DESIGN_VARIABLES[3:]!r}}}, "
+        f"**{{n: getattr(s, n) for n in {DOCUMENTED_VARIABLES[3:]!r}}}, "
         "'attempts': services.max_attempts(), 'var': str(s.VAR_DIR)}))"
     )
     result = subprocess.run(
@@ -259,7 +260,7 @@ def test_the_design_variables_default_as_the_design_table_says():
     assert read["broker"].startswith("filesystem")
     assert read["broker_in"].startswith(f"{var}/")
     assert read["cache"] == "django.core.cache.backends.locmem.LocMemCache"
-    assert {k: read[k] for k in DESIGN_VARIABLES[3:]} == {
+    assert {k: read[k] for k in DOCUMENTED_VARIABLES[3:]} == {
         "QUOTE_TTL_SECONDS": 900,
         "PROVIDER_SIMULATION_DELAY_SECONDS": 1,
         "KYC_REVIEW_DELAY_SECONDS": 1,
@@ -290,7 +291,7 @@ def test_each_design_variable_is_read_under_its_name():
     assert read["db"] == ["django.db.backends.postgresql", "cowry_x"]
     assert read["broker"] == "redis://127.0.0.1:6379/11"
     assert read["cache"] == "django.core.cache.backends.redis.RedisCache"
-    assert {k: read[k] for k in DESIGN_VARIABLES[3:]} == {
+    assert {k: read[k] for k in DOCUMENTED_VARIABLES[3:]} == {
         "QUOTE_TTL_SECONDS": 60,
         "PROVIDER_SIMULATION_DELAY_SECONDS": 0,
         "KYC_REVIEW_DELAY_SECONDS": 2.5,
@@ -300,10 +301,10 @@ def test_each_design_variable_is_read_under_its_name():
         "ALLOW_PRIVATE_NETWORK_URLS": True,
         "IDEMPOTENCY_KEY_TTL_SECONDS": 120,
     }
-    assert read["attempts"] == 7  # the six gaps plus the first attempt (spec 6.4)
+    assert read["attempts"] == 7  # the six gaps plus the first attempt (docs/webhooks.md)
 
 
-# --- §8 idempotency: the fingerprint is the parsed body ---------------------------------------
+# --- idempotency: the fingerprint is the parsed body ---------------------------------------
 
 
 @pytest.mark.django_db
@@ -324,7 +325,7 @@ def test_the_same_body_written_differently_is_a_replay_not_a_conflict(api):
     assert other.json()["error"]["reason"] == "idempotency_key_reused"
 
 
-# --- §2 `make test` without its services ------------------------------------------------------
+# --- `make test` without its services ------------------------------------------------------
 
 
 def test_make_tests_service_check_names_what_is_unreachable_without_a_traceback():
@@ -347,7 +348,7 @@ def test_make_tests_service_check_names_what_is_unreachable_without_a_traceback(
     assert (up.returncode, up.stderr) == (0, "")
 
 
-# --- §2 the fixed paths -----------------------------------------------------------------------
+# --- the fixed paths -----------------------------------------------------------------------
 
 
 @pytest.mark.django_db

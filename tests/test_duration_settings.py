@@ -46,7 +46,7 @@ def test_a_duration_that_makes_no_sense_is_refused_at_startup(variable, value):
 
 @pytest.mark.parametrize("schedule", ["60,300,900", "60,300,900,3600,14400,43200,86400"])
 def test_a_retry_schedule_of_other_than_six_delays_is_refused_at_startup(schedule):
-    """Spec 6.4: a delivery fails after its seventh attempt, six retries."""
+    """docs/webhooks.md: a delivery fails after its seventh attempt, six retries."""
     result = _start(WEBHOOK_RETRY_SCHEDULE=schedule)
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr

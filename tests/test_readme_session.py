@@ -26,7 +26,7 @@ ID_OF = {
 def _session_commands() -> list[list[str]]:
     """Each curl command of the session's sh blocks, as words (a body may span lines)."""
     text = README.read_text()
-    section = text[text.index("## Calling the API") : text.index("### Beyond the spec")]
+    section = text[text.index("## Calling the API") : text.index("### Lists, balances, events")]
     commands = []
     for block in re.findall(r"```sh\n(.*?)```", section, re.S):
         chunks: list[list[str]] = []

@@ -1,6 +1,6 @@
-"""The spec (merchant-payments-api.md) read line by line against the real API: each test names
-the section it pins. Rules the area modules already pin one endpoint at a time (credentials,
-Idempotency-Key, scoping, formats) are pinned here for every endpoint of the table in 4.1."""
+"""The merchant contract of docs/api.md and docs/webhooks.md against the real API. Rules the
+area modules already pin one endpoint at a time (credentials, Idempotency-Key, scoping,
+formats) are pinned here for every endpoint."""
 
 import json
 import os
@@ -40,8 +40,8 @@ from webhooks.models import Event
 pytestmark = pytest.mark.django_db
 
 AMOUNT = re.compile(r"^[0-9]+(\.[0-9]+)?$")  # 2.1 DecimalString
-OPERATOR = re.compile(r"^(?P<country>[A-Z]{2})_[A-Z]+_(MOMO|BANK)$")  # 2.1 operator_code
-CORRIDOR = re.compile(r"^([A-Z]{2})-([A-Z]{2})-(XAF|XOF)-(XAF|XOF)$")  # 2.1 corridor_code
+OPERATOR = re.compile(r"^(?P<country>[A-Z]{2})_[A-Z]+_(MOMO|BANK)$")  # operator_code
+CORRIDOR = re.compile(r"^([A-Z]{2})-([A-Z]{2})-(XAF|XOF)-(XAF|XOF)$")  # corridor_code
 CURRENCIES = {"XAF", "XOF"}
 ERROR_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 409: "conflict"}
 KYC_DOCUMENT = {"document_type": "passport", "front_file_url": "https://example.com/front.png"}
@@ -110,7 +110,7 @@ def check_formats(body, path: str = "") -> None:
 
 @pytest.fixture
 def world(enabled_api, enabled_merchant, django_capture_on_commit_callbacks) -> dict:
-    """One of everything the spec names, made through the API by one merchant: a customer with
+    """One of everything docs/api.md names, made through the API by one merchant: a customer with
     a KYC submission, a quote of each flow, a completed payin, a completed payout and a transfer
     whose disbursement failed (so a relaunch would be accepted)."""
     api = enabled_api
@@ -153,7 +153,7 @@ def counts() -> tuple:
 
 
 def fresh_bodies(world: dict) -> dict:
-    """A body for each POST of 4.1 that the owning merchant could send and have accepted."""
+    """A body for each POST that the owning merchant could send and have accepted."""
     api, customer = world["api"], world["customer"]
     return {
         "/customers": {"first_name": "Fatou", "last_name": "Sow"},
@@ -219,7 +219,7 @@ GETS = {
 }
 
 
-# --- 5 and 4.1: both credential headers on every endpoint ----------------------------------
+# --- both credential headers on every endpoint ----------------------------------
 
 
 def _credentials(api, which: str) -> dict:
@@ -261,7 +261,7 @@ def test_every_get_without_valid_credentials_is_401(world, template, which):
     assert_error(response, 401)
 
 
-# --- 1.5 and 5.3: another merchant's resource is a 404, like one that does not exist ---------
+# --- another merchant's resource is a 404, like one that does not exist ---------
 
 
 @pytest.mark.parametrize("template", list(GETS))
@@ -322,7 +322,7 @@ def test_another_merchants_customer_in_a_quote_body_is_refused_like_an_unknown_o
     assert counts() == before
 
 
-# --- 4.1: Idempotency-Key on every POST but KYC; 4.3: replay and conflict -------------------
+# --- Idempotency-Key on every POST but KYC; replay and conflict -------------------
 
 
 @pytest.mark.parametrize("template", [p for p in POSTS if not p.endswith("/kyc")])
@@ -429,7 +429,7 @@ def test_a_key_used_on_another_endpoint_is_409_on_every_post_and_changes_nothing
     assert counts() == before
 
 
-# --- 2: resources and fields ----------------------------------------------------------------
+# --- resources and fields -------------------------------------------------------------------
 
 
 CUSTOMER_FIELDS = {
@@ -527,7 +527,7 @@ def test_a_created_customer_has_kyc_not_started_and_meta(enabled_api):
 
 def test_quote_fields_by_flow_and_its_15_minute_lifetime(world):
     """2.4: country_code/operator_code/rail_type on payin and payout quotes; corridor_code and
-    the two operator codes on transfer quotes; 1.1 and 8: the quote lives 15 minutes."""
+    the two operator codes on transfer quotes; the quote lives 15 minutes."""
     for name, flow in (("payin_quote", "payin"), ("payout_quote", "payout")):
         quote = world[name]
         assert quote["flow_type"] == flow
@@ -558,7 +558,7 @@ def test_a_payment_consumes_its_quote(world):
         assert world["api"].get(f"/quotes/{world[name]['id']}").json()["status"] == "consumed"
 
 
-# --- 3.1: an active quote expires when the current time is past expires_at -----------------
+# --- an active quote expires when the current time is past expires_at -----------------
 
 
 def _consume(merchant, quote: Quote, now: datetime) -> Quote:
@@ -618,7 +618,7 @@ def test_a_payment_with_an_expired_quote_is_400(enabled_api):
     assert counts() == before
 
 
-# --- 3.3, 3.4, 4.4.3: create answers 201 with a non-final status ----------------------------
+# --- create answers 201 with a non-final status ----------------------------
 
 
 def test_payment_creation_answers_201_before_the_provider_and_final_status_by_get(
@@ -647,7 +647,7 @@ def test_payment_creation_answers_201_before_the_provider_and_final_status_by_ge
     assert enabled_api.get(f"/transfers/{transfer.json()['id']}").json()["status"] == "completed"
 
 
-# --- 3.5 and 4.1: relaunch-payout answers 202 with the Transfer ------------------------------
+# --- relaunch-payout answers 202 with the Transfer ------------------------------
 
 
 def test_relaunch_payout_answers_202_with_the_transfer(world):
@@ -666,7 +666,7 @@ def test_relaunch_payout_answers_202_with_the_transfer(world):
     check_formats(body)
 
 
-# --- 6: the events a real flow records ------------------------------------------------------
+# --- the events a real flow records ---------------------------------------------------------
 
 
 LEG = {
@@ -695,7 +695,7 @@ WALLET_IMPACT = {"payin": {"credit_amount", "currency"}, "payout": {"debit_amoun
 
 def check_events(merchant, resources: dict) -> dict:
     """6.2 and 6.3 on every event recorded for the merchant: the envelope, the name, data.type,
-    data.id and the snapshot fields seen in the spec. Returns the payloads by event name."""
+    data.id and the snapshot fields docs/webhooks.md shows. Returns the payloads by event name."""
     events = {event.event_type: event.payload for event in Event.objects.filter(merchant=merchant)}
     for name, payload in events.items():
         data_type = name.split(".")[0]
@@ -714,7 +714,7 @@ def check_events(merchant, resources: dict) -> dict:
     return events
 
 
-def test_the_events_of_real_flows_have_the_envelope_names_and_snapshots_of_section_6(world):
+def test_the_events_of_real_flows_have_the_envelope_names_and_snapshots_of_the_webhook_docs(world):
     events = check_events(world["api"].merchant, world)
     assert events.keys() == {
         "payin.completed",
@@ -750,7 +750,7 @@ def test_a_completed_transfer_sends_its_leg_and_aggregate_events(
     assert final["collection_completed_at"] and final["disbursement_completed_at"]
 
 
-# --- 8 and 6.4: the limits, as the settings hold them when nothing overrides them ------------
+# --- the limits, as the settings hold them when nothing overrides them ------------
 
 
 def test_the_default_limits_are_the_specs():

@@ -220,7 +220,7 @@ MOVES: dict[str, Move] = {
         (S.COMPLETED, L.COMPLETED, L.COMPLETED),
         events=("transfer.payout.completed", "transfer.completed"),
     ),
-    # Only the leg event (spec 3.5): a transfer whose payout failed may still be relaunched and
+    # Only the leg event (docs/api.md): a transfer whose payout failed may still be relaunched and
     # complete, so it is not final and gets no aggregate event.
     DISBURSEMENT_FAILED: Move(
         frozenset({_DISBURSING}), _PAYOUT_FAILED, events=("transfer.payout.failed",)
@@ -236,7 +236,7 @@ MOVES: dict[str, Move] = {
         repeat_is_noop=False,
     ),
     # Support gives the disbursement up and returns the collected money to the merchant's
-    # wallet: the transfer is now final, failed, so it gets its aggregate event (spec 6.3).
+    # wallet: the transfer is now final, failed, so it gets its aggregate event (docs/webhooks.md).
     COLLECTED_FUNDS_RETURNED: Move(
         frozenset({_PAYOUT_FAILED}),
         _FUNDS_RETURNED,
@@ -279,7 +279,7 @@ def _leg_snapshot(transfer: Transfer) -> dict[str, Any]:
 
 
 def payin_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
-    """data.object of transfer.payin.* (spec 6.3)."""
+    """data.object of transfer.payin.* (docs/webhooks.md)."""
     return {
         **_leg_snapshot(transfer),
         "collection_reference": transfer.collection_reference or None,
@@ -290,7 +290,7 @@ def payin_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
 
 
 def payout_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
-    """data.object of transfer.payout.* (spec 6.3)."""
+    """data.object of transfer.payout.* (docs/webhooks.md)."""
     return {
         **_leg_snapshot(transfer),
         "disbursement_attempt": transfer.disbursement_attempt,
@@ -302,7 +302,7 @@ def payout_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
 
 
 def aggregate_snapshot(transfer: Transfer) -> dict[str, Any]:
-    """data.object of transfer.completed / transfer.failed (spec 6.3)."""
+    """data.object of transfer.completed / transfer.failed (docs/webhooks.md)."""
     return {
         "id": transfer.id,
         "status": transfer.status,
@@ -676,7 +676,7 @@ def _sender_requirements(
     sender_occupation: str,
     sender_source_of_funds: str,
 ) -> None:
-    """DESIGN §4: each missing sender detail (and a KYC not approved) is named in one 400."""
+    """Each missing sender detail (and a KYC not approved) is named in one 400."""
     missing: dict[str, list[str]] = {}
     if requires_details:
         for name in ("address_line1", "city"):

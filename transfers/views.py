@@ -59,7 +59,15 @@ class TransferCreateView(APIView):
 
 
 class TransferDetailView(APIView):
-    @extend_schema(operation_id="getTransfer", responses={200: TransferOutput}, tags=["transfers"])
+    @extend_schema(
+        operation_id="getTransfer",
+        responses={200: TransferOutput},
+        tags=["transfers"],
+        description=(
+            "One transfer with its status, the status of each leg (payin_status, "
+            "payout_status) and its history."
+        ),
+    )
     def get(self, request, transfer_id: UUID):
         transfer = selectors.transfer_get(merchant=request.merchant, transfer_id=transfer_id)
         return Response(TransferOutput(transfer).data)

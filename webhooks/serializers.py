@@ -13,7 +13,7 @@ class EventDataOutput(serializers.Serializer):
 
 
 class EventOutput(serializers.Serializer):
-    """The webhook envelope of spec 6.2, exactly as it was sent, plus a delivery summary."""
+    """The webhook envelope of docs/webhooks.md, exactly as it was sent, plus a delivery summary."""
 
     id = serializers.UUIDField()
     event = serializers.CharField()
@@ -28,7 +28,7 @@ class EventOutput(serializers.Serializer):
 
 class EventListQuery(pagination.ListQueryInput):
     type = serializers.ChoiceField(
-        choices=EVENT_TYPES, required=False, help_text="An event name (spec 6.3)."
+        choices=EVENT_TYPES, required=False, help_text="An event name (see the webhook events)."
     )
     data_id = serializers.UUIDField(required=False, help_text="The id of the resource.")
     delivery_status = serializers.ChoiceField(choices=EventDeliveryStatus.choices, required=False)

@@ -1,4 +1,4 @@
-"""Webhook endpoints, the event outbox and signed, retried delivery (spec 6, DESIGN §9).
+"""Webhook endpoints, the event outbox and signed, retried delivery (docs/webhooks.md).
 
 A delivery is claimed in a short transaction (status `delivering`, attempt number taken, a
 lease stored in `next_attempt_at`), the HTTP request is made with no lock held, and the answer
@@ -55,7 +55,7 @@ MAX_URL_LENGTH = 2048
 RESPONSE_PREFIX_BYTES = 1024
 MAX_ENDPOINTS_PER_MERCHANT = 5
 FAILING_DISABLE_AFTER = timedelta(days=5)
-# Spec 6.3: the names an endpoint can subscribe to (plus the dashboard's test event).
+# The event names (docs/webhooks.md) an endpoint can subscribe to (plus the dashboard's test event).
 EVENT_TYPES = (
     "payin.completed",
     "payin.failed",
@@ -1010,7 +1010,7 @@ def _delivery_pool() -> urllib3.PoolManager:
 
 
 def _post(*, claim: _Claim, now: datetime) -> _Outcome:
-    """One signed POST (spec 6.1). Never follows a redirect; never raises."""
+    """One signed POST (docs/webhooks.md). Never follows a redirect; never raises."""
     timestamp = int(now.timestamp())
     headers = {
         "Content-Type": "application/json",

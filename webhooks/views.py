@@ -38,7 +38,15 @@ class EventListView(APIView):
 
 
 class EventDetailView(APIView):
-    @extend_schema(operation_id="getEvent", responses={200: EventOutput}, tags=["events"])
+    @extend_schema(
+        operation_id="getEvent",
+        responses={200: EventOutput},
+        tags=["events"],
+        description=(
+            "One webhook event exactly as it was sent (id, type, created_at, data.object), "
+            "with a summary of its deliveries."
+        ),
+    )
     def get(self, request, event_id: UUID):
         event = selectors.event_get(merchant=request.merchant, event_id=event_id)
         return Response(EventOutput(event).data)

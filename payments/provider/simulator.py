@@ -1,4 +1,4 @@
-"""The sandbox provider of DESIGN §6. The outcome is decided by the last three digits of the
+"""The sandbox provider of docs/api.md. The outcome is decided by the last three digits of the
 party's phone (or account number on the bank rail):
 
     000  -> declined: the answer is `failed` with reason `provider_declined`

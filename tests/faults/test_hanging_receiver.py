@@ -40,7 +40,7 @@ def test_a_hanging_receiver_times_out_is_recorded_and_is_retried(
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.PENDING
     assert delivery.attempts == 1
-    # The first retry is due a minute after the attempt ended (spec 6.4).
+    # The first retry is due a minute after the attempt ended (docs/webhooks.md).
     assert now + timedelta(seconds=60) < delivery.next_attempt_at < now + timedelta(seconds=120)
     (attempt,) = delivery.attempt_log.all()
     assert attempt.response_status is None

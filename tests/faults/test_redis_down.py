@@ -93,7 +93,7 @@ def test_payins_created_while_redis_is_down_are_processed_and_delivered_after_it
 def test_health_is_503_while_the_broker_is_away_and_200_when_it_is_back(
     isolated_broker, worker_heartbeat
 ):
-    """DESIGN §2: /health is 200 when the database and the broker answer, 503 otherwise."""
+    """docs/operations.md: /health is 200 when the database and the broker answer, 503 otherwise."""
     anonymous = APIClient(raise_request_exception=False)
     assert anonymous.get("/health").status_code == 200
 

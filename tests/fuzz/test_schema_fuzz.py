@@ -9,6 +9,7 @@ funded wallet, and a fresh Idempotency-Key.
 Run alone with `pytest -m fuzz`. Bounded by max_examples, not by time.
 """
 
+import re
 import uuid
 from decimal import Decimal
 
@@ -21,10 +22,14 @@ from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
+    allow_header_conformance,
     content_type_conformance,
+    missing_required_header,
     negative_data_rejection,
+    response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
+    unsupported_method,
 )
 
 from payments import services as payment_services
@@ -35,13 +40,17 @@ from tests.support import MerchantClient
 pytestmark = [pytest.mark.fuzz, pytest.mark.django_db]
 
 CHECKS = [
+    allow_header_conformance,
+    missing_required_header,
+    response_headers_conformance,
+    unsupported_method,
     not_a_server_error,
     status_code_conformance,
     content_type_conformance,
     response_schema_conformance,
     negative_data_rejection,
 ]
-# Invalid input is a 400; a malformed path id is a 404 (DESIGN §7). Nothing else will do.
+# Invalid input is a 400; a malformed path id is a 404 (docs/errors.md). Nothing else will do.
 NEGATIVE_EXPECTED = ["400", "404"]
 MAX_EXAMPLES = 12
 STATEFUL_EXAMPLES = 20
@@ -91,7 +100,16 @@ def _load_schema():
 schema = _load_schema()
 
 
-def _headers(credentials: dict[str, str]) -> dict[str, str]:
+# What the schema allows for an Idempotency-Key (config.schema.IDEMPOTENCY_HEADER).
+VALID_KEY = re.compile(r"[ -~]{1,255}")
+
+
+def _headers(credentials: dict[str, str], case=None) -> dict[str, str]:
+    """A fresh Idempotency-Key per request, unless the case tries an invalid one: that one is
+    sent as generated, for the server to refuse."""
+    generated = (getattr(case, "headers", None) or {}).get("Idempotency-Key")
+    if generated is not None and not VALID_KEY.fullmatch(generated):
+        return {**credentials, "Idempotency-Key": generated}
     return {**credentials, "Idempotency-Key": str(uuid.uuid4())}
 
 
@@ -104,7 +122,7 @@ def _headers(credentials: dict[str, str]) -> dict[str, str]:
     suppress_health_check=list(HealthCheck),
 )
 def test_every_operation_conforms_to_the_schema(case, fuzz_credentials):
-    case.call_and_validate(headers=_headers(fuzz_credentials), checks=CHECKS)
+    case.call_and_validate(headers=_headers(fuzz_credentials, case), checks=CHECKS)
 
 
 def test_stateful_sequences_conform_to_the_schema(fuzz_credentials):
@@ -115,7 +133,7 @@ def test_stateful_sequences_conform_to_the_schema(fuzz_credentials):
 
     class CowryStateMachine(machine):
         def get_call_kwargs(self, case):
-            return {"headers": _headers(fuzz_credentials)}
+            return {"headers": _headers(fuzz_credentials, case)}
 
         def validate_response(self, response, case, additional_checks=None, **kwargs):
             case.validate_response(response, checks=CHECKS, headers=kwargs.get("headers"))

@@ -1,4 +1,4 @@
-"""The simulated KYC review through a real worker: DESIGN §2's KYC_REVIEW_DELAY_SECONDS."""
+"""The simulated KYC review through a real worker: docs/operations.md's KYC_REVIEW_DELAY_SECONDS."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Spec 4.4: every reason a payment creation is a 400, and that none of them changes anything."""
+"""Every reason a payment creation is a 400, and that none of them changes anything."""
 
 import uuid
 from datetime import timedelta

@@ -51,7 +51,7 @@ def test_payin_and_payout_complete_through_a_real_worker(enabled_merchant, celer
 
 
 def test_the_simulated_provider_answers_after_its_configured_delay(enabled_merchant):
-    """DESIGN §6: a leg completes after PROVIDER_SIMULATION_DELAY_SECONDS, not before; 000
+    """The sandbox: a leg completes after PROVIDER_SIMULATION_DELAY_SECONDS, not before; 000
     fails it with provider_declined and 999 leaves it pending."""
     delay = 3
     api = MerchantClient(enabled_merchant)

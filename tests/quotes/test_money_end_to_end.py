@@ -1,5 +1,5 @@
 """Property tests, through the API and the provider simulator: whatever fee schedule and FX rate
-apply, a quote's amounts follow DESIGN §5 computed independently (exact fractions), and the
+apply, a quote's amounts follow docs/api.md computed independently (exact fractions), and the
 ledger posts at completion exactly what the quote promised, every currency summing to zero."""
 
 import math
@@ -49,7 +49,7 @@ fee_terms = st.fixed_dictionaries(
 
 
 def expected_fee(terms: dict, amount: Decimal) -> int:
-    """DESIGN §5 with exact fractions: percentage + fixed, raised to the minimum, capped at the
+    """docs/api.md with exact fractions: percentage + fixed, raised to the minimum, capped at the
     maximum, rounded up to the unit, never above the maximum."""
     raw = Fraction(amount) * Fraction(terms["percentage"]) / 100 + Fraction(terms["fixed_amount"])
     fee = max(raw, Fraction(terms["minimum_fee"]))

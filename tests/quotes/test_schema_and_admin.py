@@ -153,7 +153,7 @@ def test_merchant_staff_see_only_their_own_quotes(client, enabled_merchant, djan
 
 
 def test_schema_says_a_kyc_submission_needs_at_least_one_document(schema):
-    body = _request_schema(schema, "/customers/{customer_id}/kyc")  # spec 4.2: minimum 1 item
+    body = _request_schema(schema, "/customers/{customer_id}/kyc")  # minimum 1 item
     assert body["required"] == ["documents"]
     assert body["properties"]["documents"]["minItems"] == 1
 
@@ -163,7 +163,7 @@ def _ref_name(node) -> str:
 
 
 def test_schema_request_components_carry_the_spec_type_names(schema):
-    """Spec 2.2, 2.3, 2.5, 2.7 name these types; a merchant's generated client gets them."""
+    """docs/api.md names these types; a merchant's generated client gets them."""
     components = schema["components"]["schemas"]
     customer = schema["paths"]["/customers"]["post"]["requestBody"]["content"]
     assert _ref_name(customer["application/json"]["schema"]) == "CreateCustomerRequest"

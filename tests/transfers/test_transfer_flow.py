@@ -241,7 +241,7 @@ def test_disbursement_declined_leaves_the_money_in_suspense(
     assert body["execution"]["disbursement_failed_at"] is not None
     assert body["execution"]["disbursement_failure_reason"] == "provider_declined"
     assert body["execution"]["disbursement_completed_at"] is None
-    # relaunchable, so not final: no aggregate transfer.failed (spec 3.5)
+    # relaunchable, so not final: no aggregate transfer.failed (docs/api.md)
     assert events_of(transfer_id) == ["transfer.payin.completed", "transfer.payout.failed"]
     leg = Event.objects.get(data_id=transfer_id, event_type="transfer.payout.failed")
     obj = leg.payload["data"]["object"]

@@ -633,7 +633,7 @@ def test_the_body_is_the_stored_bytes_on_every_attempt(
 def test_a_body_with_non_ascii_data_is_signed_over_its_utf8_bytes_the_same_on_every_attempt(
     merchant, endpoint, receiver
 ):
-    """Spec 6.1 over the raw body: "Aïssatou" and an emoji travel as UTF-8 (not \\u escapes),
+    """The signature over the raw body: "Aïssatou" and an emoji travel as UTF-8 (not \\u escapes),
     the same bytes on the first attempt, its retry and a re-send, each with its own timestamp
     and signature; the receiver helper accepts each as sent and nothing tampered with."""
     receiver.plan = [500, 200, 200]
@@ -679,7 +679,7 @@ def test_a_body_with_non_ascii_data_is_signed_over_its_utf8_bytes_the_same_on_ev
 def test_each_retry_is_due_exactly_at_its_delay_and_the_seventh_failure_is_the_last(
     merchant, endpoint, receiver
 ):
-    """Spec 6.4: 1 min, 5 min, 15 min, 1 h, 4 h, 12 h after failed attempts 1 to 6, not a
+    """docs/webhooks.md: 1 min, 5 min, 15 min, 1 h, 4 h, 12 h after failed attempts 1 to 6, not a
     microsecond sooner; the seventh failed attempt marks the delivery failed."""
     receiver.default = 500
     event = record(merchant)

@@ -1,0 +1,214 @@
+"""The error reference: every error `code` and `reason` the service can answer, found in the code.
+
+Reasons come from the DomainError subclasses (found by walking the apps' modules, wherever they
+live), from `DomainError(..., reason="...")` raised ad hoc, and from the HTTP-level errors of
+config/exceptions.py. What each means and what to do is written in GUIDANCE; docs/errors.md is
+this module's output (`python -m config.errors_reference --write`), and a test fails when it is
+stale or a reason has no guidance.
+"""
+
+import ast
+import functools
+import importlib
+import inspect
+import pkgutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ("config", "merchants", "customers", "kyc", "quotes", "payments", "transfers", "webhooks")
+DOC = ROOT / "docs" / "errors.md"
+
+
+@dataclass
+class Entry:
+    reason: str
+    status: int
+    code: str
+    message: str = ""
+    raised_by: set[str] = field(default_factory=set)
+
+
+@functools.cache
+def _import_app_modules() -> None:
+    """Import every module of the apps (not migrations or commands) so each error class exists."""
+    for app in APPS:
+        package = importlib.import_module(app)
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{app}."):
+            name = info.name
+            if ".migrations" in name or ".management" in name or name.startswith("config.settings"):
+                continue
+            if name in ("config.wsgi", "config.asgi", "config.gunicorn_worker", "config.celery"):
+                continue
+            importlib.import_module(name)
+
+
+def _subclasses(cls: type) -> list[type]:
+    found: list[type] = []
+    for sub in cls.__subclasses__():
+        found.append(sub)
+        found.extend(_subclasses(sub))
+    return found
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _reason_keyword(node: ast.Call) -> ast.expr | None:
+    return next((k.value for k in node.keywords if k.arg == "reason"), None)
+
+
+def _ad_hoc_raises(error_names: set[str]) -> list[tuple[str, str, str]]:
+    """(callee, reason, module) of each `SomeError(..., reason="...")` call in the apps, also
+    through a helper that passes its own `reason` argument on to an error."""
+    files = tuple(
+        (path, path.stat().st_mtime_ns)
+        for app in APPS
+        for path in sorted((ROOT / app).rglob("*.py"))
+        if "migrations" not in path.parts
+    )
+    return _scan(frozenset(error_names), files)
+
+
+@functools.lru_cache(maxsize=4)
+def _scan(error_names: frozenset[str], files: tuple) -> list[tuple[str, str, str]]:
+    """The scan itself, done again only when a file or the error classes change (/schema and
+    /docs ask on every load)."""
+    trees = {path: ast.parse(path.read_text(), filename=str(path)) for path, _ in files}
+    callees = dict.fromkeys(error_names, "")
+    for tree in trees.values():
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.Call) and _call_name(node) in error_names:
+                    passed = _reason_keyword(node)
+                    if isinstance(passed, ast.Name) and passed.id == "reason":
+                        callees[func.name] = _call_name(node)
+    found = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _call_name(node) in callees:
+                reason = _reason_keyword(node)
+                if isinstance(reason, ast.Constant) and isinstance(reason.value, str):
+                    name = _call_name(node)
+                    found.append((callees[name] or name, reason.value, str(path.relative_to(ROOT))))
+    return found
+
+
+def _http_level() -> list[Entry]:
+    """The reasons config/exceptions.py gives DRF's and Django's own errors."""
+    from config import exceptions
+
+    tree = ast.parse(inspect.getsource(exceptions))
+    entries = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or getattr(node.func, "id", "") not in (
+            "error_body",
+            "json_error_view",
+        ):
+            continue
+        args = [a.value for a in node.args if isinstance(a, ast.Constant)]
+        reason = next(
+            (
+                k.value.value
+                for k in node.keywords
+                if k.arg == "reason" and isinstance(k.value, ast.Constant)
+            ),
+            args[2] if len(args) > 2 else None,
+        )
+        if not args or not isinstance(args[0], int) or not reason:
+            continue
+        status = args[0]
+        message = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
+        entries.append(Entry(reason, status, exceptions.CODE_BY_STATUS[status], message))
+    return entries
+
+
+def discover() -> dict[str, Entry]:
+    """Every reason, keyed by reason; django.setup() must have run."""
+    from config.exceptions import CODE_BY_STATUS, DomainError
+
+    _import_app_modules()
+    classes = [DomainError, *_subclasses(DomainError)]
+    entries: dict[str, Entry] = {}
+
+    def add(reason: str, status: int, message: str, raised_by: str) -> None:
+        entry = entries.setdefault(
+            reason, Entry(reason, status, CODE_BY_STATUS.get(status, "error"), message)
+        )
+        entry.raised_by.add(raised_by)
+
+    by_name = {}
+    for cls in classes:
+        by_name.setdefault(cls.__name__, cls)
+        if cls.reason:
+            add(cls.reason, cls.status, cls.message, f"{cls.__module__}.{cls.__qualname__}")
+    for name, reason, module in _ad_hoc_raises(set(by_name)):
+        cls = by_name[name]
+        add(reason, cls.status, "", f"{module} ({name})")
+    for entry in _http_level():
+        existing = entries.setdefault(entry.reason, entry)
+        existing.raised_by.add("config.exceptions")
+    return dict(sorted(entries.items(), key=lambda item: (item[1].status, item[0])))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+ERROR_SHAPE = """Every error answer has one shape:
+
+```json
+{"error": {"code": "bad_request", "message": "A sentence for a human.",
+           "reason": "insufficient_balance", "fields": {"amount": ["..."]}}}
+```
+
+`code` follows the HTTP status; `reason` is the stable, machine-readable cause (branch on it,
+never on `message`); `fields` names the request fields at fault, when there are."""
+
+
+def render_reasons_table() -> str:
+    """The error reference as Markdown, for docs/errors.md and the OpenAPI description."""
+    from config.errors_guidance import CODE_MEANINGS, GUIDANCE
+    from config.exceptions import CODE_BY_STATUS
+
+    lines = ["## Errors", "", ERROR_SHAPE, "", "| Status | code | Meaning |", "|---|---|---|"]
+    for status, code in sorted(CODE_BY_STATUS.items()):
+        lines.append(f"| {status} | `{code}` | {_cell(CODE_MEANINGS[code])} |")
+    lines += ["", "| Status | code | reason | Meaning | What to do |", "|---|---|---|---|---|"]
+    for reason, entry in discover().items():
+        meaning, todo = GUIDANCE[reason]
+        lines.append(
+            f"| {entry.status} | `{entry.code}` | `{reason}` | {_cell(meaning)} | {_cell(todo)} |"
+        )
+    return "\n".join(lines)
+
+
+def render_markdown() -> str:
+    header = [
+        "# Error reference",
+        "",
+        "<!-- Generated by `python -m config.errors_reference --write`; do not edit by hand. -->",
+        "",
+        "Also in the API's own documentation at `/docs` (and in `/schema`).",
+        "",
+    ]
+    return "\n".join(header) + render_reasons_table() + "\n"
+
+
+if __name__ == "__main__":
+    import os
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    django.setup()
+    text = render_markdown()
+    if "--write" in sys.argv:
+        DOC.write_text(text)
+    else:
+        sys.stdout.write(text)
