@@ -45,7 +45,7 @@ class QuotePayinCreateView(APIView):
         responses={201: QuoteOutput},
         tags=["quotes"],
     )
-    @idempotent(held=True, atomic=False)  # its one write goes with the key's record
+    @idempotent
     def post(self, request):
         return _create_collection_quote(request, FlowType.PAYIN)
 
@@ -57,7 +57,7 @@ class QuotePayoutCreateView(APIView):
         responses={201: QuoteOutput},
         tags=["quotes"],
     )
-    @idempotent(held=True, atomic=False)  # its one write goes with the key's record
+    @idempotent
     def post(self, request):
         return _create_collection_quote(request, FlowType.PAYOUT)
 
