@@ -1,4 +1,5 @@
-"""Writes of the quotes app: the catalog seed, the three quote flows, consume and expire."""
+"""Writes of the quotes app: the three quote flows, consume and expire (the catalog's own in
+quotes.catalog)."""
 
 import logging
 from collections.abc import Callable, Sequence
@@ -9,17 +10,16 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Model, QuerySet
+from django.db.models import Model
 
 from config import money, rawsql
 from config.exceptions import DomainError
 from config.fields import format_timestamp
 from config.rawsql import RowReader
 from customers import selectors as customer_selectors
-from customers.models import Customer
-from merchants.models import Merchant, MerchantCorridor, MerchantOperator
-from quotes import catalog, pricing, selectors
-from quotes.models import Corridor, FeeSchedule, FlowType, FxRate, Operator, Quote, QuoteStatus
+from merchants.models import Merchant
+from quotes import pricing, selectors
+from quotes.models import Corridor, FlowType, Operator, Quote, QuoteStatus
 
 logger = logging.getLogger(__name__)
 
@@ -32,11 +32,6 @@ class _BadRequest(DomainError):
     def __init__(self, message: str | None = None, *, field: str | None = None) -> None:
         message = message or self.message
         super().__init__(message, fields={field: [message]} if field else None)
-
-
-class CustomerNotFound(_BadRequest):
-    reason = "customer_not_found"
-    message = "The customer does not exist."
 
 
 class OperatorCountryMismatch(_BadRequest):
@@ -144,69 +139,7 @@ class QuoteCustomerMismatch(_BadRequest):
     message = "The quote was made for another customer."
 
 
-# --- catalog -------------------------------------------------------------------------------
-
-
-def catalog_seed() -> dict[str, int]:
-    """Idempotently load the 12 operators, 25 corridors, the platform fee schedules and FX
-    rates. Existing rows are left as the admin edited them; only missing ones are created."""
-    created = {"operators": 0, "corridors": 0, "fee_schedules": 0, "fx_rates": 0}
-    with transaction.atomic():
-        for row in catalog.operators():
-            _, made = Operator.objects.get_or_create(code=row["code"], defaults=row)
-            created["operators"] += made
-        for row in catalog.corridors():
-            _, made = Corridor.objects.get_or_create(code=row["code"], defaults=row)
-            created["corridors"] += made
-        for flow_type, terms in catalog.DEFAULT_FEES.items():
-            exists = FeeSchedule.objects.filter(
-                merchant=None, flow_type=flow_type, operator=None, corridor=None
-            ).exists()
-            if not exists:
-                FeeSchedule.objects.create(flow_type=flow_type, **terms)
-                created["fee_schedules"] += 1
-        for source, target, rate in catalog.DEFAULT_FX_RATES:
-            _, made = FxRate.objects.get_or_create(
-                merchant=None,
-                source_currency=source,
-                target_currency=target,
-                defaults={"rate": rate},
-            )
-            created["fx_rates"] += made
-    return created
-
-
-def merchant_enable_catalog(
-    *,
-    merchant: Merchant,
-    operators: QuerySet[Operator] | None = None,
-    corridors: QuerySet[Corridor] | None = None,
-) -> None:
-    """Enable every catalog operator and corridor for the merchant, or only those given
-    (idempotent)."""
-    operators = Operator.objects.all() if operators is None else operators
-    corridors = Corridor.objects.all() if corridors is None else corridors
-    with transaction.atomic():
-        MerchantOperator.objects.bulk_create(
-            [MerchantOperator(merchant=merchant, operator=op) for op in operators],
-            ignore_conflicts=True,
-        )
-        MerchantCorridor.objects.bulk_create(
-            [MerchantCorridor(merchant=merchant, corridor=c) for c in corridors],
-            ignore_conflicts=True,
-        )
-
-
 # --- quotes --------------------------------------------------------------------------------
-
-
-def _customer(*, merchant: Merchant, customer_id: UUID | None) -> Customer | None:
-    if customer_id is None:
-        return None
-    try:
-        return customer_selectors.customer_get_active(merchant=merchant, customer_id=customer_id)
-    except customer_selectors.CustomerNotFound:
-        raise CustomerNotFound(field="customer_id") from None
 
 
 def _whole(amount: Decimal, currency: str, *, field: str) -> Decimal:
@@ -246,16 +179,11 @@ def _fee_terms(
     flow_type: str,
     operator: Operator | None = None,
     corridor: Corridor | None = None,
-    schedules: list[FeeSchedule] | None = None,
 ) -> tuple[pricing.FeeTerms, dict[str, Any]]:
-    """The fee terms of the schedule that applies; `schedules`: the rows fee_schedule_for()
-    would read, when they came with another read (None: read them)."""
-    if schedules is None:
-        schedule = selectors.fee_schedule_for(
-            merchant=merchant, flow_type=flow_type, operator=operator, corridor=corridor
-        )
-    else:
-        schedule = selectors.fee_schedule_among(schedules, operator=operator, corridor=corridor)
+    """The fee terms of the schedule that applies."""
+    schedule = selectors.fee_schedule_for(
+        merchant=merchant, flow_type=flow_type, operator=operator, corridor=corridor
+    )
     if schedule is None:
         return pricing.FeeTerms(), {"schedule_id": None, "scope": "none"}
     terms = pricing.FeeTerms(
@@ -299,10 +227,11 @@ def quote_create_collection(
         raise ValueError(f"not a payin/payout flow: {flow_type}")
     # the customer is checked in the operator's statement: one read fewer
     found = selectors.operator_for_quote(
-        code=operator_code, merchant=merchant, customer_id=customer_id, flow_type=flow_type
+        code=operator_code, merchant=merchant, customer_id=customer_id
     )
     if customer_id is not None and (found is None or not found.customer_known):
-        _customer(merchant=merchant, customer_id=customer_id)  # customer_not_found first
+        # customer_not_found first
+        customer_selectors.customer_get_for_payment(merchant=merchant, customer_id=customer_id)
     operator = found or selectors.operator_get(code=operator_code, merchant=merchant)
     if operator.country_code != country_code or not operator_code.startswith(f"{country_code}_"):
         raise OperatorCountryMismatch(
@@ -323,12 +252,7 @@ def quote_create_collection(
     send_amount = _whole(send_amount, send_currency, field="send_amount")
     _within_limits(send_amount, operator, field="send_amount")
 
-    terms, schedule = _fee_terms(
-        merchant=merchant,
-        flow_type=flow_type,
-        operator=operator,
-        schedules=found.flow_fee_schedules if found is not None else None,
-    )
+    terms, schedule = _fee_terms(merchant=merchant, flow_type=flow_type, operator=operator)
     fee = pricing.fee_for(terms=terms, amount=send_amount, currency=send_currency)
     if flow_type == FlowType.PAYIN:
         receive_amount = send_amount - fee
@@ -363,7 +287,7 @@ def quote_create_collection(
         "locked_at": format_timestamp(now),
         "expires_at": format_timestamp(expires_at),
     }
-    quote = Quote(
+    return Quote.objects.create(
         merchant=merchant,
         customer_id=customer_id,
         flow_type=flow_type,
@@ -381,9 +305,6 @@ def quote_create_collection(
         wallet_impact=wallet_impact,
         pricing=locked,
     )
-    # one statement with the Idempotency-Key's record when the view holds writes (rawsql.holding)
-    rawsql.save_together(inserts=[quote])
-    return quote
 
 
 def quote_create_transfer(
@@ -419,7 +340,11 @@ def quote_create_transfer(
     if payin_amount is not None and payin_currency is None:
         raise PayinCurrencyRequired(field="payin_currency")
 
-    customer = _customer(merchant=merchant, customer_id=customer_id)
+    customer = None
+    if customer_id is not None:
+        customer = customer_selectors.customer_get_for_payment(
+            merchant=merchant, customer_id=customer_id
+        )
     corridor = selectors.corridor_enabled_for(merchant=merchant, code=corridor_code)
     payer = selectors.operator_quotable_for(
         merchant=merchant, code=payer_operator_code, field="payer_operator_code"
@@ -544,27 +469,25 @@ def quote_create_transfer(
         "locked_at": format_timestamp(now),
         "expires_at": format_timestamp(expires_at),
     }
-    return rawsql.insert(
-        Quote(
-            merchant=merchant,
-            customer=customer,
-            flow_type=FlowType.TRANSFER,
-            status=QuoteStatus.ACTIVE,
-            created_at=now,
-            expires_at=expires_at,
-            send_amount=amounts.payin_amount,
-            send_currency=payin_currency,
-            receive_amount=amounts.payout_amount,
-            receive_currency=payout_currency,
-            corridor_code=corridor.code,
-            corridor_type=corridor.corridor_type,
-            payer_operator_code=payer.code,
-            recipient_operator_code=recipient.code,
-            total_fee=amounts.fee,
-            fx_rate=fx["rate_decimal"],
-            wallet_impact=wallet_impact,
-            pricing=locked,
-        )
+    return Quote.objects.create(
+        merchant=merchant,
+        customer=customer,
+        flow_type=FlowType.TRANSFER,
+        status=QuoteStatus.ACTIVE,
+        created_at=now,
+        expires_at=expires_at,
+        send_amount=amounts.payin_amount,
+        send_currency=payin_currency,
+        receive_amount=amounts.payout_amount,
+        receive_currency=payout_currency,
+        corridor_code=corridor.code,
+        corridor_type=corridor.corridor_type,
+        payer_operator_code=payer.code,
+        recipient_operator_code=recipient.code,
+        total_fee=amounts.fee,
+        fx_rate=fx["rate_decimal"],
+        wallet_impact=wallet_impact,
+        pricing=locked,
     )
 
 
