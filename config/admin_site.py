@@ -26,13 +26,13 @@ class CowryAdminSite(admin.AdminSite):
     def index(self, request, extra_context=None):
         """Merchant staff land on their merchant's day: balances, today's payments by status,
         failing webhook deliveries."""
+        from config import dashboard_home
         from merchants import dashboard
-        from merchants import selectors as merchant_selectors
 
         merchant = dashboard.merchant_of(request.user)
         if merchant is not None:
             extra_context = {
                 **(extra_context or {}),
-                "merchant_summary": merchant_selectors.dashboard_summary(merchant=merchant),
+                "merchant_summary": dashboard_home.dashboard_summary(merchant=merchant),
             }
         return super().index(request, extra_context)

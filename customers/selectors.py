@@ -3,7 +3,6 @@ from uuid import UUID
 
 from config import pagination
 from config.exceptions import DomainError, NotFound
-from config.rawsql import RowReader
 from customers.models import Customer, CustomerStatus
 from merchants.models import Merchant
 
@@ -12,8 +11,12 @@ class CustomerNotFound(NotFound):
     reason = "customer_not_found"
     message = "The customer does not exist."
 
-
-_CUSTOMER_BY_ID = RowReader(Customer, where=("id", "merchant"))  # on every quote and payment
+    def __init__(self, *, field: str | None = None) -> None:
+        """`field`: the request body's field that named the customer, for a new quote or
+        payment: then a 400 naming it (the request is wrong), not a 404."""
+        super().__init__(fields={field: [self.message]} if field else None)
+        if field:
+            self.status = 400
 
 
 class CustomerBlocked(DomainError):
@@ -24,19 +27,24 @@ class CustomerBlocked(DomainError):
 
 def customer_get(*, merchant: Merchant, customer_id: UUID) -> Customer:
     """The merchant's customer; another merchant's customer is indistinguishable from none."""
-    customer = _CUSTOMER_BY_ID.first(customer_id, merchant.pk)
+    customer = Customer.objects.filter(pk=customer_id, merchant=merchant).first()
     if customer is None:
         raise CustomerNotFound()
     return customer
 
 
-def customer_get_active(*, merchant: Merchant, customer_id: UUID) -> Customer:
-    """customer_get(), for a new quote or payment: a blocked customer is a 400 naming
-    customer_id (CustomerBlocked)."""
-    customer = customer_get(merchant=merchant, customer_id=customer_id)
+def customer_get_for_payment(*, merchant: Merchant, customer_id: UUID) -> Customer:
+    """The customer named by a new quote or payment's customer_id: unknown or blocked is a
+    400 naming customer_id (CustomerNotFound, CustomerBlocked)."""
+    customer = Customer.objects.filter(pk=customer_id, merchant=merchant).first()
+    if customer is None:
+        raise CustomerNotFound(field="customer_id")
     if customer.status != CustomerStatus.ACTIVE:
         raise CustomerBlocked(fields={"customer_id": [CustomerBlocked.message]})
     return customer
+
+
+customer_get_active = customer_get_for_payment  # its former name, still used by payments, transfers
 
 
 def customer_list(

@@ -15,7 +15,6 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.paginator import Paginator
-from django.db import connections
 from django.db.models import BooleanField, DateField, Q, QuerySet, UUIDField
 from django.db.models.constants import LOOKUP_SEP
 from django.http import Http404, HttpResponseRedirect
@@ -123,8 +122,8 @@ class EstimatingPaginator(Paginator):
         limit = settings.DASHBOARD_EXACT_COUNT_LIMIT
         rows = self.object_list.order_by()
         counted = rows[: limit + 1].count()
-        if counted <= limit or connections[rows.db].vendor != "postgresql":
-            return counted if counted <= limit else rows.count()
+        if counted <= limit:
+            return counted
         plan = json.loads(rows.values("pk").explain(format="json"))
         return max(int(plan[0]["Plan"]["Plan Rows"]), counted)
 

@@ -3,11 +3,10 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from config import rawsql
 from config.exceptions import DomainError, NotFound
-from config.rawsql import RowReader
 from merchants import secrets as key_secrets
 from merchants.models import ApiKey, AuditAction, AuditLogEntry, Merchant, MerchantStatus
 
@@ -47,10 +46,9 @@ def merchant_creations_turn() -> None:
     advisory lock): the check for a merchant of the same name and the insert happen for one
     creator at a time, and the next one's check sees the merchant the first committed. A lock
     and not a unique index: existing data may hold duplicate names, and two businesses may
-    share one. On SQLite (make run's default, one developer) there is nothing to take."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [MERCHANT_CREATION_LOCK])
+    share one."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [MERCHANT_CREATION_LOCK])
 
 
 def merchant_name_key(name: str) -> str:
@@ -128,8 +126,6 @@ def api_key_revoke(*, key: str, actor=None, now: datetime | None = None) -> ApiK
     return api_key
 
 
-# On every request: the key and its merchant in one hand-written read.
-_API_KEY = RowReader(ApiKey, where=("key",), related=("merchant",))
 _KEY_MAX_LENGTH = ApiKey._meta.get_field("key").max_length
 
 
@@ -142,13 +138,13 @@ def _may_be_a_key(key: str) -> bool:
 def api_key_authenticate(*, key: str, secret: str, now: datetime | None = None) -> ApiKey:
     """The ApiKey for these credentials, or InvalidCredentials. Every failure looks the same."""
     now = now or timezone.now()
-    api_key = _API_KEY.first(key) if _may_be_a_key(key) else None
-    known = api_key is not None
-    if not known:  # a miss builds what a hit does and checks a hash: the same cost
-        api_key = _API_KEY.placeholder()
-    expected_hash = api_key.secret_hash if known else key_secrets.UNKNOWN_KEY_HASH
+    api_key = None
+    if _may_be_a_key(key):
+        api_key = ApiKey.objects.select_related("merchant").filter(key=key).first()
+    # a miss checks a hash too: the same cost as a hit
+    expected_hash = api_key.secret_hash if api_key is not None else key_secrets.UNKNOWN_KEY_HASH
     secret_ok = key_secrets.secret_matches(secret, expected_hash)
-    if not known or not secret_ok:
+    if api_key is None or not secret_ok:
         raise InvalidCredentials()
     if api_key.revoked_at is not None and api_key.revoked_at <= now:
         raise InvalidCredentials("This API key has been revoked.")
@@ -157,13 +153,13 @@ def api_key_authenticate(*, key: str, secret: str, now: datetime | None = None) 
     if api_key.merchant.status != MerchantStatus.ACTIVE:
         raise InvalidCredentials("This merchant account is not active.")
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_WRITE_INTERVAL:
-        # Written at most once a minute per key so reads stay reads.
+        # Written at most once a minute per key so reads stay reads; of racing requests, one.
+        ApiKey.objects.filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_WRITE_INTERVAL),
+            pk=api_key.pk,
+        ).update(last_used_at=now)
         api_key.last_used_at = now
-        rawsql.update(api_key, ["last_used_at"])
     return api_key
-
-
-_MERCHANT = RowReader(Merchant, where=("id",))
 
 
 def merchant_turn(merchant_id: UUID) -> None:
@@ -180,51 +176,9 @@ def merchant_get(*, merchant_id: UUID | str) -> Merchant:
         merchant_id = UUID(str(merchant_id))
     except ValueError:
         raise NotFound(f"No merchant {merchant_id}.") from None
-    merchant = _MERCHANT.first(merchant_id)
+    merchant = Merchant.objects.filter(pk=merchant_id).first()
     if merchant is None:
         raise NotFound(f"No merchant {merchant_id}.")
-    return merchant
-
-
-def merchant_enable_all_operators(*, merchant: Merchant) -> None:
-    """Enable every catalog operator and corridor for the merchant (loading the catalog first
-    when it is empty, so a fresh database works without seed_demo)."""
-    from quotes import services as quote_services  # quotes imports merchants: import late
-    from quotes.models import Operator
-
-    with transaction.atomic():
-        if not Operator.objects.exists():
-            quote_services.catalog_seed()
-        quote_services.merchant_enable_catalog(merchant=merchant)
-
-
-def demo_merchant_seed(*, name: str) -> Merchant:
-    """Idempotently load the catalog and create the demo merchant (the oldest of that exact
-    name) with everything enabled, once. Only what is missing is set up: an existing demo
-    merchant gets the operators and corridors new to the catalog in this run, never one ops
-    disabled for it. Runs take turns with each other and with merchant creations
-    (merchant_creations_turn, until the caller's commit), so two at once make one demo
-    merchant: the second finds the first's."""
-    from quotes import services as quote_services  # quotes imports merchants: import late
-    from quotes.models import Corridor, Operator
-
-    with transaction.atomic():
-        merchant_creations_turn()
-        operators_before = list(Operator.objects.values_list("pk", flat=True))
-        corridors_before = list(Corridor.objects.values_list("pk", flat=True))
-        quote_services.catalog_seed()
-        merchant = Merchant.objects.filter(name=name).order_by("created_at").first()
-        if merchant is None:
-            # Its exact name is how it is found again; a merchant of a name only like it
-            # (made by create_merchant) is not the demo merchant.
-            merchant = merchant_create(name=name, allow_duplicate_name=True)
-            quote_services.merchant_enable_catalog(merchant=merchant)
-        else:
-            quote_services.merchant_enable_catalog(
-                merchant=merchant,
-                operators=Operator.objects.exclude(pk__in=operators_before),
-                corridors=Corridor.objects.exclude(pk__in=corridors_before),
-            )
     return merchant
 
 

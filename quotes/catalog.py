@@ -1,6 +1,14 @@
-"""The seeded catalog (docs/api.md), default fee schedules and FX rates (docs/decisions.md)."""
+"""The seeded catalog, default fee schedules and FX rates (docs/decisions.md): their data,
+loading them, and enabling them for a merchant."""
 
 from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import QuerySet
+
+from merchants import services as merchant_services
+from merchants.models import Merchant, MerchantCorridor, MerchantOperator
+from quotes.models import Corridor, FeeSchedule, FxRate, Operator
 
 # country -> (currency, [(operator part, display name)])
 COVERAGE: dict[str, tuple[str, list[tuple[str, str]]]] = {
@@ -116,3 +124,89 @@ def corridors() -> list[dict]:
                 }
             )
     return rows
+
+
+def catalog_seed() -> dict[str, int]:
+    """Idempotently load the 12 operators, 25 corridors, the platform fee schedules and FX
+    rates. Existing rows are left as the admin edited them; only missing ones are created."""
+    created = {"operators": 0, "corridors": 0, "fee_schedules": 0, "fx_rates": 0}
+    with transaction.atomic():
+        for row in operators():
+            _, made = Operator.objects.get_or_create(code=row["code"], defaults=row)
+            created["operators"] += made
+        for row in corridors():
+            _, made = Corridor.objects.get_or_create(code=row["code"], defaults=row)
+            created["corridors"] += made
+        for flow_type, terms in DEFAULT_FEES.items():
+            exists = FeeSchedule.objects.filter(
+                merchant=None, flow_type=flow_type, operator=None, corridor=None
+            ).exists()
+            if not exists:
+                FeeSchedule.objects.create(flow_type=flow_type, **terms)
+                created["fee_schedules"] += 1
+        for source, target, rate in DEFAULT_FX_RATES:
+            _, made = FxRate.objects.get_or_create(
+                merchant=None,
+                source_currency=source,
+                target_currency=target,
+                defaults={"rate": rate},
+            )
+            created["fx_rates"] += made
+    return created
+
+
+def merchant_enable_catalog(
+    *,
+    merchant: Merchant,
+    operators: QuerySet[Operator] | None = None,
+    corridors: QuerySet[Corridor] | None = None,
+) -> None:
+    """Enable every catalog operator and corridor for the merchant, or only those given
+    (idempotent)."""
+    operators = Operator.objects.all() if operators is None else operators
+    corridors = Corridor.objects.all() if corridors is None else corridors
+    with transaction.atomic():
+        MerchantOperator.objects.bulk_create(
+            [MerchantOperator(merchant=merchant, operator=op) for op in operators],
+            ignore_conflicts=True,
+        )
+        MerchantCorridor.objects.bulk_create(
+            [MerchantCorridor(merchant=merchant, corridor=c) for c in corridors],
+            ignore_conflicts=True,
+        )
+
+
+def merchant_enable_all_operators(*, merchant: Merchant) -> None:
+    """Enable every catalog operator and corridor for the merchant (loading the catalog first
+    when it is empty, so a fresh database works without seed_demo)."""
+    with transaction.atomic():
+        if not Operator.objects.exists():
+            catalog_seed()
+        merchant_enable_catalog(merchant=merchant)
+
+
+def demo_merchant_seed(*, name: str) -> Merchant:
+    """Idempotently load the catalog and create the demo merchant (the oldest of that exact
+    name) with everything enabled, once. Only what is missing is set up: an existing demo
+    merchant gets the operators and corridors new to the catalog in this run, never one ops
+    disabled for it. Runs take turns with each other and with merchant creations
+    (merchant_creations_turn, until the caller's commit), so two at once make one demo
+    merchant: the second finds the first's."""
+    with transaction.atomic():
+        merchant_services.merchant_creations_turn()
+        operators_before = list(Operator.objects.values_list("pk", flat=True))
+        corridors_before = list(Corridor.objects.values_list("pk", flat=True))
+        catalog_seed()
+        merchant = Merchant.objects.filter(name=name).order_by("created_at").first()
+        if merchant is None:
+            # Its exact name is how it is found again; a merchant of a name only like it
+            # (made by create_merchant) is not the demo merchant.
+            merchant = merchant_services.merchant_create(name=name, allow_duplicate_name=True)
+            merchant_enable_catalog(merchant=merchant)
+        else:
+            merchant_enable_catalog(
+                merchant=merchant,
+                operators=Operator.objects.exclude(pk__in=operators_before),
+                corridors=Corridor.objects.exclude(pk__in=corridors_before),
+            )
+    return merchant

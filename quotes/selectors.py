@@ -8,12 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from django.db import connection
-from django.db.models import Q
+from django.db.models import Exists, Expression, OuterRef, Q, Subquery
 
 from config import pagination
 from config.exceptions import DomainError, NotFound
-from config.rawsql import RowReader
 from customers.models import Customer, CustomerStatus
 from merchants.models import Merchant, MerchantCorridor, MerchantOperator
 from quotes.models import (
@@ -83,79 +81,27 @@ def quote_get(*, merchant: Merchant, quote_id: UUID) -> Quote:
     return quote
 
 
-# On every quote and payment, hand-written: the operator, and whether the merchant has it
-# enabled in the same statement.
-_OPERATOR_BY_CODE = RowReader(Operator, where=("code",))
-_OPERATOR_BY_CODE_FOR_MERCHANT = RowReader(
-    Operator,
-    where=("code",),
-    annotations={
-        "enabled_for_merchant": (
-            f"EXISTS (SELECT 1 FROM {MerchantOperator._meta.db_table} link"  # noqa: S608 (model metadata)
-            f" WHERE link.operator_id = {Operator._meta.db_table}.id AND link.merchant_id = %s)",
-            [MerchantOperator._meta.get_field("merchant")],
-        )
-    },
-)
-
-
-_ENABLED_FOR_MERCHANT = _OPERATOR_BY_CODE_FOR_MERCHANT.annotations["enabled_for_merchant"]
-_OPERATOR_AND_CUSTOMER = RowReader(
-    Operator,
-    where=("code",),
-    annotations={
-        "enabled_for_merchant": _ENABLED_FOR_MERCHANT,
-        # known and active: anything else takes the slow path, which says which it is
-        "customer_known": (
-            f"EXISTS (SELECT 1 FROM {Customer._meta.db_table} c"  # noqa: S608 (model metadata)
-            f" WHERE c.id = %s AND c.merchant_id = %s AND c.status = '{CustomerStatus.ACTIVE}')",
-            [Customer._meta.pk, Customer._meta.get_field("merchant")],
-        ),
-    },
-)
-
-
-# The merchant's own and the platform's (merchant NULL) active schedules, newest first.
-_ACTIVE_FEE_SCHEDULES = RowReader(
-    FeeSchedule, where=("flow_type", "active", "merchant"), or_null=("merchant",), order_by=("-id",)
-)
-
-# On PostgreSQL, the fee schedules that may apply come in the same statement too, as one jsonb
-# array of what _ACTIVE_FEE_SCHEDULES reads.
-_OPERATOR_CUSTOMER_AND_FEES = RowReader(
-    Operator,
-    where=("code",),
-    annotations={
-        **_OPERATOR_AND_CUSTOMER.annotations,
-        "flow_fee_schedules": _ACTIVE_FEE_SCHEDULES.jsonb_array(),
-    },
-)
+def _enabled_for(merchant: Merchant) -> Exists:
+    """Whether the merchant has the operator of the outer row enabled."""
+    return Exists(MerchantOperator.objects.filter(operator=OuterRef("pk"), merchant=merchant))
 
 
 def operator_for_quote(
-    *, code: str, merchant: Merchant, customer_id: UUID | None, flow_type: str
+    *, code: str, merchant: Merchant, customer_id: UUID | None
 ) -> Operator | None:
-    """operator_get(merchant=...)'s operator (None: unknown), and in the same statement
-    `customer_known`: whether `customer_id` is one of the merchant's customers (False for
-    None); on PostgreSQL also `flow_fee_schedules`, the rows fee_schedule_for() would read for
-    `flow_type` (elsewhere None: read them)."""
-    values = [merchant.pk, customer_id, merchant.pk]
-    if connection.vendor == "postgresql":
-        operator = _OPERATOR_CUSTOMER_AND_FEES.first(
-            code, annotation_values=[*values, flow_type, True, merchant.pk]
+    """operator_get(merchant=...)'s operator (None: unknown), and in the same read
+    `customer_known`: whether `customer_id` is one of the merchant's active customers (False for
+    None; anything else takes the slow path, which says which it is)."""
+    customers = Customer.objects.filter(
+        pk=customer_id, merchant=merchant, status=CustomerStatus.ACTIVE
+    )
+    return (
+        Operator.objects.annotate(
+            enabled_for_merchant=_enabled_for(merchant), customer_known=Exists(customers)
         )
-        if operator is not None:
-            operator.flow_fee_schedules = _ACTIVE_FEE_SCHEDULES.from_jsonb(
-                operator.flow_fee_schedules
-            )
-    else:
-        operator = _OPERATOR_AND_CUSTOMER.first(code, annotation_values=values)
-        if operator is not None:
-            operator.flow_fee_schedules = None
-    if operator is not None:  # SQLite: 0 or 1
-        operator.enabled_for_merchant = bool(operator.enabled_for_merchant)
-        operator.customer_known = bool(operator.customer_known)
-    return operator
+        .filter(code=code)
+        .first()
+    )
 
 
 def operator_get(
@@ -163,15 +109,13 @@ def operator_get(
 ) -> Operator:
     """The catalog operator with this code, active or not; unknown is a 400 naming `field`.
     With `merchant`, `enabled_for_merchant` also tells whether the merchant has it enabled."""
-    if merchant is None:
-        operator = _OPERATOR_BY_CODE.first(code)
-    else:
-        operator = _OPERATOR_BY_CODE_FOR_MERCHANT.first(code, annotation_values=[merchant.pk])
+    operators = Operator.objects.filter(code=code)
+    if merchant is not None:
+        operators = operators.annotate(enabled_for_merchant=_enabled_for(merchant))
+    operator = operators.first()
     if operator is None:
         message = f"Unknown operator {code!r}."
         raise UnknownOperator(message, fields={field: [message]})
-    if merchant is not None:
-        operator.enabled_for_merchant = bool(operator.enabled_for_merchant)  # SQLite: 0 or 1
     return operator
 
 
@@ -207,9 +151,27 @@ def _check_enabled(code: str, active: bool | None, enabled: bool, field: str) ->
         raise OperatorNotEnabled(message, fields={field: [message]})
 
 
-# A payin or payout quote's operator, read with the quote (quote_consume): whether it is active
-# (NULL: no such operator) and enabled for the quote's merchant, as `operator_active` and
-# `operator_enabled_for_merchant`.
+def quote_operator_annotations() -> dict[str, Expression]:
+    """What quote_operator_check_enabled() needs to know, read with a payin or payout quote:
+    whether its operator is active (None: no such operator) and enabled for the quote's
+    merchant, and whether the customer it names is still active (not blocked since)."""
+    return {
+        "customer_active": Exists(
+            Customer.objects.filter(pk=OuterRef("customer_id"), status=CustomerStatus.ACTIVE)
+        ),
+        "operator_active": Subquery(
+            Operator.objects.filter(code=OuterRef("operator_code")).values("active")[:1]
+        ),
+        "operator_enabled_for_merchant": Exists(
+            MerchantOperator.objects.filter(
+                operator__code=OuterRef("operator_code"), merchant=OuterRef("merchant_id")
+            )
+        ),
+    }
+
+
+# quote_operator_annotations() as SQL, for quote_consume's readers (config.rawsql) until they
+# read with the ORM.
 QUOTE_OPERATOR_ANNOTATIONS = {
     # the customer the quote names is still active (not blocked since): see quote_consume
     "customer_active": (
@@ -235,11 +197,11 @@ QUOTE_OPERATOR_ANNOTATIONS = {
 
 def quote_operator_check_enabled(quote: Quote, field: str = "quote_id") -> None:
     """operator_enabled_for()'s checks of a payin/payout quote's operator, from what was read
-    with the quote (QUOTE_OPERATOR_ANNOTATIONS): no read of its own."""
+    with the quote (quote_operator_annotations()): no read of its own."""
     active = quote.operator_active
     _check_enabled(
         quote.operator_code,
-        None if active is None else bool(active),  # SQLite: 0 or 1
+        active,
         bool(quote.operator_enabled_for_merchant),
         field,
     )
@@ -285,8 +247,10 @@ def fee_schedule_for(
 ) -> FeeSchedule | None:
     """The most specific active schedule: the merchant's own before the platform default, and
     one narrowed to this operator/corridor before a flow-wide one. None: no fee."""
-    rows = _ACTIVE_FEE_SCHEDULES.all(flow_type, True, merchant.pk)
-    return fee_schedule_among(rows, operator=operator, corridor=corridor)
+    rows = FeeSchedule.objects.filter(
+        _merchant_q(merchant), flow_type=flow_type, active=True
+    ).order_by("-id")
+    return fee_schedule_among(list(rows), operator=operator, corridor=corridor)
 
 
 def fee_schedule_among(

@@ -1,281 +1,110 @@
-"""Writes of the quotes app: the catalog seed, the three quote flows, consume and expire."""
+"""Writes of the quotes app: the three quote flows, consume and expire (the catalog's own in
+quotes.catalog)."""
 
-import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from decimal import ROUND_FLOOR, Decimal
-from typing import Any
+from decimal import Decimal
 from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Model, QuerySet
+from django.db.models import Model
 
-from config import money, rawsql
+from config import rawsql
 from config.exceptions import DomainError
-from config.fields import format_timestamp
 from config.rawsql import RowReader
 from customers import selectors as customer_selectors
-from customers.models import Customer
-from merchants.models import Merchant, MerchantCorridor, MerchantOperator
-from quotes import catalog, pricing, selectors
-from quotes.models import Corridor, FeeSchedule, FlowType, FxRate, Operator, Quote, QuoteStatus
+from merchants.models import Merchant
+from quotes import quote_pricing, selectors
+from quotes.models import Corridor, FlowType, Operator, Quote, QuoteStatus
 
-logger = logging.getLogger(__name__)
+# The amount errors stay importable from here: transfers checks its own amounts with them.
+from quotes.quote_pricing import AmountAboveMaximum, AmountBelowMinimum, BadRequest  # noqa: F401
 
 # --- errors --------------------------------------------------------------------------------
 
 
-class _BadRequest(DomainError):
-    status = 400
-
-    def __init__(self, message: str | None = None, *, field: str | None = None) -> None:
-        message = message or self.message
-        super().__init__(message, fields={field: [message]} if field else None)
-
-
-class CustomerNotFound(_BadRequest):
-    reason = "customer_not_found"
-    message = "The customer does not exist."
-
-
-class OperatorCountryMismatch(_BadRequest):
+class OperatorCountryMismatch(BadRequest):
     reason = "operator_country_mismatch"
     message = "The operator does not serve this country."
 
 
-class CurrencyMismatch(_BadRequest):
+class CurrencyMismatch(BadRequest):
     reason = "currency_mismatch"
     message = "The currency is not the operator's currency."
 
 
-class RailMismatch(_BadRequest):
+class RailMismatch(BadRequest):
     reason = "rail_mismatch"
     message = "The rail_type is not the operator's rail."
 
 
-class InvalidAmountPrecision(_BadRequest):
-    reason = "invalid_amount_precision"
-    message = "The amount has digits below the currency's unit."
-
-
-class AmountBelowMinimum(_BadRequest):
-    reason = "amount_below_minimum"
-    message = "The amount is below the operator's minimum."
-
-
-class AmountAboveMaximum(_BadRequest):
-    reason = "amount_above_maximum"
-    message = "The amount is above the operator's maximum."
-
-
-class AmountTooSmallForFees(_BadRequest):
-    reason = "amount_too_small_for_fees"
-    message = "The amount does not cover the fees."
-
-
-class PayerOperatorMismatch(_BadRequest):
+class PayerOperatorMismatch(BadRequest):
     reason = "payer_operator_mismatch"
     message = "The payer operator is not in the corridor's payer country and currency."
 
 
-class RecipientOperatorMismatch(_BadRequest):
+class RecipientOperatorMismatch(BadRequest):
     reason = "recipient_operator_mismatch"
     message = "The recipient operator is not in the corridor's recipient country and currency."
 
 
-class PayinCurrencyMismatch(_BadRequest):
+class PayinCurrencyMismatch(BadRequest):
     reason = "payin_currency_mismatch"
     message = "payin_currency is not the corridor's payer currency."
 
 
-class PayoutCurrencyMismatch(_BadRequest):
+class PayoutCurrencyMismatch(BadRequest):
     reason = "payout_currency_mismatch"
     message = "payout_currency is not the corridor's recipient currency."
 
 
-class PayinCurrencyRequired(_BadRequest):
+class PayinCurrencyRequired(BadRequest):
     reason = "payin_currency_required"
     message = "payin_currency is required with payin_amount."
 
 
-class AmountRequired(_BadRequest):
+class AmountRequired(BadRequest):
     reason = "amount_required"
     message = "Send payin_amount (with payin_currency), or a fixed payout_amount."
 
 
-class AmountAmbiguous(_BadRequest):
+class AmountAmbiguous(BadRequest):
     reason = "amount_ambiguous"
     message = "Send either payin_amount or payout_amount, not both."
 
 
-class SendFieldConflict(_BadRequest):
+class SendFieldConflict(BadRequest):
     reason = "send_field_conflict"
     message = "send_amount/send_currency must equal payin_amount/payin_currency when both are sent."
 
 
-class FxRateUnavailable(_BadRequest):
-    reason = "fx_rate_unavailable"
-    message = "No FX rate is configured for this currency pair."
-
-
-class QuoteNotFoundForPayment(_BadRequest):
+class QuoteNotFoundForPayment(BadRequest):
     reason = "quote_not_found"
     message = "The quote does not exist."
 
 
-class QuoteExpired(_BadRequest):
+class QuoteExpired(BadRequest):
     reason = "quote_expired"
     message = "The quote has expired; create a new one."
 
 
-class QuoteConsumed(_BadRequest):
+class QuoteConsumed(BadRequest):
     reason = "quote_consumed"
     message = "The quote has already been used; create a new one."
 
 
-class QuoteFlowMismatch(_BadRequest):
+class QuoteFlowMismatch(BadRequest):
     reason = "quote_flow_mismatch"
     message = "The quote was made for another flow."
 
 
-class QuoteCustomerMismatch(_BadRequest):
+class QuoteCustomerMismatch(BadRequest):
     reason = "quote_customer_mismatch"
     message = "The quote was made for another customer."
 
 
-# --- catalog -------------------------------------------------------------------------------
-
-
-def catalog_seed() -> dict[str, int]:
-    """Idempotently load the 12 operators, 25 corridors, the platform fee schedules and FX
-    rates. Existing rows are left as the admin edited them; only missing ones are created."""
-    created = {"operators": 0, "corridors": 0, "fee_schedules": 0, "fx_rates": 0}
-    with transaction.atomic():
-        for row in catalog.operators():
-            _, made = Operator.objects.get_or_create(code=row["code"], defaults=row)
-            created["operators"] += made
-        for row in catalog.corridors():
-            _, made = Corridor.objects.get_or_create(code=row["code"], defaults=row)
-            created["corridors"] += made
-        for flow_type, terms in catalog.DEFAULT_FEES.items():
-            exists = FeeSchedule.objects.filter(
-                merchant=None, flow_type=flow_type, operator=None, corridor=None
-            ).exists()
-            if not exists:
-                FeeSchedule.objects.create(flow_type=flow_type, **terms)
-                created["fee_schedules"] += 1
-        for source, target, rate in catalog.DEFAULT_FX_RATES:
-            _, made = FxRate.objects.get_or_create(
-                merchant=None,
-                source_currency=source,
-                target_currency=target,
-                defaults={"rate": rate},
-            )
-            created["fx_rates"] += made
-    return created
-
-
-def merchant_enable_catalog(
-    *,
-    merchant: Merchant,
-    operators: QuerySet[Operator] | None = None,
-    corridors: QuerySet[Corridor] | None = None,
-) -> None:
-    """Enable every catalog operator and corridor for the merchant, or only those given
-    (idempotent)."""
-    operators = Operator.objects.all() if operators is None else operators
-    corridors = Corridor.objects.all() if corridors is None else corridors
-    with transaction.atomic():
-        MerchantOperator.objects.bulk_create(
-            [MerchantOperator(merchant=merchant, operator=op) for op in operators],
-            ignore_conflicts=True,
-        )
-        MerchantCorridor.objects.bulk_create(
-            [MerchantCorridor(merchant=merchant, corridor=c) for c in corridors],
-            ignore_conflicts=True,
-        )
-
-
 # --- quotes --------------------------------------------------------------------------------
-
-
-def _customer(*, merchant: Merchant, customer_id: UUID | None) -> Customer | None:
-    if customer_id is None:
-        return None
-    try:
-        return customer_selectors.customer_get_active(merchant=merchant, customer_id=customer_id)
-    except customer_selectors.CustomerNotFound:
-        raise CustomerNotFound(field="customer_id") from None
-
-
-def _whole(amount: Decimal, currency: str, *, field: str) -> Decimal:
-    if not money.has_valid_precision(amount, currency):
-        raise InvalidAmountPrecision(
-            f"{currency} has no minor unit: {field} must be a whole amount.", field=field
-        )
-    return money.quantize(amount, currency)
-
-
-def _within_limits(
-    amount: Decimal, operator: Operator, *, field: str, what: str | None = None
-) -> None:
-    """`what` names the amount checked when it is not `field` itself but follows from it (the
-    payout a payin_amount leaves), so the message does not blame the amount that was sent; its
-    `{amount}` is filled in only on a refusal."""
-    if operator.min_amount <= amount <= operator.max_amount:
-        return
-    what = (what or field).format(amount=f"{money.format_amount(amount)} {operator.currency}")
-    if amount < operator.min_amount:
-        raise AmountBelowMinimum(
-            f"{what} is below {operator.code}'s minimum of "
-            f"{money.format_amount(operator.min_amount)} {operator.currency}.",
-            field=field,
-        )
-    if amount > operator.max_amount:
-        raise AmountAboveMaximum(
-            f"{what} is above {operator.code}'s maximum of "
-            f"{money.format_amount(operator.max_amount)} {operator.currency}.",
-            field=field,
-        )
-
-
-def _fee_terms(
-    *,
-    merchant: Merchant,
-    flow_type: str,
-    operator: Operator | None = None,
-    corridor: Corridor | None = None,
-    schedules: list[FeeSchedule] | None = None,
-) -> tuple[pricing.FeeTerms, dict[str, Any]]:
-    """The fee terms of the schedule that applies; `schedules`: the rows fee_schedule_for()
-    would read, when they came with another read (None: read them)."""
-    if schedules is None:
-        schedule = selectors.fee_schedule_for(
-            merchant=merchant, flow_type=flow_type, operator=operator, corridor=corridor
-        )
-    else:
-        schedule = selectors.fee_schedule_among(schedules, operator=operator, corridor=corridor)
-    if schedule is None:
-        return pricing.FeeTerms(), {"schedule_id": None, "scope": "none"}
-    terms = pricing.FeeTerms(
-        percentage=schedule.percentage,
-        fixed_amount=schedule.fixed_amount,
-        minimum_fee=schedule.minimum_fee,
-        maximum_fee=schedule.maximum_fee,
-    )
-    scope = "merchant" if schedule.merchant_id else "platform"
-    return terms, {"schedule_id": schedule.pk, "scope": scope}
-
-
-def _operator_json(operator: Operator) -> dict[str, Any]:
-    return {
-        "code": operator.code,
-        "country_code": operator.country_code,
-        "currency": operator.currency,
-        "rail_type": operator.rail_type,
-        "name": operator.name,
-    }
 
 
 def _lifetime(now: datetime) -> datetime:
@@ -294,15 +123,56 @@ def quote_create_collection(
     send_currency: str,
     now: datetime,
 ) -> Quote:
-    """A payin or payout quote (same request shape; arithmetic of docs/api.md, Money)."""
+    """A payin or payout quote (the same request shape for both)."""
     if flow_type not in (FlowType.PAYIN, FlowType.PAYOUT):
         raise ValueError(f"not a payin/payout flow: {flow_type}")
-    # the customer is checked in the operator's statement: one read fewer
+    operator = _collection_operator(
+        merchant=merchant,
+        customer_id=customer_id,
+        country_code=country_code,
+        operator_code=operator_code,
+        rail_type=rail_type,
+        send_currency=send_currency,
+    )
+    expires_at = _lifetime(now)
+    priced = quote_pricing.collection_priced(
+        merchant=merchant,
+        flow_type=flow_type,
+        operator=operator,
+        send_amount=send_amount,
+        now=now,
+        expires_at=expires_at,
+    )
+    return Quote.objects.create(
+        merchant=merchant,
+        customer_id=customer_id,
+        flow_type=flow_type,
+        status=QuoteStatus.ACTIVE,
+        created_at=now,
+        expires_at=expires_at,
+        country_code=operator.country_code,
+        operator_code=operator.code,
+        rail_type=operator.rail_type,
+        **priced,
+    )
+
+
+def _collection_operator(
+    *,
+    merchant: Merchant,
+    customer_id: UUID | None,
+    country_code: str,
+    operator_code: str,
+    rail_type: str,
+    send_currency: str,
+) -> Operator:
+    """The quotable operator a payin or payout quote names, checked against the request; the
+    customer, if named, is checked first (in the operator's read when it is known)."""
     found = selectors.operator_for_quote(
-        code=operator_code, merchant=merchant, customer_id=customer_id, flow_type=flow_type
+        code=operator_code, merchant=merchant, customer_id=customer_id
     )
     if customer_id is not None and (found is None or not found.customer_known):
-        _customer(merchant=merchant, customer_id=customer_id)  # customer_not_found first
+        customer_selectors.customer_get_for_payment(merchant=merchant, customer_id=customer_id)
     operator = found or selectors.operator_get(code=operator_code, merchant=merchant)
     if operator.country_code != country_code or not operator_code.startswith(f"{country_code}_"):
         raise OperatorCountryMismatch(
@@ -319,71 +189,7 @@ def quote_create_collection(
             f"{operator.code} is a {operator.rail_type} operator, not {rail_type}.",
             field="rail_type",
         )
-    selectors.operator_check_quotable(operator)
-    send_amount = _whole(send_amount, send_currency, field="send_amount")
-    _within_limits(send_amount, operator, field="send_amount")
-
-    terms, schedule = _fee_terms(
-        merchant=merchant,
-        flow_type=flow_type,
-        operator=operator,
-        schedules=found.flow_fee_schedules if found is not None else None,
-    )
-    fee = pricing.fee_for(terms=terms, amount=send_amount, currency=send_currency)
-    if flow_type == FlowType.PAYIN:
-        receive_amount = send_amount - fee
-        if receive_amount <= 0:
-            raise AmountTooSmallForFees(
-                f"A fee of {money.format_amount(fee)} {send_currency} leaves nothing to credit.",
-                field="send_amount",
-            )
-        wallet_impact = {
-            "credit_amount": money.format_amount(receive_amount),
-            "currency": send_currency,
-        }
-    else:
-        receive_amount = send_amount
-        wallet_impact = {
-            "debit_amount": money.format_amount(send_amount + fee),
-            "currency": send_currency,
-        }
-    expires_at = _lifetime(now)
-    locked = {
-        "flow_type": flow_type,
-        "send_amount": money.format_amount(send_amount),
-        "send_currency": send_currency,
-        "receive_amount": money.format_amount(receive_amount),
-        "receive_currency": send_currency,
-        "total_fee": money.format_amount(fee),
-        "fee_currency": send_currency,
-        "fee": {**terms.as_json(), **schedule, "basis_amount": money.format_amount(send_amount)},
-        "fx": None,
-        "wallet_impact": wallet_impact,
-        "routing": {"operator": _operator_json(operator)},
-        "locked_at": format_timestamp(now),
-        "expires_at": format_timestamp(expires_at),
-    }
-    quote = Quote(
-        merchant=merchant,
-        customer_id=customer_id,
-        flow_type=flow_type,
-        status=QuoteStatus.ACTIVE,
-        created_at=now,
-        expires_at=expires_at,
-        send_amount=send_amount,
-        send_currency=send_currency,
-        receive_amount=receive_amount,
-        receive_currency=send_currency,
-        country_code=operator.country_code,
-        operator_code=operator.code,
-        rail_type=operator.rail_type,
-        total_fee=fee,
-        wallet_impact=wallet_impact,
-        pricing=locked,
-    )
-    # one statement with the Idempotency-Key's record when the view holds writes (rawsql.holding)
-    rawsql.save_together(inserts=[quote])
-    return quote
+    return selectors.operator_check_quotable(operator)
 
 
 def quote_create_transfer(
@@ -404,6 +210,60 @@ def quote_create_transfer(
     """A transfer quote: payer pays payin_amount, recipient gets
     floor((payin_amount - fee) x rate); or, with a fixed payout_amount, the smallest payin_amount
     that reaches it. send_* are synonyms of payin_*."""
+    payin_amount, payin_currency = _transfer_payin_fields(
+        payin_amount=payin_amount,
+        payin_currency=payin_currency,
+        payout_amount=payout_amount,
+        send_amount=send_amount,
+        send_currency=send_currency,
+    )
+    customer = None
+    if customer_id is not None:
+        customer = customer_selectors.customer_get_for_payment(
+            merchant=merchant, customer_id=customer_id
+        )
+    corridor, payer, recipient = _transfer_route(
+        merchant=merchant,
+        corridor_code=corridor_code,
+        payer_operator_code=payer_operator_code,
+        recipient_operator_code=recipient_operator_code,
+        payin_currency=payin_currency,
+        payout_currency=payout_currency,
+    )
+    expires_at = _lifetime(now)
+    priced = quote_pricing.transfer_priced(
+        merchant=merchant,
+        route=(corridor, payer, recipient),
+        payin_amount=payin_amount,
+        payout_amount=payout_amount,
+        now=now,
+        expires_at=expires_at,
+    )
+    return Quote.objects.create(
+        merchant=merchant,
+        customer=customer,
+        flow_type=FlowType.TRANSFER,
+        status=QuoteStatus.ACTIVE,
+        created_at=now,
+        expires_at=expires_at,
+        corridor_code=corridor.code,
+        corridor_type=corridor.corridor_type,
+        payer_operator_code=payer.code,
+        recipient_operator_code=recipient.code,
+        **priced,
+    )
+
+
+def _transfer_payin_fields(
+    *,
+    payin_amount: Decimal | None,
+    payin_currency: str | None,
+    payout_amount: Decimal | None,
+    send_amount: Decimal | None,
+    send_currency: str | None,
+) -> tuple[Decimal | None, str | None]:
+    """payin_amount and payin_currency, send_* read as their synonyms; exactly one side's
+    amount must be fixed."""
     if send_amount is not None:
         if payin_amount is not None and payin_amount != send_amount:
             raise SendFieldConflict(field="send_amount")
@@ -418,8 +278,20 @@ def quote_create_transfer(
         raise AmountAmbiguous(field="payout_amount")
     if payin_amount is not None and payin_currency is None:
         raise PayinCurrencyRequired(field="payin_currency")
+    return payin_amount, payin_currency
 
-    customer = _customer(merchant=merchant, customer_id=customer_id)
+
+def _transfer_route(
+    *,
+    merchant: Merchant,
+    corridor_code: str,
+    payer_operator_code: str,
+    recipient_operator_code: str,
+    payin_currency: str | None,
+    payout_currency: str,
+) -> tuple[Corridor, Operator, Operator]:
+    """The merchant's corridor and its two quotable operators, each on its side of it and in
+    its currency."""
     corridor = selectors.corridor_enabled_for(merchant=merchant, code=corridor_code)
     payer = selectors.operator_quotable_for(
         merchant=merchant, code=payer_operator_code, field="payer_operator_code"
@@ -442,164 +314,25 @@ def quote_create_transfer(
             f"({corridor.recipient_currency}), the recipient side of {corridor.code}.",
             field="recipient_operator_code",
         )
+    _check_transfer_currencies(
+        corridor, payin_currency=payin_currency, payout_currency=payout_currency
+    )
+    return corridor, payer, recipient
+
+
+def _check_transfer_currencies(
+    corridor: Corridor, *, payin_currency: str | None, payout_currency: str
+) -> None:
     if payin_currency is not None and payin_currency != corridor.payer_currency:
         raise PayinCurrencyMismatch(
             f"{corridor.code} collects in {corridor.payer_currency}, not {payin_currency}.",
             field="payin_currency",
         )
-    payin_currency = corridor.payer_currency
     if payout_currency != corridor.recipient_currency:
         raise PayoutCurrencyMismatch(
             f"{corridor.code} pays out in {corridor.recipient_currency}, not {payout_currency}.",
             field="payout_currency",
         )
-
-    fx = _fx(merchant=merchant, source=payin_currency, target=payout_currency)
-    terms, schedule = _fee_terms(merchant=merchant, flow_type=FlowType.TRANSFER, corridor=corridor)
-    if payin_amount is not None:
-        payin_amount = _whole(payin_amount, payin_currency, field="payin_amount")
-        _within_limits(payin_amount, payer, field="payin_amount")
-        amounts = pricing.transfer_from_payin(
-            terms=terms,
-            payin_amount=payin_amount,
-            payin_currency=payin_currency,
-            rate=fx["rate_decimal"],
-            payout_currency=payout_currency,
-        )
-        if amounts.payout_amount <= 0:
-            raise AmountTooSmallForFees(
-                f"A fee of {money.format_amount(amounts.fee)} {payin_currency} leaves nothing "
-                "to pay out.",
-                field="payin_amount",
-            )
-        _within_limits(
-            amounts.payout_amount,
-            recipient,
-            field="payin_amount",
-            what="The payout of {amount} this payin_amount leaves",
-        )
-        fixed = "payin"
-    else:
-        payout_amount = _whole(payout_amount, payout_currency, field="payout_amount")
-        _within_limits(payout_amount, recipient, field="payout_amount")
-        amounts = pricing.transfer_for_payout(
-            terms=terms,
-            payout_amount=payout_amount,
-            payin_currency=payin_currency,
-            rate=fx["rate_decimal"],
-            payout_currency=payout_currency,
-        )
-        if amounts is None:
-            raise AmountAboveMaximum(field="payout_amount")
-        _within_limits(
-            amounts.payin_amount,
-            payer,
-            field="payout_amount",
-            what="The payin of {amount} this payout_amount needs",
-        )
-        fixed = "payout"
-
-    wallet_impact = {
-        "collect_amount": money.format_amount(amounts.payin_amount),
-        "collect_currency": payin_currency,
-        "disburse_amount": money.format_amount(amounts.payout_amount),
-        "disburse_currency": payout_currency,
-        "fee_amount": money.format_amount(amounts.fee),
-        "fee_currency": payin_currency,
-    }
-    expires_at = _lifetime(now)
-    fx_json = {key: value for key, value in fx.items() if key != "rate_decimal"}
-    locked = {
-        "flow_type": FlowType.TRANSFER,
-        "fixed_side": fixed,
-        "send_amount": money.format_amount(amounts.payin_amount),
-        "send_currency": payin_currency,
-        "receive_amount": money.format_amount(amounts.payout_amount),
-        "receive_currency": payout_currency,
-        "payin_amount": money.format_amount(amounts.payin_amount),
-        "payin_currency": payin_currency,
-        "payout_amount": money.format_amount(amounts.payout_amount),
-        "payout_currency": payout_currency,
-        "total_fee": money.format_amount(amounts.fee),
-        "fee_currency": payin_currency,
-        "fee": {
-            **terms.as_json(),
-            **schedule,
-            "basis_amount": money.format_amount(amounts.payin_amount),
-        },
-        "fx": {**fx_json, "rounding_residual": money.format_amount(amounts.rounding_residual)},
-        "wallet_impact": wallet_impact,
-        "routing": {
-            "corridor": {
-                "code": corridor.code,
-                "corridor_type": corridor.corridor_type,
-                "payer_country": corridor.payer_country,
-                "recipient_country": corridor.recipient_country,
-                "requires_sender_details": corridor.requires_sender_details,
-                "requires_kyc": corridor.requires_kyc,
-            },
-            "payer_operator": _operator_json(payer),
-            "recipient_operator": _operator_json(recipient),
-        },
-        "locked_at": format_timestamp(now),
-        "expires_at": format_timestamp(expires_at),
-    }
-    return rawsql.insert(
-        Quote(
-            merchant=merchant,
-            customer=customer,
-            flow_type=FlowType.TRANSFER,
-            status=QuoteStatus.ACTIVE,
-            created_at=now,
-            expires_at=expires_at,
-            send_amount=amounts.payin_amount,
-            send_currency=payin_currency,
-            receive_amount=amounts.payout_amount,
-            receive_currency=payout_currency,
-            corridor_code=corridor.code,
-            corridor_type=corridor.corridor_type,
-            payer_operator_code=payer.code,
-            recipient_operator_code=recipient.code,
-            total_fee=amounts.fee,
-            fx_rate=fx["rate_decimal"],
-            wallet_impact=wallet_impact,
-            pricing=locked,
-        )
-    )
-
-
-def _fx(*, merchant: Merchant, source: str, target: str) -> dict[str, Any]:
-    if source == target:
-        one = Decimal(1)
-        return {
-            "source_currency": source,
-            "target_currency": target,
-            "rate_id": None,
-            "base_rate": "1",
-            "margin_percent": "0",
-            "rate": "1",
-            "rate_decimal": one,
-        }
-    row = selectors.fx_rate_for(merchant=merchant, source_currency=source, target_currency=target)
-    if row is None:
-        raise FxRateUnavailable(f"No FX rate is configured for {source}->{target}.")
-    rate = pricing.effective_rate(base_rate=row.rate, margin_percent=row.margin_percent)
-    # down, as the payout it converts to: the locked rate never exceeds rate x (1 - margin)
-    rate = rate.quantize(Decimal("1e-10"), rounding=ROUND_FLOOR)
-    if rate == 0:  # a rate too small for the places a quote locks converts nothing
-        logger.warning("FX rate %s for %s->%s rounds to zero: not quoted", row.pk, source, target)
-        raise FxRateUnavailable(
-            f"The FX rate configured for {source}->{target} is too small to quote with."
-        )
-    return {
-        "source_currency": source,
-        "target_currency": target,
-        "rate_id": row.pk,
-        "base_rate": money.format_amount(row.rate),
-        "margin_percent": money.format_amount(row.margin_percent),
-        "rate": money.format_amount(rate),
-        "rate_decimal": rate,
-    }
 
 
 # with what quote_operator_check_enabled() needs to know of its operator

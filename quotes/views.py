@@ -52,7 +52,7 @@ class QuotePayinCreateView(APIView):
             "it expires; each quote is used once."
         ),
     )
-    @idempotent(held=True, atomic=False)  # its one write goes with the key's record
+    @idempotent
     def post(self, request):
         return _create_collection_quote(request, FlowType.PAYIN)
 
@@ -69,7 +69,7 @@ class QuotePayoutCreateView(APIView):
             "it expires; each quote is used once."
         ),
     )
-    @idempotent(held=True, atomic=False)  # its one write goes with the key's record
+    @idempotent
     def post(self, request):
         return _create_collection_quote(request, FlowType.PAYOUT)
 

@@ -2,21 +2,20 @@
 
 from decimal import Decimal
 
-from merchants import services as merchant_services
 from merchants.models import Merchant, MerchantOperator
-from quotes import services as quote_services
+from quotes import catalog
 from quotes.models import Operator
 
 
 def load_catalog() -> None:
     """The 12 operators, 25 corridors, platform fee schedules and FX rates (idempotent)."""
-    quote_services.catalog_seed()
+    catalog.catalog_seed()
 
 
 def enable_everything(merchant: Merchant) -> None:
     """Seed the catalog and fees if missing and enable every operator and corridor."""
-    quote_services.catalog_seed()
-    merchant_services.merchant_enable_all_operators(merchant=merchant)
+    catalog.catalog_seed()
+    catalog.merchant_enable_all_operators(merchant=merchant)
 
 
 def add_bank_operator(merchant: Merchant, code: str = "SN_CBAO_BANK") -> Operator:

@@ -109,13 +109,15 @@ def _endpoint(path: str, api: MerchantClient):
     return (payment_services, "payin_create"), body, Payin.objects
 
 
-@pytest.mark.parametrize("path", ["/customers", "/quotes/payin", "/payins"])
+# Not /payins: a stalled payin holds its quote's row lock, so the retry of the same body waits
+# for it rather than running (a payin of another quote: the test after this one).
+@pytest.mark.parametrize("path", ["/customers", "/quotes/payin"])
 def test_a_stalled_request_whose_key_was_taken_over_leaves_the_retrys_result_alone(
     enabled_merchant, settings, stalls, path
 ):
-    """The stalled request wrote its resource (in its transaction, or held for its statement)
-    before it stopped; the retry's resource is the key's. The stalled one keeps nothing and
-    answers what the key's record says: the retry's response, replayed."""
+    """The stalled request wrote its resource in its transaction before it stopped; the
+    retry's resource is the key's. The stalled one keeps nothing and answers what the key's
+    record says: the retry's response, replayed."""
     api, first = MerchantClient(enabled_merchant), MerchantClient(enabled_merchant)
     (module, service), body, created = _endpoint(path, api)
     before = created.count()
@@ -149,9 +151,9 @@ def test_a_stalled_request_whose_key_was_taken_over_leaves_the_retrys_result_alo
 def test_a_stalled_payin_whose_key_was_taken_over_consumes_nothing(
     enabled_merchant, settings, stalls
 ):
-    """The retry under the key has another body (another quote): the stalled payin's statement
-    would still find its own quote active; it writes nothing at all, not even the quote's
-    consumption, and answers as the key's record says (another request's body: 409)."""
+    """The retry under the key has another body (another quote): the stalled payin finds its
+    claim gone when it completes, keeps nothing at all, not even the quote's consumption, and
+    answers as the key's record says (another request's body: 409)."""
     api, first = MerchantClient(enabled_merchant), MerchantClient(enabled_merchant)
     customer = create_customer(api)
     stalled_quote, retry_quote = create_quote(api), create_quote(api)

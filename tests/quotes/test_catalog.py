@@ -4,7 +4,7 @@ import pytest
 from django.core.management import call_command
 
 from merchants.models import Merchant, MerchantCorridor, MerchantOperator
-from quotes import services
+from quotes import catalog as quote_catalog
 from quotes.models import Corridor, FeeSchedule, FxRate, Operator
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +34,7 @@ def test_catalog_has_the_12_operators_and_25_corridors_of_design(catalog):
 
 def test_catalog_seed_is_idempotent_and_keeps_admin_edits(catalog):
     Operator.objects.filter(code="CM_MTN_MOMO").update(max_amount=500000)
-    created = services.catalog_seed()
+    created = quote_catalog.catalog_seed()
     assert created == {"operators": 0, "corridors": 0, "fee_schedules": 0, "fx_rates": 0}
     assert Operator.objects.get(code="CM_MTN_MOMO").max_amount == 500000
     assert FeeSchedule.objects.filter(merchant=None).count() == 3

@@ -2,6 +2,7 @@ from django.core.management.base import CommandError
 
 from config.ops import OpsCommand
 from merchants import services
+from quotes import catalog
 
 
 class Command(OpsCommand):
@@ -34,7 +35,7 @@ class Command(OpsCommand):
                 "name, run again with --allow-duplicate-name."
             ) from exc
         if all_operators:
-            services.merchant_enable_all_operators(merchant=merchant)
+            catalog.merchant_enable_all_operators(merchant=merchant)
         data = {"merchant_id": str(merchant.id)}
         lines = [f"Merchant {merchant.name}: {merchant.id}"]
         if with_key:

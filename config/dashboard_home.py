@@ -1,3 +1,5 @@
+"""The dashboard's home page for merchant staff: a summary across the apps (wiring)."""
+
 from datetime import datetime, time
 from typing import Any
 
@@ -5,14 +7,14 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from merchants.models import Merchant
+from payments.models import Payin, Payout, Wallet
+from transfers.models import Transfer
+from webhooks.models import Delivery
 
 
 def dashboard_summary(*, merchant: Merchant, now: datetime | None = None) -> dict[str, Any]:
     """What a merchant's staff see first: balances, today's payments by status, failing
     webhook deliveries. Reads only."""
-    from payments.models import Payin, Payout, Wallet
-    from transfers.models import Transfer
-    from webhooks.models import Delivery
 
     now = now or timezone.now()
     day_start = timezone.make_aware(datetime.combine(timezone.localdate(now), time.min))

@@ -1,6 +1,5 @@
-"""The Idempotency-Key contract of the POSTs whose key is claimed with their first read
-(POST /quotes/payin, /quotes/payout and /payins on PostgreSQL: `rawsql.riding`). Each answer
-must be the one a claim made before the handler ran would give."""
+"""The Idempotency-Key contract on POST /quotes/payin and /payins: the key's answer comes
+before the body's, as the key is claimed before the handler runs."""
 
 from datetime import timedelta
 
@@ -124,7 +123,7 @@ def test_an_invalid_body_leaves_no_record_and_the_key_free(api, endpoint):
 
 
 def test_a_refusal_after_the_read_releases_the_key(api):
-    """The quote is read (the key claimed with it), then refused: the key is free again."""
+    """The quote is read, then refused: the key is free again."""
     customer = create_customer(api)
     quote = create_quote(api)
     Quote.objects.filter(pk=quote["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
@@ -139,8 +138,8 @@ def test_a_refusal_after_the_read_releases_the_key(api):
 
 
 def test_a_release_by_record_id_leaves_another_requests_claim_alone(api):
-    """A claim that rode on a read inside a transaction that rolled back left no record; the
-    key may be another request's by then: the release names the record it claimed."""
+    """The key may be another request's by the time a request releases its claim (taken over
+    as abandoned): the release names the record it claimed."""
     _hold(api, "/payins", {}, "k")
     theirs = IdempotencyRecord.objects.get(key="k")
 

@@ -4,6 +4,7 @@ from django.db import transaction
 
 from config.ops import OpsCommand
 from merchants import services
+from quotes import catalog
 
 DEMO_MERCHANT_NAME = "Demo Merchant"
 DEMO_OWNER_USERNAME = "demo-owner"
@@ -16,7 +17,7 @@ class Command(OpsCommand):
         password = secrets.token_urlsafe(12)
         # All or nothing: a refused demo login leaves no key whose secret was never printed.
         with transaction.atomic():
-            merchant = services.demo_merchant_seed(name=DEMO_MERCHANT_NAME)
+            merchant = catalog.demo_merchant_seed(name=DEMO_MERCHANT_NAME)
             issued = services.api_key_create_by(merchant=merchant, actor=None, label="seed_demo")
             services.staff_user_create(
                 username=DEMO_OWNER_USERNAME, password=password, merchant=merchant, role="owner"
