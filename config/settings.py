@@ -223,7 +223,6 @@ CELERY_TASK_ROUTES = {
     "payments.tasks.*": {"queue": "provider"},
     "transfers.tasks.*": {"queue": "provider"},
     "webhooks.tasks.deliver_webhook": {"queue": "webhooks"},
-    "webhooks.tasks.send_webhooks": {"queue": "webhooks"},
     "kyc.tasks.*": {"queue": "kyc"},
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"

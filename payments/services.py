@@ -1094,15 +1094,14 @@ def _payin_finished_as_read(
         inserts += [journal, *lines]
         increments.append((Wallet(pk=payin.wallet_id), deltas, ["updated_at"]))
     event = webhook_services.event_new(**_payin_event(payin, at=at))
-    deliveries = webhook_services.deliveries_part(event)
-    if not rawsql.save_together(
-        only_if=(payin, fields, read_as),
-        inserts=[*inserts, event],
-        increments=increments,
-        also=[deliveries],
-    ):
-        return False
-    webhook_services.deliveries_sent_after_commit(deliveries)
+    with joined_atomic():  # the event's deliveries with it
+        if not rawsql.save_together(
+            only_if=(payin, fields, read_as),
+            inserts=[*inserts, event],
+            increments=increments,
+        ):
+            return False
+        webhook_services.deliveries_fan_out(event=event)
     return True
 
 

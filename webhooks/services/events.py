@@ -1,0 +1,182 @@
+"""Recording an event in the transaction of the change it reports (the outbox), fanning it out
+to a delivery per subscribed endpoint, and handing each delivery to a worker after commit."""
+
+import json
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from functools import partial
+from typing import Any
+from uuid import UUID
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from kombu.exceptions import OperationalError as BrokerError
+
+from config.exceptions import NotFound
+from config.fields import format_timestamp
+from config.transactions import joined_atomic
+from webhooks.models import (
+    TEST_EVENT_TYPE,
+    Delivery,
+    DeliveryStatus,
+    Event,
+    WebhookEndpoint,
+)
+from webhooks.services.endpoints import WebhookNotConfigured, endpoints_subscribed
+
+logger = logging.getLogger("cowry.webhooks")
+
+
+def serialize(payload: dict[str, Any]) -> str:
+    """The exact text of an event's body: compact JSON, UTF-8 kept as is."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+class _ApiJSONEncoder(DjangoJSONEncoder):
+    """DjangoJSONEncoder, but datetimes keep their microseconds, as the REST API renders them
+    (DRF): a webhook's snapshot reconciles exactly with GET, and two events stamped 1 µs apart
+    (a leg event and its transfer's aggregate event) do not show the same `created_at`."""
+
+    def default(self, o: Any) -> Any:
+        if isinstance(o, datetime):
+            return format_timestamp(o)
+        return super().default(o)
+
+
+def _json_safe(value: Any) -> Any:
+    """Decimals, UUIDs and datetimes as the API renders them (strings)."""
+    return json.loads(json.dumps(value, cls=_ApiJSONEncoder))
+
+
+def delivery_enqueue(delivery_id: UUID, *, eta: datetime | None = None) -> None:
+    """Hand one delivery to the `webhooks` queue (at `eta`, if given). A broker that is down
+    loses nothing: the delivery is in the database and the beat sweep sends it."""
+    from webhooks import tasks
+
+    try:
+        tasks.deliver_webhook.apply_async(kwargs={"delivery_id": str(delivery_id)}, eta=eta)
+    except BrokerError:
+        logger.warning("Broker unavailable; delivery %s left to the sweep", delivery_id)
+
+
+def deliveries_enqueue_after_commit(delivery_ids: Iterable[UUID]) -> None:
+    """A `deliver_webhook` task per delivery, once the caller's transaction commits."""
+    for delivery_id in delivery_ids:
+        transaction.on_commit(partial(delivery_enqueue, delivery_id))
+
+
+def due_now(now: datetime) -> dict[str, Any]:
+    """The values of a new delivery, due now and counted as handed to a worker now."""
+    return {
+        "status": DeliveryStatus.PENDING,
+        "next_attempt_at": now,
+        "dispatched_at": now,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def deliveries_create(*, pairs: list[tuple[UUID, UUID]], now: datetime) -> list[Delivery]:
+    """A delivery due now per (event id, endpoint id), each sent after commit."""
+    deliveries = Delivery.objects.bulk_create(
+        [
+            Delivery(event_id=event_id, endpoint_id=endpoint_id, **due_now(now))
+            for event_id, endpoint_id in pairs
+        ]
+    )
+    deliveries_enqueue_after_commit(delivery.pk for delivery in deliveries)
+    return deliveries
+
+
+def deliveries_fan_out(*, event: Event) -> list[Delivery]:
+    """A delivery of the saved `event` for each enabled endpoint of its merchant subscribed to
+    its type, due at the event's time and sent after commit. Call it in the event's
+    transaction."""
+    endpoints = endpoints_subscribed(merchant_id=event.merchant_id, event_type=event.event_type)
+    return deliveries_create(
+        pairs=[(event.pk, endpoint.pk) for endpoint in endpoints], now=event.created_at
+    )
+
+
+def event_new(
+    *,
+    merchant_id: UUID,
+    event_type: str,
+    data_type: str,
+    data_id: UUID,
+    data_object: dict[str, Any],
+    at: datetime,
+) -> Event:
+    """The event (unsaved) that event_record would record: its envelope and body built."""
+    event = Event(
+        merchant_id=merchant_id,
+        event_type=event_type,
+        data_type=data_type,
+        data_id=data_id,
+        created_at=at,
+    )
+    event.payload = _json_safe(
+        {
+            "id": event.id,
+            "event": event_type,
+            "created_at": at,
+            "data": {"type": data_type, "id": data_id, "object": data_object},
+        }
+    )
+    event.body = serialize(event.payload)
+    return event
+
+
+def event_record(
+    *,
+    merchant_id: UUID,
+    event_type: str,
+    data_type: str,
+    data_id: UUID,
+    data_object: dict[str, Any],
+    at: datetime,
+    fan_out: bool = True,
+) -> Event:
+    """Record one event. Call it inside the transaction that makes the state change, so the
+    event exists if and only if the change committed. data_object is the snapshot at `at`.
+    A delivery is created for each enabled endpoint subscribed to the event type, and sent
+    after commit (`fan_out=False`: none)."""
+    event = event_new(
+        merchant_id=merchant_id,
+        event_type=event_type,
+        data_type=data_type,
+        data_id=data_id,
+        data_object=data_object,
+        at=at,
+    )
+    with joined_atomic():
+        event.save(force_insert=True)
+        if fan_out:
+            deliveries_fan_out(event=event)
+    return event
+
+
+def endpoint_send_test_event(*, endpoint_id: UUID, now: datetime) -> Delivery:
+    """Record a `webhook.test` event for the endpoint's merchant and deliver it like any other."""
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id).first()
+        if endpoint is None:
+            raise NotFound()
+        if not endpoint.enabled:
+            raise WebhookNotConfigured("The webhook endpoint is disabled.")
+        event = event_record(
+            fan_out=False,
+            merchant_id=endpoint.merchant_id,
+            event_type=TEST_EVENT_TYPE,
+            data_type="test",
+            data_id=endpoint.id,
+            data_object={
+                "id": endpoint.id,
+                "message": "Test event from Cowry: your endpoint is reachable.",
+                "created_at": now,
+            },
+            at=now,
+        )
+        (delivery,) = deliveries_create(pairs=[(event.pk, endpoint.pk)], now=now)
+        return delivery
