@@ -776,9 +776,7 @@ def test_due_deliveries_are_sent_in_turn_and_each_outcome_recorded(
     assert signed_at == sorted(signed_at)
 
 
-def test_an_answer_with_nul_bytes_is_recorded(
-    merchant, endpoint, receiver
-):
+def test_an_answer_with_nul_bytes_is_recorded(merchant, endpoint, receiver):
     receiver.plan = [("body", 200, b"ok\x00\xff done"), ("short", 200)]
     base = timezone.now() - timedelta(minutes=10)
     events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(2)]
