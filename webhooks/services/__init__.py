@@ -40,6 +40,7 @@ from webhooks.services.events import (
     deliveries_fan_out,
     delivery_enqueue,
     endpoint_send_test_event,
+    event_deliveries_enqueue_after_commit,
     event_new,
     event_record,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "endpoints_disable_failing",
     "endpoints_enabled",
     "endpoints_subscribed",
+    "event_deliveries_enqueue_after_commit",
     "event_new",
     "event_record",
     "event_resend",

@@ -46,9 +46,12 @@ def lease_seconds() -> int:
 
 
 def retry_eta_limit_seconds() -> float:
-    """The longest retry delay handed to the broker as an ETA: well inside the least visibility
-    timeout, so a waiting message is never handed to a second worker."""
-    return settings.VISIBILITY_TIMEOUT_FLOOR / 2
+    """The longest retry delay handed to the broker as an ETA: half the broker's visibility
+    timeout (at most half the least one production accepts), so a waiting message is never
+    handed to a second worker; a longer delay is left to the beat sweep."""
+    floor = settings.VISIBILITY_TIMEOUT_FLOOR
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
+    return min(options.get("visibility_timeout", floor), floor) / 2
 
 
 def _signing_secret(stored: str) -> str | None:

@@ -66,6 +66,18 @@ def deliveries_enqueue_after_commit(delivery_ids: Iterable[UUID]) -> None:
         transaction.on_commit(partial(delivery_enqueue, delivery_id))
 
 
+def _event_deliveries_enqueue(event_id: UUID) -> None:
+    pending = Delivery.objects.filter(event_id=event_id, status=DeliveryStatus.PENDING)
+    for delivery_id in pending.values_list("pk", flat=True):
+        delivery_enqueue(delivery_id)
+
+
+def event_deliveries_enqueue_after_commit(*, event_id: UUID) -> None:
+    """After commit, a `deliver_webhook` task for each pending delivery of the event: for a
+    caller that wrote them in a statement of its own."""
+    transaction.on_commit(partial(_event_deliveries_enqueue, event_id))
+
+
 def due_now(now: datetime) -> dict[str, Any]:
     """The values of a new delivery, due now and counted as handed to a worker now."""
     return {
