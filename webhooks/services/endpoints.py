@@ -34,7 +34,7 @@ MIN_SECRET_LENGTH = 16
 MAX_URL_LENGTH = 2048
 MAX_ENDPOINTS_PER_MERCHANT = 5
 FAILING_DISABLE_AFTER = timedelta(days=5)
-# Spec 6.3: the names an endpoint can subscribe to (plus the dashboard's test event).
+# The names an endpoint can subscribe to (plus the dashboard's test event).
 EVENT_TYPES = (
     "payin.completed",
     "payin.failed",

@@ -58,10 +58,9 @@ def _delivery_pool() -> urllib3.PoolManager:
     return cached[key]
 
 
-def post(*, claim: Claim, now: datetime) -> Outcome:
-    """One signed POST (spec 6.1). Never follows a redirect; never raises."""
+def _signed_headers(claim: Claim, *, now: datetime) -> dict[str, str]:
     timestamp = int(now.timestamp())
-    headers = {
+    return {
         "Content-Type": "application/json",
         "User-Agent": netguard.USER_AGENT,
         signing.SIGNATURE_HEADER: signing.sign(
@@ -71,6 +70,11 @@ def post(*, claim: Claim, now: datetime) -> Outcome:
         signing.EVENT_HEADER: claim.event_type,
         signing.WEBHOOK_ID_HEADER: str(claim.event_id),
     }
+
+
+def post(*, claim: Claim, now: datetime) -> Outcome:
+    """One signed POST. Never follows a redirect; never raises."""
+    headers = _signed_headers(claim, now=now)
     timeout = settings.WEBHOOK_TIMEOUT_SECONDS
     status: int | None = None
     error = ""
@@ -112,12 +116,7 @@ def post(*, claim: Claim, now: datetime) -> Outcome:
     except urllib3.exceptions.TimeoutError:  # connect, TLS handshake or the answer
         error = f"Timed out after {timeout:g} s"
     except urllib3.exceptions.HTTPError as exc:
-        if netguard.is_refusal(exc):
-            error = f"Blocked: {netguard.refusal_message(claim.url)}"
-        elif isinstance(exc, urllib3.exceptions.ProtocolError) and _timed_out(exc):
-            error = f"Timed out after {timeout:g} s"  # sending the request
-        else:
-            error = f"{type(exc).__name__}: {exc}"[:1000]
+        error = _http_error_text(exc, url=claim.url, timeout=timeout)
     duration_ms = int((time.monotonic() - started) * 1000)
     return Outcome(
         response_status=status,
@@ -125,6 +124,14 @@ def post(*, claim: Claim, now: datetime) -> Outcome:
         error=_storable(error),
         response_body=_storable(answer),
     )
+
+
+def _http_error_text(exc: urllib3.exceptions.HTTPError, *, url: str, timeout: float) -> str:
+    if netguard.is_refusal(exc):
+        return f"Blocked: {netguard.refusal_message(url)}"
+    if isinstance(exc, urllib3.exceptions.ProtocolError) and _timed_out(exc):
+        return f"Timed out after {timeout:g} s"  # sending the request
+    return f"{type(exc).__name__}: {exc}"[:1000]
 
 
 def _timed_out(exc: urllib3.exceptions.ProtocolError) -> bool:
@@ -135,5 +142,5 @@ def _timed_out(exc: urllib3.exceptions.ProtocolError) -> bool:
 
 def _storable(text: str) -> str:
     """The receiver's text as PostgreSQL can store it: a NUL character cannot be (the whole
-    record would fail, and with it the outcomes of the deliveries claimed with this one)."""
+    record of the attempt would fail)."""
     return text.replace("\x00", "\ufffd")
