@@ -229,7 +229,6 @@ CELERY_TASK_ROUTES = {
     "payments.tasks.*": {"queue": "provider"},
     "transfers.tasks.*": {"queue": "provider"},
     "webhooks.tasks.deliver_webhook": {"queue": "webhooks"},
-    "webhooks.tasks.send_webhooks": {"queue": "webhooks"},
     "kyc.tasks.*": {"queue": "kyc"},
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
@@ -307,11 +306,11 @@ WEBHOOK_TIMEOUT_SECONDS = _duration(
 # key, public in this file; config.settings_production refuses it.
 DEV_WEBHOOK_SECRETS_KEY = "Y293cnktREVWLU9OTFktd2ViaG9vay1rZXktMDAwMDA="
 WEBHOOK_SECRETS_KEYS = env.list("WEBHOOK_SECRETS_KEYS", default=[DEV_WEBHOOK_SECRETS_KEY])
-# A submitter or webhook sender in a worker waits this long for more work before it stops
+# A submitter in a worker waits this long for more work before it stops
 # (config.shared_cache.drain); 0 turns lingering off.
 CONSUMER_LINGER_SECONDS = env.float("CONSUMER_LINGER_SECONDS", default=0.5)
 # A lingering consumer a nudge woke within this long (a stream) waits this long before it
-# claims, so a stream of payments is claimed (and its webhooks sent) a few at a time
+# claims, so a stream of payments is claimed a few at a time
 # (config.shared_cache.drain); 0: at once.
 CONSUMER_GATHER_SECONDS = env.float("CONSUMER_GATHER_SECONDS", default=0.04)
 WEBHOOK_ALLOW_HTTP = env.bool("WEBHOOK_ALLOW_HTTP", default=False)

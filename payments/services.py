@@ -1094,7 +1094,7 @@ def _payin_finished_as_read(
         inserts += [journal, *lines]
         increments.append((Wallet(pk=payin.wallet_id), deltas, ["updated_at"]))
     event = webhook_services.event_new(**_payin_event(payin, at=at))
-    deliveries = webhook_services.deliveries_part(event)
+    deliveries = _deliveries_part(event)
     if not rawsql.save_together(
         only_if=(payin, fields, read_as),
         inserts=[*inserts, event],
@@ -1102,8 +1102,29 @@ def _payin_finished_as_read(
         also=[deliveries],
     ):
         return False
-    webhook_services.deliveries_sent_after_commit(deliveries)
+    if deliveries.rows:
+        webhook_services.event_deliveries_enqueue_after_commit(event_id=event.pk)
     return True
+
+
+# The event's deliveries (webhooks.services.DELIVERIES_FAN_OUT) as a part of the answer's one
+# statement, so a worker killed mid-statement leaves all of it or none.
+_DELIVERIES_PART = """
+INSERT INTO webhooks_delivery
+    (id, event_id, endpoint_id, status, attempts, next_attempt_at, dispatched_at, last_error,
+     created_at, updated_at)
+SELECT gen_random_uuid(), %s, e.id, 'pending', 0, %s, %s, '', %s, %s
+FROM webhooks_webhookendpoint e
+WHERE e.merchant_id = %s AND e.enabled
+    AND (e.event_types = '[]'::jsonb OR e.event_types @> jsonb_build_array(%s::text)){condition}
+RETURNING 1
+"""
+
+
+def _deliveries_part(event) -> rawsql.Part:
+    at = event.created_at
+    params = [event.id, at, at, at, at, event.merchant_id, event.event_type]
+    return rawsql.Part(name="deliveries", sql=_DELIVERIES_PART, params=params)
 
 
 def _party_identifier(party: dict[str, Any]) -> dict[str, str]:

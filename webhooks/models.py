@@ -59,7 +59,7 @@ class WebhookEndpoint(models.Model):
 
 
 class Event(models.Model):
-    """A webhook event (docs/webhooks.md), written in the same transaction as the state change that
+    """A webhook event, written in the same transaction as the state change that
     caused it (transactional outbox). `payload` is the envelope; `body` is that envelope
     serialized once, the exact bytes (UTF-8) sent on every attempt."""
 

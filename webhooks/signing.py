@@ -1,4 +1,4 @@
-"""docs/webhooks.md: "sha256=" + hex HMAC-SHA256(secret, f"{timestamp}.{raw_body}")."""
+"""A webhook's signature: "sha256=" + hex HMAC-SHA256(secret, f"{timestamp}.{raw_body}")."""
 
 import hashlib
 import hmac

@@ -1,33 +1,24 @@
 from uuid import UUID
 
-from celery import Task, shared_task
+from celery import shared_task
 from django.utils import timezone
 
-from config import shared_cache
 from webhooks import services
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def deliver_webhook(*, delivery_id: str, **_: object) -> None:
-    """One attempt of one delivery (routed to the `webhooks` queue). A failure is recorded and
-    scheduled in the database; the task itself never retries or sleeps."""
+    """One attempt of one delivery (routed to the `webhooks` queue), enqueued after the commit
+    that made it due, or for the due time of a retry soon. It may run twice or early: the
+    claim takes a due delivery nobody holds, once. A failure is recorded and scheduled in the
+    database; the task itself never retries or sleeps."""
     services.delivery_attempt(delivery_id=UUID(delivery_id))
-
-
-@shared_task(bind=True, acks_late=True, ignore_result=True)
-def send_webhooks(self: Task, helper: bool = False, **_: object) -> None:
-    """Send due deliveries until none is left (routed to the `webhooks` queue); enqueued when
-    deliveries are created, at most one waiting at a time (services._sender_wake)."""
-    services.deliveries_send(
-        linger=shared_cache.linger_seconds(self.request),
-        gather=shared_cache.gather_seconds(self.request),
-        helper=helper,
-    )
 
 
 @shared_task(ignore_result=True)
 def deliver_due_webhooks(**_: object) -> None:
-    """Beat, every 30 s: hand every due delivery to the `webhooks` queue."""
+    """Beat, every 30 s: hand every due delivery whose task was never enqueued or was lost to
+    the `webhooks` queue (the safety net)."""
     services.deliveries_dispatch_due(now=timezone.now())
 
 

@@ -10,6 +10,7 @@ webhook request open until the test has killed the worker.
 
 import os
 import signal
+import time
 from datetime import timedelta
 from decimal import Decimal
 
@@ -217,3 +218,55 @@ def test_worker_killed_during_a_webhook_delivery_delivers_it_again_with_the_same
     assert "worker was lost" in first.error
     assert second.response_status == 200
     assert endpoint.deliveries.get().attempts == 2
+
+
+def test_deliveries_a_killed_worker_held_are_final_within_two_minutes_of_its_restart(
+    merchant, isolated_broker, webhook_endpoint, hanging_receiver
+):
+    """Nothing moved by hand: the restarted worker gets the beat's sweep every 30 s, as beat
+    sends it, and the sweep hands out each delivery whose lease ran out, once per attempt."""
+    from webhooks import tasks as webhook_tasks
+
+    webhook_endpoint(merchant)
+    hanging_receiver.hold = True
+    with celery_worker(extra_env=WORKER_ENV) as worker:
+        events = [
+            webhook_services.event_record(
+                merchant_id=merchant.pk,
+                event_type="payin.completed",
+                data_type="payin",
+                data_id=merchant.pk,
+                data_object={"id": str(merchant.pk), "status": "completed", "n": n},
+                at=timezone.now(),
+            )
+            for n in range(2)
+        ]
+        assert hanging_receiver.arrived.wait(timeout=60), "the worker never sent the webhook"
+        _kill(worker)
+    hanging_receiver.release()
+    held = Delivery.objects.filter(event__in=events, status=DeliveryStatus.DELIVERING)
+    assert held.count() == 1
+
+    open_deliveries = Delivery.objects.filter(
+        event__in=events, status__in=[DeliveryStatus.PENDING, DeliveryStatus.DELIVERING]
+    )
+    restarted_at = time.monotonic()
+    with celery_worker(extra_env=WORKER_ENV) as worker:
+        next_beat = restarted_at
+        while open_deliveries.exists() and time.monotonic() - restarted_at < 150:
+            assert worker.poll() is None, "the worker died"
+            if time.monotonic() >= next_beat:
+                webhook_tasks.deliver_due_webhooks.delay()  # what beat sends every 30 s
+                next_beat += 30
+            time.sleep(0.5)
+        final_after = time.monotonic() - restarted_at
+    assert final_after < 120, final_after
+
+    deliveries = Delivery.objects.filter(event__in=events)
+    assert set(deliveries.values_list("status", flat=True)) == {DeliveryStatus.SUCCEEDED}
+    ids = hanging_receiver.webhook_ids()
+    for delivery in deliveries:
+        attempts = list(delivery.attempt_log.order_by("number"))
+        assert [a.number for a in attempts] == list(range(1, delivery.attempts + 1))
+        # exactly one request per attempt
+        assert ids.count(str(delivery.event_id)) == len(attempts)

@@ -14,6 +14,8 @@ from django.utils import timezone
 from tests.webhooks.conftest import record_event, signing_secret
 from webhooks import services, tasks
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Event
+from webhooks.services.events import due_now
+from webhooks.services.sending import Outcome
 from webhooks.verify import verify_signature
 
 pytestmark = pytest.mark.django_db
@@ -300,7 +302,7 @@ def test_any_2xx_acknowledges(merchant, endpoint, receiver, status):
     receiver.plan = [("body", status, b"")]
     event = record(merchant)
 
-    assert services.deliveries_send() == 1
+    assert services.deliveries_send_due() == 1
     delivery = event.deliveries.get()
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("succeeded", 1, "")
     assert delivery.attempt_log.get().response_status == status
@@ -313,7 +315,7 @@ def test_any_other_answer_is_a_failed_attempt_retried_after_a_minute(
     receiver.plan = [("body", status, b""), ("body", 200, b"")]
     event = record(merchant)
 
-    assert services.deliveries_send() == 1
+    assert services.deliveries_send_due() == 1
     delivery = event.deliveries.get()
     attempt = delivery.attempt_log.get()
     assert (delivery.status, attempt.response_status) == ("pending", status)
@@ -334,7 +336,7 @@ def test_interim_answers_are_skipped_and_the_final_answer_counts(
     receiver.plan = [("interim", interim, 0.3, 200), ("body", 500, b"refused")]
     acknowledged, refused = record(merchant), record(merchant)
 
-    assert services.deliveries_send() == 2
+    assert services.deliveries_send_due() == 2
 
     first = acknowledged.deliveries.get()
     assert (first.status, first.attempt_log.get().response_status) == ("succeeded", 200)
@@ -353,7 +355,7 @@ def test_a_101_is_a_failed_attempt_and_its_connection_is_not_used_again(
     receiver.plan = [("interim", [101], 0.3, 200), ("body", 500, b"refused")]
     upgraded, refused = record(merchant), record(merchant)
 
-    assert services.deliveries_send() == 2
+    assert services.deliveries_send_due() == 2
 
     first = upgraded.deliveries.get()
     assert (first.status, first.last_error) == ("pending", "HTTP 101")
@@ -370,7 +372,7 @@ def test_a_receiver_answering_only_interim_answers_times_out(
     receiver.plan = [("interim", [103] * 3, 2.0, None)]
     event = record(merchant)
 
-    assert services.deliveries_send() == 1
+    assert services.deliveries_send_due() == 1
     delivery = event.deliveries.get()
     assert (delivery.status, delivery.last_error) == ("pending", "Timed out after 0.5 s")
     assert delivery.attempt_log.get().response_status is None
@@ -461,8 +463,9 @@ def test_an_event_recorded_while_the_broker_is_down_is_delivered_by_the_sweep(
 
 
 def test_the_sweep_hands_a_due_delivery_to_the_broker_once_per_due_time(
-    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, settings
 ):
+    settings.WEBHOOK_RETRY_SCHEDULE = [3600] * 6  # retries too far off for a broker's ETA
     receiver.default = 500
     with django_capture_on_commit_callbacks(execute=True):
         event = record(merchant)
@@ -500,7 +503,7 @@ def test_a_crashed_workers_attempt_is_taken_over_after_its_lease(
     with django_capture_on_commit_callbacks(execute=False):
         event = record(merchant)
     now = timezone.now()
-    assert services._delivery_claim(delivery_id=event.deliveries.get().id, now=now) is not None
+    assert services.delivery_claim(delivery_id=event.deliveries.get().id, now=now) is not None
     # ... and the worker dies before sending. Nobody else may send within the lease:
     assert services.deliveries_send_due(now=now + timedelta(seconds=10)) == 0
 
@@ -564,7 +567,7 @@ def test_events_are_kept_without_an_endpoint_and_nothing_is_sent(
     assert callbacks == []
 
 
-def test_an_event_and_its_deliveries_are_one_statement_with_the_values_of_a_new_delivery(
+def test_an_event_and_its_deliveries_are_two_statements_with_the_values_of_a_new_delivery(
     merchant, endpoint, django_assert_num_queries, django_capture_on_commit_callbacks
 ):
     other, _ = services.endpoint_add(
@@ -575,15 +578,15 @@ def test_an_event_and_its_deliveries_are_one_statement_with_the_values_of_a_new_
     )
     at = timezone.now()
 
-    with django_capture_on_commit_callbacks() as callbacks, django_assert_num_queries(1):
+    with django_capture_on_commit_callbacks() as callbacks, django_assert_num_queries(2):
         event = record(merchant, at=at)  # payin.completed: not for the payouts-only endpoint
 
     (delivery,) = Delivery.objects.filter(event=event)
-    expected = services._delivery_new(event=event, endpoint=endpoint, now=at)
+    expected = Delivery(event=event, endpoint=endpoint, **due_now(at))
     fields = [f.attname for f in Delivery._meta.concrete_fields if f.attname != "id"]
     assert {f: getattr(delivery, f) for f in fields} == {f: getattr(expected, f) for f in fields}
     assert delivery.id is not None and delivery.id != other.id
-    assert len(callbacks) == 1  # a sender is woken after commit
+    assert len(callbacks) == 1  # its task is enqueued after commit
     assert Event.objects.get(pk=event.pk).body == event.body and not event._state.adding
 
 
@@ -737,60 +740,7 @@ def test_two_workers_never_send_the_same_attempt(merchant, receiver, webhook_set
     assert DeliveryAttempt.objects.filter(delivery=delivery).count() == 2
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim statement of PostgreSQL")
-def test_a_sender_claim_says_how_many_deliveries_are_due_behind_it(merchant, endpoint):
-    """What a lingering sender relies on to wait instead of claiming again (shared_cache.drain:
-    `rest`), and what wakes a helper for a backlog (`more`)."""
-    for _ in range(3):
-        record(merchant)
-    now = timezone.now() + timedelta(seconds=1)
-
-    behind = [services._deliveries_claim_sql(now=now, size=1)[0].due_behind for _ in range(3)]
-    assert behind == [2, 1, 0]
-    assert services._deliveries_claim_sql(now=now) == []
-
-
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim statement of PostgreSQL")
-def test_deliveries_waiting_for_a_disabled_endpoint_are_no_backlog(merchant, endpoint, receiver):
-    """They cannot be claimed: counting them woke helper senders that found nothing to do."""
-    disabled, _ = services.endpoint_add(
-        merchant=merchant, url=receiver.url + "-off", event_types=[], now=timezone.now()
-    )
-    for _ in range(3):
-        record(merchant)  # a delivery to each endpoint
-    services.endpoint_update(
-        endpoint_id=disabled.pk, url=disabled.url, enabled=False, now=timezone.now()
-    )
-    now = timezone.now() + timedelta(seconds=1)
-
-    behind = [services._deliveries_claim_sql(now=now, size=1)[0].due_behind for _ in range(3)]
-    assert behind == [2, 1, 0]
-    assert services._deliveries_claim_sql(now=now) == []
-
-
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim statement of PostgreSQL")
-def test_a_sender_claims_the_oldest_due_deliveries_at_once(merchant, endpoint):
-    base = timezone.now() - timedelta(minutes=10)
-    events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(6)]
-    now = timezone.now()
-
-    first = services._deliveries_claim_sql(now=now, size=4)
-    rest = services._deliveries_claim_sql(now=now, size=4)
-
-    assert [claim.event_id for claim in first] == [event.id for event in events[:4]]
-    assert [claim.due_behind for claim in first] == [2] * 4  # the two left, not the claimed
-    assert [claim.event_id for claim in rest] == [event.id for event in events[4:]]
-    assert [claim.due_behind for claim in rest] == [0, 0]
-    attempts = DeliveryAttempt.objects.filter(delivery__event__in=events)
-    assert {(a.delivery_id, a.id) for a in attempts} == {
-        (claim.delivery_id, claim.attempt_id) for claim in first + rest
-    }
-    assert set(Delivery.objects.values_list("status", "attempts")) == {
-        (DeliveryStatus.DELIVERING, 1)
-    }
-
-
-def test_a_sender_sends_a_claim_in_turn_and_records_each_outcome(
+def test_due_deliveries_are_sent_in_turn_and_each_outcome_recorded(
     merchant, endpoint, receiver, settings
 ):
     settings.WEBHOOK_TIMEOUT_SECONDS = 0.3
@@ -798,7 +748,7 @@ def test_a_sender_sends_a_claim_in_turn_and_records_each_outcome(
     base = timezone.now() - timedelta(minutes=10)
     events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(4)]
 
-    assert services.deliveries_send() == 4
+    assert services.deliveries_send_due() == 4
 
     assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [
         str(event.id) for event in events
@@ -826,14 +776,12 @@ def test_a_sender_sends_a_claim_in_turn_and_records_each_outcome(
     assert signed_at == sorted(signed_at)
 
 
-def test_an_answer_with_nul_bytes_is_recorded_with_the_rest_of_its_claim(
-    merchant, endpoint, receiver
-):
+def test_an_answer_with_nul_bytes_is_recorded(merchant, endpoint, receiver):
     receiver.plan = [("body", 200, b"ok\x00\xff done"), ("short", 200)]
     base = timezone.now() - timedelta(minutes=10)
     events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(2)]
 
-    assert services.deliveries_send() == 2
+    assert services.deliveries_send_due() == 2
 
     deliveries = [Delivery.objects.get(event=event) for event in events]
     assert [d.status for d in deliveries] == [DeliveryStatus.SUCCEEDED] * 2
@@ -841,46 +789,44 @@ def test_an_answer_with_nul_bytes_is_recorded_with_the_rest_of_its_claim(
     assert [a.response_body for a in attempts] == ["ok\ufffd\ufffd done", "short 200"]
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the record statement of PostgreSQL")
 def test_an_outcome_recorded_after_the_lease_leaves_a_later_attempt_alone(merchant, endpoint):
     event = record(merchant)
     now = timezone.now()
-    (stale,) = services._deliveries_claim_sql(now=now)
+    stale = services.delivery_claim(delivery_id=event.deliveries.get().id, now=now)
     later = now + timedelta(seconds=services.lease_seconds() + 1)
-    taken_over = services._delivery_claim(delivery_id=stale.delivery_id, now=later)
+    taken_over = services.delivery_claim(delivery_id=stale.delivery_id, now=later)
     assert taken_over.number == 2
 
-    late = services._Outcome(response_status=200, duration_ms=5, error="", response_body="ok")
-    statuses = services._deliveries_record([(stale, late, now)])
+    late = Outcome(response_status=200, duration_ms=5, error="", response_body="ok")
+    status = services.delivery_record(claim=stale, outcome=late, now=now)
 
-    assert statuses == {stale.delivery_id: DeliveryStatus.DELIVERING}
+    assert status == DeliveryStatus.DELIVERING
     delivery = event.deliveries.get()
     assert (delivery.status, delivery.attempts) == (DeliveryStatus.DELIVERING, 2)
     first = delivery.attempt_log.get(number=1)
     assert first.response_status == 200  # what it got is kept on its own attempt
 
 
-def test_a_sender_sends_every_due_delivery_then_stops(merchant, endpoint, receiver):
+def test_every_due_delivery_is_sent_once(merchant, endpoint, receiver):
     events = [record(merchant) for _ in range(3)]
 
-    assert services.deliveries_send() == 3
+    assert services.deliveries_send_due() == 3
     assert sorted(r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests) == sorted(
         str(event.id) for event in events
     )
     assert set(Delivery.objects.values_list("status", flat=True)) == {DeliveryStatus.SUCCEEDED}
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="a claim of several: PostgreSQL")
 @pytest.mark.django_db(transaction=True)
-def test_a_claim_held_up_by_a_slow_receiver_sends_nothing_to_an_endpoint_disabled_meanwhile(
+def test_deliveries_held_up_by_a_slow_receiver_send_nothing_to_an_endpoint_disabled_meanwhile(
     merchant, receiver, webhook_settings
 ):
     webhook_settings.WEBHOOK_TIMEOUT_SECONDS = 5
     endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     later = timezone.now() + timedelta(hours=1)  # not due yet: nothing is sent on commit
     events = [record(merchant, at=later + timedelta(seconds=i)) for i in range(4)]
-    Delivery.objects.update(next_attempt_at=timezone.now())  # all due: one claim of four
-    receiver.plan = [("sleep", services.CLAIM_FRESH_SECONDS + 1)]
+    Delivery.objects.update(next_attempt_at=timezone.now())  # all due
+    receiver.plan = [("sleep", 2)]
 
     def merchant_disables_it():
         try:
@@ -893,10 +839,10 @@ def test_a_claim_held_up_by_a_slow_receiver_sends_nothing_to_an_endpoint_disable
 
     disabling = threading.Thread(target=merchant_disables_it)
     disabling.start()
-    assert services.deliveries_send() == 1
+    assert services.deliveries_send_due() == 1
     disabling.join()
 
-    assert len(receiver.requests) == 1  # the three others were given back unsent
+    assert len(receiver.requests) == 1  # the three others are not claimed
     waiting = Delivery.objects.exclude(event_id=receiver.requests[0].headers["X-Cowry-Webhook-Id"])
     assert waiting.count() == 3
     assert set(waiting.values_list("status", "attempts")) == {(DeliveryStatus.PENDING, 0)}
@@ -906,7 +852,7 @@ def test_a_claim_held_up_by_a_slow_receiver_sends_nothing_to_an_endpoint_disable
         endpoint_id=endpoint.pk, url=endpoint.url, enabled=True, now=timezone.now()
     )
     receiver.plan = []
-    services.deliveries_send()
+    services.deliveries_send_due()
     assert sorted(r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests) == sorted(
         str(event.id) for event in events
     )

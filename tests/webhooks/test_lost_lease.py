@@ -27,7 +27,7 @@ def test_a_lost_attempt_is_counted_and_the_next_one_comes_when_its_lease_is_over
     start = timezone.now()
     event = record_event(merchant, at=start)
     delivery = event.deliveries.get()
-    assert services._delivery_claim(delivery_id=delivery.pk, now=start) is not None
+    assert services.delivery_claim(delivery_id=delivery.pk, now=start) is not None
     # ... and the sender dies before it records anything.
     lease_over = start + timedelta(seconds=services.lease_seconds())
 
@@ -88,11 +88,11 @@ def test_a_delivery_whose_sender_is_lost_every_time_fails_after_seven_leases(
 
     now = start
     for _ in range(services.max_attempts()):
-        assert services._delivery_claim(delivery_id=delivery.pk, now=now) is not None
-        assert services._delivery_claim(delivery_id=delivery.pk, now=now + lease / 2) is None
+        assert services.delivery_claim(delivery_id=delivery.pk, now=now) is not None
+        assert services.delivery_claim(delivery_id=delivery.pk, now=now + lease / 2) is None
         now += lease  # each sender dies; the next claim comes when its lease is over
 
-    assert services._delivery_claim(delivery_id=delivery.pk, now=now) is None
+    assert services.delivery_claim(delivery_id=delivery.pk, now=now) is None
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("failed", 7, LOST)
     assert [a.error for a in delivery.attempt_log.all()] == [LOST] * 7
@@ -105,7 +105,7 @@ def _lost_while_disabled(merchant, endpoint):
     start = timezone.now() - timedelta(seconds=services.lease_seconds() + 5)
     event = record_event(merchant, at=start)
     delivery = event.deliveries.get()
-    assert services._delivery_claim(delivery_id=delivery.pk, now=start) is not None
+    assert services.delivery_claim(delivery_id=delivery.pk, now=start) is not None
     # ... the sender dies before it records anything, and the merchant switches the endpoint off
     services.endpoint_update(endpoint_id=endpoint.pk, url=endpoint.url, enabled=False, now=start)
     return event, delivery, start + timedelta(seconds=services.lease_seconds())
@@ -159,7 +159,7 @@ def test_re_enabled_it_sends_the_lost_attempts_delivery_once_as_attempt_two(
     )
     with django_capture_on_commit_callbacks(execute=True):  # the beat's sweep hands it on
         assert services.deliveries_dispatch_due(now=timezone.now()) == 1
-    assert services.deliveries_send() == 0  # the sender finds nothing more to send
+    assert services.deliveries_send_due() == 0  # the sender finds nothing more to send
 
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == (DeliveryStatus.SUCCEEDED, 2)

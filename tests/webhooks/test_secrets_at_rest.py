@@ -132,7 +132,7 @@ def test_a_delivery_is_signed_with_the_secret_the_merchant_was_given(
     if path == "sweep":
         assert services.deliveries_send_due(now=now) == 1
     elif path == "lost worker":  # the claim made through the ORM
-        assert services._delivery_claim(delivery_id=event.deliveries.get().id, now=now)
+        assert services.delivery_claim(delivery_id=event.deliveries.get().id, now=now)
         now += timedelta(seconds=services.lease_seconds() + 1)
         assert services.deliveries_send_due(now=now) == 1
 

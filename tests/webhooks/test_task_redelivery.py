@@ -10,7 +10,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from config import shared_cache
 from tests.locks import at_once
 from tests.webhooks.conftest import record_event
 from webhooks import services, tasks
@@ -22,17 +21,16 @@ RUNS = 3
 LOST = "No result recorded: the worker was lost or ran past its lease."
 
 
-@pytest.fixture
-def sender_busy():
-    """A sender is "at work" (its wake key held): new deliveries wake none, so they wait for
-    the tasks the test delivers."""
-    shared_cache.wake_hold(services.SENDER_WAKE_KEY)
+def _recorded_not_yet_sent(merchant, *, due_at):
+    """An event whose delivery its after-commit task found not due (recorded an hour ahead),
+    then made due at `due_at`: it waits for the tasks the test delivers."""
+    event = record_event(merchant, at=timezone.now() + timedelta(hours=1))
+    event.deliveries.update(next_attempt_at=due_at)
+    return event
 
 
-def test_a_due_delivery_handed_out_three_times_at_once_is_sent_once(
-    merchant, endpoint, receiver, sender_busy
-):
-    event = record_event(merchant)
+def test_a_due_delivery_handed_out_three_times_at_once_is_sent_once(merchant, endpoint, receiver):
+    event = _recorded_not_yet_sent(merchant, due_at=timezone.now())
     delivery = event.deliveries.get()
 
     at_once(lambda: tasks.deliver_webhook(delivery_id=str(delivery.pk)), RUNS)
@@ -43,12 +41,12 @@ def test_a_due_delivery_handed_out_three_times_at_once_is_sent_once(
 
 
 def test_a_lost_attempt_taken_over_by_three_tasks_at_once_is_sent_again_once(
-    merchant, endpoint, receiver, sender_busy
+    merchant, endpoint, receiver
 ):
     start = timezone.now() - timedelta(seconds=services.lease_seconds() + 1)
-    event = record_event(merchant, at=start)
+    event = _recorded_not_yet_sent(merchant, due_at=start)
     delivery = event.deliveries.get()
-    assert services._delivery_claim(delivery_id=delivery.pk, now=start) is not None
+    assert services.delivery_claim(delivery_id=delivery.pk, now=start) is not None
     # ... its sender dies; the lease is over now, and tasks for it come from the due sweeps
     # of two beats and a redelivery.
     assert receiver.requests == []

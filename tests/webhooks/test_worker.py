@@ -21,7 +21,12 @@ def test_an_event_and_its_retry_are_delivered_by_a_real_worker(
         merchant=merchant, url=receiver.url, now=timezone.now()
     )
     receiver.plan = [500]
-    with celery_worker(extra_env={"ALLOW_PRIVATE_NETWORK_URLS": "true"}) as worker:
+    # a retry an hour off is a due time in the database only, which the beat sweep hands out
+    hour_off = {
+        "ALLOW_PRIVATE_NETWORK_URLS": "true",
+        "WEBHOOK_RETRY_SCHEDULE": "3600," * 5 + "3600",
+    }
+    with celery_worker(extra_env=hour_off) as worker:
         event = record_event(merchant)
         delivery = Delivery.objects.get(event=event)
 
@@ -52,8 +57,8 @@ def test_an_event_and_its_retry_are_delivered_by_a_real_worker(
 def test_a_burst_of_deliveries_is_drained_once_each_by_a_real_worker(
     merchant, receiver, webhook_settings
 ):
-    """Deliveries committed close together share sender tasks (a sender is woken only when
-    none is waiting); every one still arrives exactly once, signed."""
+    """Deliveries committed close together, a task each: every one arrives exactly once,
+    signed."""
     _, secret = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     with celery_worker(extra_env={"ALLOW_PRIVATE_NETWORK_URLS": "true"}) as worker:
         events = [record_event(merchant) for _ in range(40)]
@@ -72,3 +77,34 @@ def test_a_burst_of_deliveries_is_drained_once_each_by_a_real_worker(
     for received in receiver.requests:
         assert verify_signature(payload=received.body, headers=received.headers, secret=secret)
     assert set(Delivery.objects.filter(event__in=events).values_list("attempts", flat=True)) == {1}
+
+
+def test_each_retry_is_attempted_within_five_seconds_of_its_due_time(
+    merchant, receiver, webhook_settings
+):
+    """Retries due soon are handed to the broker for their due time, not left to the 30 s
+    sweep: with six 1 s delays, a receiver failing six times gets all seven attempts, each
+    started within 5 s of its due time (the event's time, then each failure's end + 1 s)."""
+    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    receiver.plan = [500] * 6
+    every_second = {"ALLOW_PRIVATE_NETWORK_URLS": "true", "WEBHOOK_RETRY_SCHEDULE": "1,1,1,1,1,1"}
+    with celery_worker(extra_env=every_second) as worker:
+        event = record_event(merchant)
+
+        def finished() -> bool:
+            assert worker.poll() is None, "the worker died"
+            return Delivery.objects.get(event=event).status == DeliveryStatus.SUCCEEDED
+
+        assert wait_until(finished, timeout=90)
+
+    delivery = endpoint.deliveries.get()
+    attempts = list(delivery.attempt_log.order_by("number"))
+    assert [a.number for a in attempts] == [1, 2, 3, 4, 5, 6, 7]
+    assert [a.response_status for a in attempts] == [500] * 6 + [200]
+    due_times = [event.created_at] + [a.finished_at + timedelta(seconds=1) for a in attempts[:-1]]
+    lateness = [
+        (a.started_at - due).total_seconds() for a, due in zip(attempts, due_times, strict=True)
+    ]
+    assert all(0 <= late < 5 for late in lateness), lateness
+    assert len(receiver.requests) == 7
+    assert {r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests} == {str(event.id)}

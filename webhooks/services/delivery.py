@@ -1,0 +1,219 @@
+"""One attempt of a delivery: claimed in a short transaction (status `delivering`, attempt
+number taken, a lease stored in `next_attempt_at`), sent with no lock held, and recorded in a
+new transaction. A retry due soon is handed to the broker for its due time after commit; a
+longer one is a due time in the database that the beat sweep picks up. A worker that dies
+mid-attempt loses its lease and the delivery is claimed again."""
+
+import json
+import logging
+from datetime import datetime, timedelta
+from functools import partial
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from webhooks import secrets_at_rest, selectors
+from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus
+from webhooks.services.events import delivery_enqueue, serialize
+from webhooks.services.sending import Claim, Outcome, post
+
+logger = logging.getLogger("cowry.webhooks")
+
+LOST_ATTEMPT_ERROR = "No result recorded: the worker was lost or ran past its lease."
+# A delivery whose endpoint's signing secret no key of WEBHOOK_SECRETS_KEYS decrypts (a key
+# missing from the setting, a corrupt value) is never sent: it waits, pending, and is tried again
+# after this long, until the keys are fixed. Cowry's fault, not the receiver's: no attempt is
+# counted (the delivery never fails for it) or logged (it never counts toward disabling the
+# endpoint).
+UNREADABLE_SECRET_RETRY_SECONDS = 60
+UNREADABLE_SECRET_ERROR = (
+    "Not sent: Cowry could not decrypt this endpoint's signing secret (a problem on Cowry's"
+    " side); retried every minute, it is sent once it can be signed."
+)
+
+
+def max_attempts() -> int:
+    """The first attempt plus one per retry of WEBHOOK_RETRY_SCHEDULE (7 by default)."""
+    return len(settings.WEBHOOK_RETRY_SCHEDULE) + 1
+
+
+def lease_seconds() -> int:
+    """How long a claimed attempt belongs to its worker: well beyond one request (a connect
+    and a read timeout, a name resolution)."""
+    return int(settings.WEBHOOK_TIMEOUT_SECONDS * 3) + 60
+
+
+def retry_eta_limit_seconds() -> float:
+    """The longest retry delay handed to the broker as an ETA: half the broker's visibility
+    timeout (at most half the least one production accepts), so a waiting message is never
+    handed to a second worker; a longer delay is left to the beat sweep."""
+    floor = settings.VISIBILITY_TIMEOUT_FLOOR
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
+    return min(options.get("visibility_timeout", floor), floor) / 2
+
+
+def _signing_secret(stored: str) -> str | None:
+    """The endpoint's signing secret in clear, or None when no key decrypts it."""
+    try:
+        return secrets_at_rest.decrypt(stored)
+    except secrets_at_rest.UnreadableSecret:
+        return None
+
+
+def _lost_attempt_close(delivery: Delivery, *, now: datetime) -> str:
+    """A delivering delivery whose lease is over (its sender died mid-attempt), locked by the
+    caller: its attempt is closed as lost, and counted (it may have reached the receiver). The
+    seventh marks the delivery failed; before it the delivery is pending again, due at once (no
+    retry delay: the fault was ours). Returns the delivery's new status."""
+    DeliveryAttempt.objects.filter(delivery=delivery, finished_at__isnull=True).update(
+        finished_at=now, error=LOST_ATTEMPT_ERROR
+    )
+    if delivery.attempts >= max_attempts():
+        delivery.status = DeliveryStatus.FAILED
+        delivery.next_attempt_at = None
+    else:
+        delivery.status = DeliveryStatus.PENDING  # next_attempt_at, its lease's end, is past
+    delivery.last_error = LOST_ATTEMPT_ERROR
+    delivery.updated_at = now
+    delivery.save(update_fields=["status", "next_attempt_at", "last_error", "updated_at"])
+    return delivery.status
+
+
+def _delivery_hold(delivery: Delivery, *, now: datetime) -> None:
+    """A claimed delivery whose signing secret cannot be decrypted: pending, due again after
+    UNREADABLE_SECRET_RETRY_SECONDS with the reason as its last error; logged as an error
+    (ids only, never the secret)."""
+    delivery.status = DeliveryStatus.PENDING
+    delivery.next_attempt_at = now + timedelta(seconds=UNREADABLE_SECRET_RETRY_SECONDS)
+    delivery.last_error = UNREADABLE_SECRET_ERROR
+    delivery.updated_at = now
+    delivery.save(update_fields=["status", "next_attempt_at", "last_error", "updated_at"])
+    logger.error(
+        "Webhook delivery %s not sent: the signing secret of endpoint %s cannot be decrypted"
+        " with any key of WEBHOOK_SECRETS_KEYS; retried in %d s",
+        delivery.pk,
+        delivery.endpoint_id,
+        UNREADABLE_SECRET_RETRY_SECONDS,
+    )
+
+
+def delivery_claim(*, delivery_id: UUID, now: datetime) -> Claim | None:
+    """Take the next attempt of a due delivery, or None when it is not due, is being sent by
+    another worker, is finished, its endpoint is disabled, or its secret cannot be read."""
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("event", "endpoint")
+            .defer("event__payload")  # the stored body is what is sent
+            .filter(
+                pk=delivery_id,
+                status__in=selectors.OPEN_STATUSES,
+                next_attempt_at__lte=now,
+                endpoint__enabled=True,
+            )
+            .first()
+        )
+        if delivery is None:
+            return None
+        if (
+            delivery.status == DeliveryStatus.DELIVERING
+            and _lost_attempt_close(delivery, now=now) == DeliveryStatus.FAILED
+        ):
+            return None
+        endpoint, event = delivery.endpoint, delivery.event
+        secret = _signing_secret(endpoint.signing_secret)
+        if secret is None:
+            _delivery_hold(delivery, now=now)
+            return None
+        number = delivery.attempts + 1
+        delivery.status = DeliveryStatus.DELIVERING
+        delivery.attempts = number
+        delivery.next_attempt_at = now + timedelta(seconds=lease_seconds())
+        delivery.updated_at = now
+        delivery.save(update_fields=["status", "attempts", "next_attempt_at", "updated_at"])
+        attempt = DeliveryAttempt.objects.create(
+            delivery=delivery, number=number, url=endpoint.url, started_at=now
+        )
+    return Claim(
+        delivery_id=delivery.id,
+        attempt_id=attempt.id,
+        number=number,
+        endpoint_id=endpoint.id,
+        url=endpoint.url,
+        secret=secret,
+        body=(event.body or serialize(_payload(event.payload))).encode("utf-8"),
+        event_id=event.id,
+        event_type=event.event_type,
+    )
+
+
+def _payload(payload: dict | str) -> dict:
+    """An event's stored payload (one stored before bodies were kept may come back as text)."""
+    return payload if isinstance(payload, dict) else json.loads(payload)
+
+
+def _outcome_changes(claim: Claim, outcome: Outcome, finished_at: datetime) -> dict:
+    """What an attempt's outcome makes of its delivery: delivered, failed for good, or due
+    again after the retry schedule's next delay."""
+    if outcome.acknowledged:
+        return {
+            "status": DeliveryStatus.SUCCEEDED,
+            "delivered_at": finished_at,
+            "next_attempt_at": None,
+            "last_error": "",
+        }
+    if claim.number >= max_attempts():
+        return {
+            "status": DeliveryStatus.FAILED,
+            "next_attempt_at": None,
+            "last_error": outcome.error,
+        }
+    delay = settings.WEBHOOK_RETRY_SCHEDULE[claim.number - 1]
+    changes = {
+        "status": DeliveryStatus.PENDING,
+        "next_attempt_at": finished_at + timedelta(seconds=delay),
+        "last_error": outcome.error,
+    }
+    if delay <= retry_eta_limit_seconds():  # handed to the broker for its due time
+        changes["dispatched_at"] = changes["next_attempt_at"]
+    return changes
+
+
+def delivery_record(*, claim: Claim, outcome: Outcome, now: datetime) -> str:
+    """Record the attempt sent at `now` and move the delivery on, unless its lease ran out and
+    a later attempt owns it now; returns the delivery's status. A retry due soon is handed to
+    the broker, for its due time, after commit."""
+    finished_at = now + timedelta(milliseconds=outcome.duration_ms)
+    changes = _outcome_changes(claim, outcome, finished_at)
+    with transaction.atomic():
+        DeliveryAttempt.objects.filter(pk=claim.attempt_id).update(
+            started_at=now,
+            finished_at=finished_at,
+            response_status=outcome.response_status,
+            duration_ms=outcome.duration_ms,
+            error=outcome.error,
+            response_body=outcome.response_body,
+        )
+        owned = Delivery.objects.filter(
+            pk=claim.delivery_id, status=DeliveryStatus.DELIVERING, attempts=claim.number
+        ).update(**changes, updated_at=finished_at)
+        if not owned:
+            return Delivery.objects.values_list("status", flat=True).get(pk=claim.delivery_id)
+        if "dispatched_at" in changes:
+            eta = changes["next_attempt_at"]
+            transaction.on_commit(partial(delivery_enqueue, claim.delivery_id, eta=eta))
+        return changes["status"]
+
+
+def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> str | None:
+    """Make the next attempt of a delivery if it is due at `now` and nobody else holds it.
+    Claim, send (no lock held), record. Returns the delivery's status after the attempt, or
+    None when nothing was sent (not due yet, finished, or held: the task may run twice)."""
+    now = now or timezone.now()
+    claim = delivery_claim(delivery_id=delivery_id, now=now)
+    if claim is None:
+        return None
+    outcome = post(claim=claim, now=now)
+    return delivery_record(claim=claim, outcome=outcome, now=now)
