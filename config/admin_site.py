@@ -1,13 +1,13 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib import admin
 from django.utils import timezone
+from unfold.sites import UnfoldAdminSite
 
 from merchants import logins
 
 
-class CowryAdminSite(admin.AdminSite):
+class CowryAdminSite(UnfoldAdminSite):
     site_header = "Cowry dashboard"
     site_title = "Cowry"
     index_title = "Payments, customers and credentials"
@@ -24,15 +24,21 @@ class CowryAdminSite(admin.AdminSite):
         return response
 
     def index(self, request, extra_context=None):
-        """Merchant staff land on their merchant's day: balances, today's payments by status,
-        failing webhook deliveries."""
+        """Merchant staff land on their merchant's day; support and ops on their worklist, ops
+        also on the platform's totals and the ledger check."""
+        from config import worklist
         from merchants import dashboard
-        from merchants import selectors as merchant_selectors
 
+        now = timezone.now()
+        context = dict(extra_context or {})
         merchant = dashboard.merchant_of(request.user)
         if merchant is not None:
-            extra_context = {
-                **(extra_context or {}),
-                "merchant_summary": merchant_selectors.dashboard_summary(merchant=merchant),
-            }
-        return super().index(request, extra_context)
+            context["merchant_summary"] = worklist.merchant_summary(
+                merchant_id=merchant.pk, now=now
+            )
+        elif request.user.is_superuser or dashboard.is_support(request.user):
+            context["worklist"] = worklist.support_worklist(now=now)
+        if request.user.is_superuser:
+            context["platform_totals"] = worklist.platform_totals()
+            context["ledger_check"] = worklist.ledger_check_last()
+        return super().index(request, context)

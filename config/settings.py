@@ -20,6 +20,8 @@ SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-i
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 
 INSTALLED_APPS = [
+    "unfold.apps.BasicAppConfig",  # the dashboard's theme; must precede django.contrib.admin
+    "unfold.contrib.filters",
     "config.apps.CowryAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -381,4 +383,14 @@ LOGGING = {
         # At DEBUG its records carry whole template contexts (a one-time API secret included).
         "django.template": {"filters": ["no_template_context"]},
     },
+}
+
+# The dashboard's theme (django-unfold): the Django admin's URLs and ModelAdmins, restyled.
+UNFOLD = {
+    "SITE_TITLE": "Cowry",
+    "SITE_HEADER": "Cowry dashboard",
+    "SITE_SYMBOL": "payments",
+    "SHOW_HISTORY": True,
+    "SHOW_VIEW_ON_SITE": False,
+    "BORDER_RADIUS": "6px",
 }

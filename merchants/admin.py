@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from unfold import admin as unfold_admin
 
 from config.exceptions import DomainError
 from merchants import dashboard, services
@@ -21,7 +22,7 @@ def _show_secret_once(request, *, api_key: ApiKey, secret: str) -> HttpResponseR
     return HttpResponseRedirect(reverse("admin:merchants_apikey_secret", args=[api_key.pk]))
 
 
-class ApiKeyInline(dashboard.ScopedInlineMixin, admin.TabularInline):
+class ApiKeyInline(dashboard.ScopedInlineMixin, unfold_admin.TabularInline):
     model = ApiKey
     extra = 0
     fields = ["key", "label", "created_at", "last_used_at", "expires_at", "revoked_at"]

@@ -21,8 +21,10 @@ from django.db.models.constants import LOOKUP_SEP
 from django.http import Http404, HttpResponseRedirect
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
+from unfold import admin as unfold_admin
 
 from config.exceptions import DomainError
+from merchants import display
 from merchants.models import MembershipRole, Merchant
 
 SUPPORT_GROUP = "Support"
@@ -129,7 +131,7 @@ class EstimatingPaginator(Paginator):
         return max(int(plan[0]["Plan"]["Plan Rows"]), counted)
 
 
-class MerchantScopedAdmin(admin.ModelAdmin):
+class MerchantScopedAdmin(unfold_admin.ModelAdmin):
     """Base for every admin of merchant-owned data.
 
     `merchant_path` is the ORM path from the model to its Merchant ("merchant", "payin__merchant").
@@ -205,6 +207,12 @@ class MerchantScopedAdmin(admin.ModelAdmin):
             # Not found and "another merchant's" look the same: a 404 that confirms nothing.
             raise Http404("Not found.")
         return obj
+
+    def get_list_display(self, request):
+        hide = set()
+        if merchant_of(request.user) is not None and not is_ops(request.user):
+            hide = {"merchant", self.merchant_path}  # always their own
+        return display.list_columns(self.model, super().get_list_display(request), hide=hide)
 
     def get_list_filter(self, request):
         filters = list(super().get_list_filter(request))

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from unfold import admin as unfold_admin
 
 from merchants import dashboard
 from merchants.dashboard import MerchantScopedAdmin
@@ -7,7 +8,7 @@ from quotes.models import Corridor, FeeSchedule, FxRate, Operator, Quote
 
 
 @admin.register(Operator)
-class OperatorAdmin(admin.ModelAdmin):
+class OperatorAdmin(unfold_admin.ModelAdmin):
     """The catalog is ops' to edit; support staff also see it and set an operator's `status`
     (operational / delayed / closed), the only field they may change."""
 
@@ -52,7 +53,7 @@ class OperatorAdmin(admin.ModelAdmin):
 
 
 @admin.register(Corridor)
-class CorridorAdmin(admin.ModelAdmin):
+class CorridorAdmin(unfold_admin.ModelAdmin):
     list_display = [
         "code",
         "corridor_type",

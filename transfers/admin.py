@@ -10,6 +10,7 @@ import json
 from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from unfold import admin as unfold_admin
 
 from config import money
 from config.exceptions import DomainError
@@ -30,7 +31,7 @@ from transfers.models import Transfer, TransferDisbursementAttempt, TransferHist
 from webhooks import admin as webhook_admin
 
 
-class TransferHistoryInline(ScopedInlineMixin, admin.TabularInline):
+class TransferHistoryInline(ScopedInlineMixin, unfold_admin.TabularInline):
     model = TransferHistory
     fields = ["created_at", "status", "payin_status", "payout_status", "reason"]
     readonly_fields = fields
@@ -38,7 +39,7 @@ class TransferHistoryInline(ScopedInlineMixin, admin.TabularInline):
     can_delete = False
 
 
-class TransferDisbursementAttemptInline(ScopedInlineMixin, admin.TabularInline):
+class TransferDisbursementAttemptInline(ScopedInlineMixin, unfold_admin.TabularInline):
     """Every answered or replaced disbursement attempt; the one in flight is in the legs."""
 
     model = TransferDisbursementAttempt
