@@ -13,6 +13,25 @@ class CowryAdminSite(UnfoldAdminSite):
     index_title = "Payments, customers and credentials"
     login_form = logins.DashboardLoginForm
 
+    def get_urls(self):
+        from django.urls import path
+
+        from merchants import two_factor_views
+
+        own = [
+            path(
+                "two-factor/setup/",
+                self.admin_view(lambda request: two_factor_views.setup(request, site=self)),
+                name="two_factor_setup",
+            ),
+            path(
+                "two-factor/verify/",
+                self.admin_view(lambda request: two_factor_views.verify(request, site=self)),
+                name="two_factor_verify",
+            ),
+        ]
+        return own + super().get_urls()
+
     def login(self, request, extra_context=None):
         """A session lasts DASHBOARD_SESSION_SECONDS from its login, however busy it is: the
         expiry is a fixed time, not the idle age Django renews at each write of the session."""
