@@ -78,9 +78,7 @@ def test_a_recovery_code_lets_a_user_in_once(merchant, staff_client):
     assert second.get("/admin/").status_code == 302
 
 
-def test_support_must_set_up_a_second_factor_when_the_setting_requires_it(
-    staff_client, settings
-):
+def test_support_must_set_up_a_second_factor_when_the_setting_requires_it(staff_client, settings):
     settings.DASHBOARD_REQUIRE_2FA_FOR_STAFF = True
     support = staff_client(support=True, username="support-a")
 
