@@ -15,7 +15,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
 from django_otp import login as otp_login
-from django_otp import match_token, user_has_device
+from django_otp import match_token
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 from django_otp.qr import write_qrcode_image
@@ -37,7 +37,8 @@ def is_required(user: AbstractBaseUser) -> bool:
 
 
 def has_second_factor(user: AbstractBaseUser) -> bool:
-    return user_has_device(user, confirmed=True)
+    """Recovery codes come with an authenticator, so the authenticator alone says it."""
+    return TOTPDevice.objects.filter(user=user, confirmed=True).exists()
 
 
 def pending_device(user: AbstractBaseUser) -> TOTPDevice:
@@ -132,9 +133,10 @@ class TwoFactorMiddleware:
             and request.path.startswith("/admin/")
             and not any(request.path == _path(name) for name in EXEMPT_NAMES)
         ):
-            if has_second_factor(user):
-                if not user.is_verified():
-                    return redirect(f"{_path('two_factor_verify')}?next={request.path}")
+            if user.is_verified():
+                pass
+            elif has_second_factor(user):
+                return redirect(f"{_path('two_factor_verify')}?next={request.path}")
             elif is_required(user):
                 return redirect(_path("two_factor_setup"))
         return self.get_response(request)
