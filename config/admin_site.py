@@ -1,17 +1,36 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib import admin
 from django.utils import timezone
+from unfold.sites import UnfoldAdminSite
 
 from merchants import logins
 
 
-class CowryAdminSite(admin.AdminSite):
+class CowryAdminSite(UnfoldAdminSite):
     site_header = "Cowry dashboard"
     site_title = "Cowry"
     index_title = "Payments, customers and credentials"
     login_form = logins.DashboardLoginForm
+
+    def get_urls(self):
+        from django.urls import path
+
+        from merchants import two_factor_views
+
+        own = [
+            path(
+                "two-factor/setup/",
+                self.admin_view(lambda request: two_factor_views.setup(request, site=self)),
+                name="two_factor_setup",
+            ),
+            path(
+                "two-factor/verify/",
+                self.admin_view(lambda request: two_factor_views.verify(request, site=self)),
+                name="two_factor_verify",
+            ),
+        ]
+        return own + super().get_urls()
 
     def login(self, request, extra_context=None):
         """A session lasts DASHBOARD_SESSION_SECONDS from its login, however busy it is: the
@@ -24,15 +43,21 @@ class CowryAdminSite(admin.AdminSite):
         return response
 
     def index(self, request, extra_context=None):
-        """Merchant staff land on their merchant's day: balances, today's payments by status,
-        failing webhook deliveries."""
-        from config import dashboard_home
+        """Merchant staff land on their merchant's day; support and ops on their worklist, ops
+        also on the platform's totals and the ledger check."""
+        from config import worklist
         from merchants import dashboard
 
+        now = timezone.now()
+        context = dict(extra_context or {})
         merchant = dashboard.merchant_of(request.user)
         if merchant is not None:
-            extra_context = {
-                **(extra_context or {}),
-                "merchant_summary": dashboard_home.dashboard_summary(merchant=merchant),
-            }
-        return super().index(request, extra_context)
+            context["merchant_summary"] = worklist.merchant_summary(
+                merchant_id=merchant.pk, now=now
+            )
+        elif request.user.is_superuser or dashboard.is_support(request.user):
+            context["worklist"] = worklist.support_worklist(now=now)
+        if request.user.is_superuser:
+            context["platform_totals"] = worklist.platform_totals()
+            context["ledger_check"] = worklist.ledger_check_last()
+        return super().index(request, context)

@@ -14,6 +14,7 @@ from config.settings import *  # noqa: F403
 from config.settings import _count, env
 
 DEBUG = False
+DASHBOARD_REQUIRE_2FA_FOR_STAFF = env.bool("DASHBOARD_REQUIRE_2FA_FOR_STAFF", default=True)
 
 SECRET_KEY = env("SECRET_KEY", default="")
 if len(SECRET_KEY) < 50 or SECRET_KEY.startswith(("dev-", "django-insecure")):

@@ -6,6 +6,7 @@ from rest_framework.permissions import AllowAny
 
 from config import converters, views
 from config.content import JsonErrors
+from merchants import admin_team
 
 converters.register()  # before the apps' URLs below use it
 
@@ -25,6 +26,11 @@ urlpatterns = [
     path("health/live", views.live, name="health-live"),
     path("schema", SchemaView.as_view(**PUBLIC), name="schema"),
     path("docs", DocsView.as_view(url_name="schema", **PUBLIC), name="docs"),
+    path(
+        "admin/invite/<uidb64>/<token>/",
+        admin_team.InviteAcceptView.as_view(),
+        name="dashboard-invite",
+    ),
     path("admin/", admin.site.urls),
     path("", include("customers.urls")),
     path("", include("kyc.urls")),

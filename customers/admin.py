@@ -9,6 +9,7 @@ from merchants.dashboard import MerchantScopedAdmin
 class CustomerAdmin(MerchantScopedAdmin):
     list_display = [
         "id",
+        "name",
         "merchant",
         "external_ref",
         "customer_type",
@@ -27,6 +28,12 @@ class CustomerAdmin(MerchantScopedAdmin):
         "email",
     ]
     readonly_fields = ["id", "merchant", "kyc_status", "created_at", "updated_at"]
+
+    @admin.display(description="name", ordering="last_name")
+    def name(self, customer: Customer) -> str:
+        """The person's or the business's name: support tells customers apart by it."""
+        return str(customer)
+
     # KYC (kyc/admin.py): documents with fetch/review status and file links, status history,
     # and the support actions that approve or reject by hand, recorded with who did it.
     inlines = [kyc_admin.KycDocumentInline, kyc_admin.KycStatusChangeInline]

@@ -11,6 +11,7 @@ from django.http import FileResponse, Http404, HttpRequest
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html_join
+from unfold import admin as unfold_admin
 
 from config.exceptions import DomainError
 from kyc import services
@@ -29,7 +30,7 @@ def _file_links(document: KycDocument) -> str:
     return format_html_join(" · ", '<a href="{}" target="_blank">{}</a>', links)
 
 
-class KycDocumentInline(ScopedInlineMixin, admin.TabularInline):
+class KycDocumentInline(ScopedInlineMixin, unfold_admin.TabularInline):
     model = KycDocument
     extra = 0
     can_delete = False
@@ -54,7 +55,7 @@ class KycDocumentInline(ScopedInlineMixin, admin.TabularInline):
         return _file_links(document)
 
 
-class KycStatusChangeInline(ScopedInlineMixin, admin.TabularInline):
+class KycStatusChangeInline(ScopedInlineMixin, unfold_admin.TabularInline):
     model = KycStatusChange
     extra = 0
     can_delete = False

@@ -6,11 +6,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from unfold import admin as unfold_admin
 
 from config.exceptions import DomainError
 from merchants import dashboard, services
 from merchants.dashboard import MerchantScopedAdmin
-from merchants.models import ApiKey, AuditLogEntry, Merchant, MerchantMembership
+from merchants.models import ApiKey, AuditLogEntry, Merchant
 
 ONCE_SESSION_KEY = "cowry_secret_once"
 
@@ -21,7 +22,7 @@ def _show_secret_once(request, *, api_key: ApiKey, secret: str) -> HttpResponseR
     return HttpResponseRedirect(reverse("admin:merchants_apikey_secret", args=[api_key.pk]))
 
 
-class ApiKeyInline(dashboard.ScopedInlineMixin, admin.TabularInline):
+class ApiKeyInline(dashboard.ScopedInlineMixin, unfold_admin.TabularInline):
     model = ApiKey
     extra = 0
     fields = ["key", "label", "created_at", "last_used_at", "expires_at", "revoked_at"]
@@ -40,6 +41,27 @@ class MerchantAdmin(MerchantScopedAdmin):
 
     def has_add_permission(self, request, *args) -> bool:
         return dashboard.is_ops(request.user)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        owner = dashboard.role_of(request.user) == "owner"
+        return dashboard.is_ops(request.user) or owner
+
+    def get_fields(self, request, obj=None):
+        if dashboard.is_ops(request.user):
+            return super().get_fields(request, obj)
+        return ["name", "status", "require_two_factor"]
+
+    def get_readonly_fields(self, request, obj=None):
+        if dashboard.is_ops(request.user):
+            return self.readonly_fields
+        return ["name", "status"]  # an owner sets only the team's login rule
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if change and "require_two_factor" in form.changed_data:
+            from merchants import team
+
+            team.audit_two_factor_rule(merchant=obj, by=request.user)
 
 
 class ApiKeyCreateForm(forms.ModelForm):
@@ -247,12 +269,4 @@ class AuditLogEntryAdmin(MerchantScopedAdmin):
         return False
 
 
-@admin.register(MerchantMembership)
-class MerchantMembershipAdmin(MerchantScopedAdmin):
-    list_display = ["user", "merchant", "role", "created_at"]
-    list_filter = ["role", "merchant"]
-    search_fields = ["user__username", "merchant__name"]
-    support_can_view = False
-
-    def has_add_permission(self, request, *args) -> bool:
-        return dashboard.is_ops(request.user)
+from merchants import admin_team  # noqa: E402, F401  (the team page registers itself)

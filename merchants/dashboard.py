@@ -20,8 +20,12 @@ from django.db.models.constants import LOOKUP_SEP
 from django.http import Http404, HttpResponseRedirect
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
+from unfold import admin as unfold_admin
+from unfold.contrib.filters.admin import RangeDateTimeFilter
+from unfold.contrib.filters.admin.mixins import DropdownMixin, ValueMixin
 
 from config.exceptions import DomainError
+from merchants import display
 from merchants.models import MembershipRole, Merchant
 
 SUPPORT_GROUP = "Support"
@@ -84,7 +88,7 @@ class ScopedAllValuesFieldListFilter(admin.AllValuesFieldListFilter):
         )
 
 
-class KnownValuesFieldListFilter(admin.AllValuesFieldListFilter):
+class KnownValuesFieldListFilter(ValueMixin, DropdownMixin, admin.AllValuesFieldListFilter):
     """A filter on a column whose values come from a short known list (the catalog's operator
     codes, the currencies, the event types: `known_values_filter(...)`), not from Django's
     SELECT DISTINCT over the column, which read the whole table (every payin for support,
@@ -99,6 +103,24 @@ class KnownValuesFieldListFilter(admin.AllValuesFieldListFilter):
     def __init__(self, field, request, params, model, model_admin, field_path):
         super().__init__(field, request, params, model, model_admin, field_path)
         self.lookup_choices = list(self.known_values())
+
+    def queryset(self, request, queryset):
+        if self.value() in ("", None):
+            return queryset  # the dropdown's "All"
+        return super().queryset(request, queryset)
+
+    def choices(self, changelist):
+        """A dropdown: thirty corridors or two dozen operators as links were a panel of
+        their own."""
+        yield {
+            "form": self.form_class(
+                label=f" By {self.title} ",
+                name=self.lookup_kwarg,
+                choices=[self.all_option, *[(value, value) for value in self.lookup_choices]],
+                data={self.lookup_kwarg: self.value()},
+                multiple=False,
+            ),
+        }
 
 
 def known_values_filter(values) -> type[KnownValuesFieldListFilter]:
@@ -128,7 +150,7 @@ class EstimatingPaginator(Paginator):
         return max(int(plan[0]["Plan"]["Plan Rows"]), counted)
 
 
-class MerchantScopedAdmin(admin.ModelAdmin):
+class MerchantScopedAdmin(unfold_admin.ModelAdmin):
     """Base for every admin of merchant-owned data.
 
     `merchant_path` is the ORM path from the model to its Merchant ("merchant", "payin__merchant").
@@ -143,6 +165,8 @@ class MerchantScopedAdmin(admin.ModelAdmin):
     # A list's pages count what it shows (EstimatingPaginator), never the whole table besides.
     paginator = EstimatingPaginator
     show_full_result_count = False
+    # A from/to filter on this time; None for models without one.
+    date_range_field: str | None = "created_at"
 
     def scope_queryset(self, request, queryset: QuerySet) -> QuerySet:
         user = request.user
@@ -205,8 +229,17 @@ class MerchantScopedAdmin(admin.ModelAdmin):
             raise Http404("Not found.")
         return obj
 
+    def get_list_display(self, request):
+        hide = set()
+        if merchant_of(request.user) is not None and not is_ops(request.user):
+            hide = {"merchant", self.merchant_path}  # always their own
+        return display.list_columns(self.model, super().get_list_display(request), hide=hide)
+
     def get_list_filter(self, request):
         filters = list(super().get_list_filter(request))
+        own_fields = {f.name for f in self.model._meta.concrete_fields}
+        if self.date_range_field in own_fields and self.date_range_field not in filters:
+            filters.append((self.date_range_field, RangeDateTimeFilter))
         if merchant_of(request.user) is not None and not is_ops(request.user):
             filters = [
                 self._scoped_filter(f) for f in filters if f not in ("merchant", self.merchant_path)

@@ -25,6 +25,10 @@ class Merchant(models.Model):
             "To stop a merchant's API traffic, suspend the merchant."
         ),
     )
+    require_two_factor = models.BooleanField(
+        default=False,
+        help_text="The merchant's dashboard users must log in with a second factor (TOTP).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -180,6 +184,7 @@ class AuditAction(models.TextChoices):
     EVENT_RESENT = "event.resent"
     SUPPORT_ACTION = "support.action"
     WALLET_ADJUSTED = "wallet.adjusted"  # credit_wallet / debit_wallet (ops)
+    STAFF_CHANGED = "staff.changed"  # a teammate invited, re-roled, removed; two-factor changes
 
 
 class AuditLogEntry(models.Model):

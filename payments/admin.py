@@ -14,6 +14,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
+from unfold import admin as unfold_admin
 
 from config import money
 from config.exceptions import DomainError
@@ -56,7 +57,7 @@ class ReadOnlyAdmin(MerchantScopedAdmin):
         return False
 
 
-class ReadOnlyInline(ScopedInlineMixin, admin.TabularInline):
+class ReadOnlyInline(ScopedInlineMixin, unfold_admin.TabularInline):
     extra = 0
     can_delete = False
 

@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin
+from unfold import admin as unfold_admin
 
 from merchants import dashboard
 from merchants.dashboard import MerchantScopedAdmin
@@ -25,7 +26,7 @@ class OperatorForm(forms.ModelForm):
 
 
 @admin.register(Operator)
-class OperatorAdmin(admin.ModelAdmin):
+class OperatorAdmin(unfold_admin.ModelAdmin):
     """The catalog is ops' to edit; support staff also see it and set an operator's `status`
     (operational / delayed / closed), the only field they may change."""
 
@@ -78,7 +79,7 @@ class OperatorAdmin(admin.ModelAdmin):
 
 
 @admin.register(Corridor)
-class CorridorAdmin(admin.ModelAdmin):
+class CorridorAdmin(unfold_admin.ModelAdmin):
     list_display = [
         "code",
         "corridor_type",

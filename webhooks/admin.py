@@ -18,6 +18,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from unfold import admin as unfold_admin
 
 from config.exceptions import DomainError
 from config.fields import format_timestamp
@@ -328,7 +329,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
             self._show_secret_once(request, endpoint, secret)
 
 
-class DeliveryInline(ScopedInlineMixin, admin.TabularInline):
+class DeliveryInline(ScopedInlineMixin, unfold_admin.TabularInline):
     model = Delivery
     extra = 0
     can_delete = False
@@ -436,7 +437,7 @@ class EventAdmin(MerchantScopedAdmin):
                 self.message_user(request, f"Event {event.pk} queued for delivery.")
 
 
-class DeliveryAttemptInline(ScopedInlineMixin, admin.TabularInline):
+class DeliveryAttemptInline(ScopedInlineMixin, unfold_admin.TabularInline):
     model = DeliveryAttempt
     extra = 0
     can_delete = False

@@ -60,8 +60,8 @@ def test_owner_creates_a_key_and_sees_the_secret_only_once(live_server, browser,
     browser.get(f"{live_server.url}/admin/login/")
     browser.find_element(By.NAME, "username").send_keys("owner")
     browser.find_element(By.NAME, "password").send_keys("pw-owner-123")
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_for("user-tools")  # logged in: the page after the login POST has loaded
+    browser.find_element(By.CSS_SELECTOR, "#login-form [type=submit]").click()
+    wait_for("merchant-summary")  # logged in: the owner's home page has loaded
 
     browser.get(f"{live_server.url}/admin/merchants/apikey/add/")
     wait_for("id_label").send_keys("checkout backend")

@@ -34,7 +34,7 @@ def test_merchant_staff_land_on_their_balances_and_todays_payments(
     assert 'id="merchant-summary"' in page
     assert "XOF" in page
     assert "125,000" in page or "125000" in page
-    assert "XAF" not in page.split('id="merchant-summary"')[1].split("</table>")[0]
+    assert "XAF" not in page.split('id="merchant-summary"')[1].split("</section>")[0]
     assert 'id="failing-deliveries"' in page
 
 

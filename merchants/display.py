@@ -1,0 +1,106 @@
+"""How the dashboard's lists show ids, amounts and times: one way everywhere.
+
+`list_columns` turns a ModelAdmin's list_display into columns that fit a 1400 px screen: ids
+as their first 8 characters (the whole id on hover and in search), amounts as the API's digits
+with thousands separators and their currency, times in ISO 8601 with seconds and zone."""
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import models
+from django.utils.html import format_html
+
+from config import money
+
+SHORT_ID_LENGTH = 8
+
+# An amount column and the column holding its currency, where the name alone does not say.
+CURRENCY_OF = {
+    "send_amount": "send_currency",
+    "receive_amount": "receive_currency",
+    "payin_amount": "payin_currency",
+    "payout_amount": "payout_currency",
+    "debit_amount": "send_currency",
+}
+
+
+def short_id(value: object) -> str:
+    """The first characters of an id, the whole of it on hover."""
+    if value in (None, ""):
+        return "—"
+    text = str(value)
+    return format_html('<span class="short-id" title="{}">{}</span>', text, text[:SHORT_ID_LENGTH])
+
+
+def amount(value: Decimal | None, currency: str | None = None) -> str:
+    """20000 as "20,000 XOF": the API's digits, grouped by thousands, with the currency."""
+    if value is None:
+        return "—"
+    digits = money.format_amount(Decimal(value))
+    whole, _, fraction = digits.partition(".")
+    grouped = f"{int(whole):,}" if whole.lstrip("-").isdigit() else whole
+    text = f"{grouped}.{fraction}" if fraction else grouped
+    shown = f"{text} {currency}" if currency else text
+    return format_html('<span class="whitespace-nowrap">{}</span>', shown)
+
+
+def timestamp(value: datetime | None) -> str:
+    """An aware time as 2026-11-27T12:00:00Z (UTC, seconds, zone)."""
+    if value is None:
+        return "—"
+    text = value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_html('<span class="whitespace-nowrap">{}</span>', text)
+
+
+def _currency_field(model: type[models.Model], name: str) -> str | None:
+    names = {f.name for f in model._meta.concrete_fields}
+    candidate = CURRENCY_OF.get(name) or ("currency" if "currency" in names else None)
+    return candidate if candidate in names else None
+
+
+def _column(name: str, label: str, render: Callable[[Any], str], order: str | None) -> Callable:
+    def column(obj: models.Model) -> str:
+        return render(obj)
+
+    column.__name__ = name
+    column.short_description = label
+    if order:
+        column.admin_order_field = order
+    return column
+
+
+def _field_column(model: type[models.Model], field: models.Field) -> Callable | None:
+    name, label = field.name, field.verbose_name
+    if isinstance(field, models.UUIDField):
+        return _column(name, label, lambda obj: short_id(getattr(obj, name)), name)
+    if isinstance(field, models.DateTimeField):
+        return _column(name, label, lambda obj: timestamp(getattr(obj, name)), name)
+    if isinstance(field, models.DecimalField):
+        currency = _currency_field(model, name)
+        return _column(
+            name,
+            label,
+            lambda obj: amount(getattr(obj, name), getattr(obj, currency) if currency else None),
+            name,
+        )
+    return None
+
+
+def list_columns(model: type[models.Model], names: Sequence[Any], *, hide: set[str]) -> list:
+    """list_display with ids, amounts and times shown one way; columns in `hide` left out."""
+    fields = {f.name: f for f in model._meta.concrete_fields}
+    shown_with_amounts = {
+        _currency_field(model, name)
+        for name in names
+        if isinstance(name, str) and isinstance(fields.get(name), models.DecimalField)
+    }
+    columns: list = []
+    for entry in names:
+        if isinstance(entry, str) and (entry in hide or entry in shown_with_amounts):
+            continue
+        field = fields.get(entry) if isinstance(entry, str) else None
+        column = _field_column(model, field) if field is not None else None
+        columns.append(column or entry)
+    return columns

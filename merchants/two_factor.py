@@ -1,0 +1,146 @@
+"""Two-factor dashboard logins: TOTP (django-otp) with single-use recovery codes.
+
+A user with a confirmed authenticator is asked for a code after the password; one who must have
+a second factor (support and ops when DASHBOARD_REQUIRE_2FA_FOR_STAFF, merchant staff whose
+owner requires it) and has none is sent to set one up before anything else."""
+
+import io
+from base64 import b32encode
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.http import HttpRequest
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils import timezone
+from django_otp import login as otp_login
+from django_otp import match_token
+from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
+from django_otp.plugins.otp_totp.models import TOTPDevice
+from django_otp.qr import write_qrcode_image
+
+from merchants import dashboard
+from merchants.models import AuditAction, AuditLogEntry
+
+RECOVERY_CODES = 10
+DEVICE_NAME = "authenticator"
+ISSUER = "Cowry"
+
+
+def is_required(user: AbstractBaseUser) -> bool:
+    """Whether this user may not use the dashboard without a second factor."""
+    if user.is_superuser or dashboard.is_support(user):
+        return settings.DASHBOARD_REQUIRE_2FA_FOR_STAFF
+    merchant = dashboard.merchant_of(user)
+    return merchant is not None and merchant.require_two_factor
+
+
+def has_second_factor(user: AbstractBaseUser) -> bool:
+    """Recovery codes come with an authenticator, so the authenticator alone says it."""
+    return TOTPDevice.objects.filter(user=user, confirmed=True).exists()
+
+
+def pending_device(user: AbstractBaseUser) -> TOTPDevice:
+    """The authenticator being set up: made once, shown until confirmed."""
+    device = TOTPDevice.objects.filter(user=user, confirmed=False).first()
+    return device or TOTPDevice.objects.create(user=user, name=DEVICE_NAME, confirmed=False)
+
+
+def secret_text(device: TOTPDevice) -> str:
+    """The key as authenticator apps take it typed in (base32)."""
+    return b32encode(device.bin_key).decode()
+
+
+def qr_svg(device: TOTPDevice) -> str:
+    out = io.BytesIO()
+    write_qrcode_image(device.config_url, out)
+    return out.getvalue().decode()
+
+
+def confirm(request: HttpRequest, *, device: TOTPDevice, token: str) -> list[str] | None:
+    """Confirm the authenticator with its first code; returns new recovery codes, None when
+    the code is wrong."""
+    if not device.verify_token(token.strip()):
+        return None
+    with transaction.atomic():
+        device.confirmed = True
+        device.save(update_fields=["confirmed"])
+        codes = _new_recovery_codes(request.user)
+        _audit(request.user, "two_factor.enabled")
+    otp_login(request, device)
+    return codes
+
+
+def verify(request: HttpRequest, *, token: str) -> bool:
+    """A code from the authenticator, or a recovery code (used up), marks the session verified."""
+    device = match_token(request.user, token.strip().replace(" ", ""))
+    if device is None:
+        return False
+    otp_login(request, device)
+    return True
+
+
+def reset(user: AbstractBaseUser, *, by: str) -> int:
+    """Remove every second factor of the user (a lost phone): they set one up again."""
+    with transaction.atomic():
+        removed = 0
+        for model in (TOTPDevice, StaticDevice):
+            devices = model.objects.filter(user=user)
+            removed += devices.count()
+            devices.delete()
+        _audit(user, "two_factor.reset", by=by)
+    return removed
+
+
+def _new_recovery_codes(user: AbstractBaseUser) -> list[str]:
+    StaticDevice.objects.filter(user=user).delete()
+    device = StaticDevice.objects.create(user=user, name="recovery codes", confirmed=True)
+    codes = [StaticToken.random_token() for _ in range(RECOVERY_CODES)]
+    StaticToken.objects.bulk_create([StaticToken(device=device, token=c) for c in codes])
+    return codes
+
+
+def _audit(user: AbstractBaseUser, what: str, *, by: str = "") -> None:
+    merchant = dashboard.merchant_of(user)
+    if merchant is None:
+        return
+    AuditLogEntry.objects.create(
+        merchant=merchant,
+        actor=None if by else user,
+        actor_label=by or user.get_username(),
+        action=AuditAction.SUPPORT_ACTION if by else AuditAction.STAFF_CHANGED,
+        target=f"user {user.get_username()}",
+        detail={"change": what, "at": timezone.now().isoformat()},
+    )
+
+
+EXEMPT_NAMES = ("two_factor_setup", "two_factor_verify", "logout", "login", "jsi18n")
+
+
+class TwoFactorMiddleware:
+    """Sends a dashboard user to the code page, or to set up a second factor, before any other
+    dashboard page."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest):
+        user = getattr(request, "user", None)
+        if (
+            user is not None
+            and user.is_authenticated
+            and request.path.startswith("/admin/")
+            and not any(request.path == _path(name) for name in EXEMPT_NAMES)
+        ):
+            if user.is_verified():
+                pass
+            elif has_second_factor(user):
+                return redirect(f"{_path('two_factor_verify')}?next={request.path}")
+            elif is_required(user):
+                return redirect(_path("two_factor_setup"))
+        return self.get_response(request)
+
+
+def _path(name: str) -> str:
+    return reverse(f"admin:{name}")
