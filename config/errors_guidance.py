@@ -129,6 +129,18 @@ GUIDANCE: dict[str, tuple[str, str]] = {
         "Send at most the original amount, or omit payout_amount.",
     ),
     # --- quotes used by payments ---
+    "phone_invalid": (
+        "The number cannot be parsed as a phone number with its country code.",
+        "Send the number in E.164 form, e.g. +221770001234.",
+    ),
+    "operator_unknown": (
+        "The number is valid but its country or network is not in the catalog.",
+        "Ask the payer for a number on a covered network (GET /operators).",
+    ),
+    "team_change_refused": (
+        "Dashboard only: a team change that would leave no owner, or remove yourself.",
+        "Ask another owner, or keep one owner on the team.",
+    ),
     "quote_expired": ("The quote's 15 minutes are over.", "Create a new quote."),
     "quote_consumed": ("The quote already paid for a payment.", "Create a new quote."),
     "quote_flow_mismatch": ("The quote is for another flow (payin/payout/transfer).", NEW_QUOTE),

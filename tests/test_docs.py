@@ -95,13 +95,29 @@ def test_the_sandbox_table_is_the_simulators():
     from payments.provider import FAILED, simulator
 
     rows = {row[0].strip("`"): row[1] for row in _table(DOCS / "api.md", "## Sandbox")}
-    assert set(rows) == {simulator.DECLINE_SUFFIX, simulator.SILENT_SUFFIX, "anything else"}
-    assert simulator.simulated_outcome("+221770000" + simulator.DECLINE_SUFFIX) == (
+    assert set(rows) == {
+        simulator.DECLINE_SUFFIX,
+        simulator.SILENT_SUFFIX,
+        simulator.REFUSES_DISBURSEMENTS_SUFFIX,
+        "anything else",
+    }
+    paid_to = "+221770000" + simulator.REFUSES_DISBURSEMENTS_SUFFIX
+    assert simulator.simulated_outcome(paid_to, kind="collection") == ("completed", "")
+    assert simulator.simulated_outcome(paid_to, kind="disbursement") == (
+        FAILED,
+        "provider_declined",
+    )
+    assert simulator.simulated_outcome(
+        "+221770000" + simulator.DECLINE_SUFFIX, kind="collection"
+    ) == (
         FAILED,
         "provider_declined",
     )
     assert "`provider_declined`" in rows[simulator.DECLINE_SUFFIX]
-    assert simulator.simulated_outcome("+221770000" + simulator.SILENT_SUFFIX) is None
+    assert (
+        simulator.simulated_outcome("+221770000" + simulator.SILENT_SUFFIX, kind="collection")
+        is None
+    )
     assert "pending" in rows[simulator.SILENT_SUFFIX]
 
 
