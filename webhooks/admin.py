@@ -19,10 +19,11 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from unfold import admin as unfold_admin
+from unfold.decorators import action as unfold_action
 
 from config.exceptions import DomainError
 from config.fields import format_timestamp
-from merchants import dashboard
+from merchants import dashboard, object_actions
 from merchants import services as merchant_services
 from merchants.dashboard import (
     MerchantScopedAdmin,
@@ -97,6 +98,12 @@ def events_table(events) -> str:
 
 class WebhookEndpointForm(forms.ModelForm):
     url = forms.URLField(max_length=2048, assume_scheme="https")
+    event_types = forms.MultipleChoiceField(
+        choices=[(name, name) for name in services.EVENT_TYPES],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="None ticked: every event.",
+    )
 
     class Meta:
         model = WebhookEndpoint
@@ -109,9 +116,7 @@ class WebhookEndpointForm(forms.ModelForm):
             raise forms.ValidationError(exc.message) from exc
 
     def clean_event_types(self) -> list[str]:
-        value = self.cleaned_data.get("event_types") or []
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise forms.ValidationError('A JSON list of event names, e.g. ["payout.failed"].')
+        value = list(self.cleaned_data.get("event_types") or [])
         try:
             return services.event_types_validate(value)
         except DomainError as exc:
@@ -161,6 +166,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
             "disabled_at",
             "created_at",
             "updated_at",
+            "recent_deliveries",
         ]
 
     def get_form(self, request, obj=None, change=False, **kwargs):
@@ -174,10 +180,81 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return []
-        return ["merchant", "disabled_reason", "disabled_at", "created_at", "updated_at"]
+        return [
+            "merchant",
+            "disabled_reason",
+            "disabled_at",
+            "created_at",
+            "updated_at",
+            "recent_deliveries",
+        ]
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+    @admin.display(description="Recent deliveries")
+    def recent_deliveries(self, obj: WebhookEndpoint) -> str:
+        rows = [
+            (
+                format_html(
+                    '<a href="{}">{}</a>',
+                    reverse("admin:webhooks_delivery_change", args=[d.pk]),
+                    d.event.event_type,
+                ),
+                d.status,
+                d.attempts,
+                format_timestamp(d.created_at),
+            )
+            for d in obj.deliveries.select_related("event").order_by("-created_at")[:20]
+        ]
+        return html_table(["event", "status", "attempts", "created"], rows)
+
+    actions_detail = ["send_test_event_detail", "rotate_signing_secret_detail"]
+
+    @unfold_action(description="Send a test event", url_path="send-test", permissions=["manage"])
+    def send_test_event_detail(self, request, object_id):
+        def perform(endpoint, reason):
+            delivery = services.endpoint_send_test_event(
+                endpoint_id=endpoint.pk, now=timezone.now()
+            )
+            return f"Test event {delivery.event_id} queued for {endpoint.url}."
+
+        return object_actions.confirm_then(
+            self,
+            request,
+            object_id,
+            title="Send a test event",
+            consequence=lambda e: f"A signed test event goes to {e.url} now; no money moves.",
+            perform=perform,
+        )
+
+    @unfold_action(
+        description="Rotate the signing secret", url_path="rotate-secret", permissions=["manage"]
+    )
+    def rotate_signing_secret_detail(self, request, object_id):
+        def perform(endpoint, reason):
+            secret = services.endpoint_rotate_secret(endpoint_id=endpoint.pk, now=timezone.now())
+            merchant_services.audit_record(
+                merchant=endpoint.merchant,
+                actor=request.user,
+                action=AuditAction.WEBHOOK_SECRET_ROTATED,
+                target=endpoint.url,
+                detail={"reason": reason},
+            )
+            self._show_secret_once(request, endpoint, secret)
+            return f"A new signing secret for {endpoint.url} is shown above, once."
+
+        return object_actions.confirm_then(
+            self,
+            request,
+            object_id,
+            title="Rotate the signing secret",
+            consequence=lambda e: (
+                f"Deliveries to {e.url} are signed with a new secret from now on; your receiver "
+                "must switch to it, or it will refuse them. No money moves."
+            ),
+            perform=perform,
+        )
 
     def save_model(self, request, obj, form, change) -> None:
         now = timezone.now()
@@ -395,6 +472,7 @@ class EventAdmin(MerchantScopedAdmin):
     readonly_fields = fields
     inlines = [DeliveryInline]
     actions = ["resend_events"]
+    actions_detail = ["resend_event_detail"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("merchant")
@@ -414,6 +492,32 @@ class EventAdmin(MerchantScopedAdmin):
 
     def has_resend_permission(self, request, obj=None) -> bool:
         return _can_manage(request) or dashboard.is_support(request.user)
+
+    @unfold_action(description="Re-send this event", url_path="resend", permissions=["resend"])
+    def resend_event_detail(self, request, object_id):
+        def perform(event, reason):
+            with transaction.atomic():  # no re-send goes out without its audit entry
+                services.event_resend(event_id=event.pk, now=timezone.now())
+                merchant_services.audit_record(
+                    merchant=event.merchant,
+                    actor=request.user,
+                    action=AuditAction.EVENT_RESENT,
+                    target=str(event.pk),
+                    detail={"event_type": event.event_type, "reason": reason},
+                )
+            return f"Event {event.pk} queued for delivery."
+
+        return object_actions.confirm_then(
+            self,
+            request,
+            object_id,
+            title="Re-send this event",
+            consequence=lambda e: (
+                f"The {e.event_type} event goes again, same id and body, to every enabled "
+                "endpoint subscribed to it; no money moves."
+            ),
+            perform=perform,
+        )
 
     @admin.action(
         description="Re-send the selected events now (new delivery, same event id)",

@@ -35,7 +35,7 @@ def test_a_sixth_webhook_endpoint_is_a_message_on_the_form_not_a_500(merchant, s
 
     response = owner.post(
         "/admin/webhooks/webhookendpoint/add/",
-        {"url": "https://h6.example.com/hook", "event_types": "[]"},
+        {"url": "https://h6.example.com/hook", "event_types": []},
         follow=True,
     )
 

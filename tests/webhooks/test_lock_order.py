@@ -106,7 +106,7 @@ def _dashboard_save(merchant, endpoint):
     def save() -> None:
         response = browser.post(
             f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/",
-            {"url": "http://127.0.0.1:9/moved", "event_types": "[]", "enabled": "on"},
+            {"url": "http://127.0.0.1:9/moved", "event_types": [], "enabled": "on"},
         )
         assert response.status_code == 302
 
@@ -175,7 +175,7 @@ def test_a_dashboard_save_of_an_endpoint_does_not_hold_up_the_events_fanned_out_
             saving = start(
                 lambda: developer.post(
                     f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/",
-                    {"url": receiver.url, "event_types": '["payin.completed"]', "enabled": "on"},
+                    {"url": receiver.url, "event_types": ["payin.completed"], "enabled": "on"},
                 ),
                 saved,
             )

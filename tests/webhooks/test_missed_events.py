@@ -117,7 +117,7 @@ def test_an_endpoint_disabled_by_the_sweep_gets_its_failed_and_missed_events_onc
 
     page = developer.post(
         f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/",
-        {"url": endpoint.url, "event_types": "[]", "enabled": "on"},
+        {"url": endpoint.url, "event_types": [], "enabled": "on"},
         follow=True,
     )
     shown = " ".join(str(message) for message in page.context["messages"])
@@ -325,7 +325,7 @@ def test_switching_an_endpoint_back_on_in_the_dashboard_sends_nothing_by_itself(
 
     developer.post(
         f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/",
-        {"url": endpoint.url, "event_types": "[]", "enabled": "on"},
+        {"url": endpoint.url, "event_types": [], "enabled": "on"},
     )
     deliver_all()
 
