@@ -12,11 +12,10 @@ def _eager_celery(settings):
 
     from config import shared_cache
     from config.celery import app
-    from payments.services import SUBMITTER_WAKE_KEY
     from webhooks.services import SENDER_WAKE_KEY
 
-    # no sender or submitter left "waiting to start" by another test
-    cache.delete_many([SENDER_WAKE_KEY, SUBMITTER_WAKE_KEY])
+    # no sender left "waiting to start" by another test
+    cache.delete_many([SENDER_WAKE_KEY])
     # nor dashboard logins refused for another test's (or an earlier run's) failures: every
     # test client logs in from 127.0.0.1, whose counter outlives a test by its window
     redis = shared_cache.redis_client()
