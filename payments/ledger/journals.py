@@ -6,12 +6,12 @@ from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
-from django.db import transaction
 from django.db.models import Subquery, Sum
 from django.utils import timezone
 
 from config import money
 from config.exceptions import DomainError
+from config.transactions import joined_atomic
 from merchants.models import Merchant
 from payments.ledger.accounts import WALLET_COLUMNS, account_ids, wallet_locked
 from payments.models import Journal, JournalLine
@@ -119,7 +119,7 @@ def post_journal(
     below zero, BalanceOutOfRange if it would pass what its numeric(20, 2) column holds.
     Idempotent on (resource_type, resource_id, kind)."""
     checked = _validated(lines)
-    with transaction.atomic(savepoint=False):  # joins the caller's, no savepoint
+    with joined_atomic():  # refusals raise before any write: the caller's goes on
         posted = Journal.objects.filter(
             resource_type=resource_type, resource_id=resource_id, kind=kind
         )

@@ -36,7 +36,8 @@ def submission_enqueue(payment: Payin | Payout) -> None:
 
 
 def submission_enqueue_on_commit(payment: Payin | Payout) -> None:
-    transaction.on_commit(lambda: submission_enqueue(payment))
+    # robust: whatever the enqueue raises is logged, never a 500 for a committed payment
+    transaction.on_commit(lambda: submission_enqueue(payment), robust=True)
 
 
 def provider_reference_store(

@@ -12,7 +12,7 @@ from django.db.models import Q
 
 from payments import provider
 from payments.models import Payin, PayinStatus, Payout, PayoutStatus
-from payments.services import parties
+from payments.services import parties, payins, payouts
 from payments.services.transitions import (
     PAYIN_CALLBACK,
     PAYOUT_CALLBACK,
@@ -47,16 +47,16 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     provider cannot be asked about, or a leg without a receipt whose last call started too
     recently to have ended (left pending). Each one in its own transaction; returns how many
     failed."""
-    payins = Payin.objects.filter(
+    payin_rows = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "submitted_at", "source")
-    payouts = Payout.objects.filter(
+    payout_rows = Payout.objects.filter(
         status=PayoutStatus.PENDING, provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "submitted_at", "recipient")
     legs = (
         (
             Payin,
-            payins,
+            payin_rows,
             provider.COLLECTION,
             PAYIN_CALLBACK,
             lambda payment_id: payins.payin_transition(
@@ -65,7 +65,7 @@ def payments_fail_timed_out(*, now: datetime) -> int:
         ),
         (
             Payout,
-            payouts,
+            payout_rows,
             provider.DISBURSEMENT,
             PAYOUT_CALLBACK,
             lambda payment_id: payouts.payout_transition(
