@@ -640,7 +640,8 @@ def quote_consume(
     ):
         _customer(merchant=merchant, customer_id=customer_id)
     _check_consumable(quote, flow_type=flow_type, customer_id=customer_id, now=now)
-    selectors.quote_operator_check_enabled(quote, field="quote_id")
+    if quote.operator_code:  # a payin or payout quote; a transfer's names its two in pricing
+        selectors.quote_operator_check_enabled(quote, field="quote_id")
     quote.status = QuoteStatus.CONSUMED
     quote.consumed_at = now
     quote.save(update_fields=["status", "consumed_at"])
