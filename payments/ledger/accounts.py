@@ -27,6 +27,7 @@ def wallet_locked(*, merchant_id: UUID, currency: str, **annotations: Any) -> Wa
     wallets = (
         Wallet.objects.select_for_update(of=("self",))
         .filter(merchant_id=merchant_id, currency=currency)
+        .order_by()  # one row; Wallet's ordering would join the merchant
         .annotate(**annotations)
     )
     wallet = wallets.first()
@@ -55,9 +56,9 @@ def account_ids(*, merchant_id: UUID, currency: str, codes: set[str]) -> dict[st
 
     def read() -> dict[str, int]:  # a merchant has a handful per currency
         return dict(
-            LedgerAccount.objects.filter(merchant_id=merchant_id, currency=currency).values_list(
-                "code", "pk"
-            )
+            LedgerAccount.objects.filter(merchant_id=merchant_id, currency=currency)
+            .order_by()
+            .values_list("code", "pk")
         )
 
     found = read()
