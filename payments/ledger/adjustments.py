@@ -298,46 +298,34 @@ def _wallet_adjust(
     reference: str | None,
 ) -> Adjusted:
     """Post the adjustment of `amount` (positive) in its direction, resolve the discrepancy it
-    settles at the journal's time, and audit it, in one transaction.
-
-    With a reference (an ops ticket or run id), the journal's resource_id is derived from the
-    merchant and the reference, so its unique constraint admits one adjustment per merchant and
-    reference whatever runs race. A run again with the same reference (a dropped session, a
-    script's retry) changes nothing: already applied when it asks for the same adjustment
-    (direction, currency, amount, reason, discrepancy), AdjustmentReferenceUsed otherwise. The
-    runs with a reference take turns on the merchant's row (FOR NO KEY UPDATE, before the
-    discrepancy and the wallet; payments, which only lock its key, do not wait), so the second
-    of two racing ones finds the first's journal rather than settling its discrepancy again or
-    writing a second audit entry."""
+    settles, and audit it, in one transaction. With a reference (an ops ticket or run id) the
+    journal's resource_id derives from it: one adjustment per merchant and reference; a rerun
+    changes nothing (already applied, or AdjustmentReferenceUsed when it asks otherwise), and
+    racing runs take turns on the merchant's row, before the discrepancy and the wallet."""
     reason = _adjustment_reason(currency=currency, amount=amount, reason=reason)
     resource_id = uuid.uuid4()
     if reference is not None:
         reference = _adjustment_reference(reference)
         resource_id = adjustment_resource_id(merchant_id=merchant.pk, reference=reference)
+    asked = {
+        "adjustment": adjustment,
+        "merchant": merchant,
+        "currency": currency,
+        "amount": amount,
+        "discrepancy_id": discrepancy_id,
+    }
     with transaction.atomic():
         if reference is not None:
             merchant_services.merchant_turn(merchant.pk)
-            if _applied_before(
-                adjustment=adjustment,
-                merchant=merchant,
-                currency=currency,
-                amount=amount,
-                reason=reason,
-                discrepancy_id=discrepancy_id,
-                reference=reference,
-                resource_id=resource_id,
-            ):
+            applied = _applied_before(
+                **asked, reason=reason, reference=reference, resource_id=resource_id
+            )
+            if applied:
                 wallet = Wallet.objects.get(merchant=merchant, currency=currency)
                 return Adjusted(wallet=wallet, already_applied=True)
         discrepancy = None
         if discrepancy_id is not None:  # locked before the wallet, as a transfer action does
-            discrepancy = _discrepancy_to_settle(
-                adjustment=adjustment,
-                merchant=merchant,
-                currency=currency,
-                amount=amount,
-                discrepancy_id=discrepancy_id,
-            )
+            discrepancy = _discrepancy_to_settle(**asked)
         journal = _adjustment_post(
             merchant=merchant,
             currency=currency,
@@ -457,17 +445,11 @@ def _discrepancy_to_settle(
     discrepancy_id: UUID,
 ) -> ProviderDiscrepancy:
     """The discrepancy an adjustment settles, locked: an unresolved "completed" answer about
-    one of the merchant's resources of a kind the adjustment settles (Settles), in the state
-    that leaves it to settle, in its currency, for no more than its limit. A credit: a payin we
-    failed (at most its receive_amount), or a transfer whose collection we failed (its
-    payin_amount, as a return). A debit: a payout we failed (its debit_amount), or a transfer
-    disbursement after its collected funds were returned to the wallet (the payin_amount the
-    return credited). Those states are final, so the resource is read without a lock, except
-    where it is settled once whichever of its discrepancies (Settles.once: a returned
-    transfer, whose attempts may each have paid): its row is locked first, before the
-    discrepancy's as every transfer action does, so of two settling two of its discrepancies at
-    once, the second sees the first. The adjustment's refusal (DiscrepancyNotCreditable,
-    DiscrepancyNotDebitable) otherwise."""
+    one of the merchant's resources of a kind the adjustment settles (Settles), checked by
+    _check_settleable. Those states are final, so the resource is read without a lock, except
+    where it is settled once whichever of its discrepancies (Settles.once): its row is locked
+    first, before the discrepancy's, so of two settling two of its discrepancies at once, the
+    second sees the first. The adjustment's refusal otherwise."""
     refused = adjustment.refused
     # resource_type and resource_id never change: read without a lock, to lock the resource
     # first where it is settled once
@@ -503,6 +485,29 @@ def _discrepancy_to_settle(
             f'The provider answered "{discrepancy.provider_outcome}", not "completed": '
             f"{adjustment.nothing}."
         )
+    _check_settleable(
+        adjustment=adjustment,
+        settles=settles,
+        discrepancy=discrepancy,
+        merchant=merchant,
+        currency=currency,
+        amount=amount,
+    )
+    return discrepancy
+
+
+def _check_settleable(
+    *,
+    adjustment: _Adjustment,
+    settles: Settles,
+    discrepancy: ProviderDiscrepancy,
+    merchant: Merchant,
+    currency: str,
+    amount: Decimal,
+) -> None:
+    """The discrepancy's resource is in the state that leaves it to settle, not settled yet
+    (Settles.once), in this currency, for no more than its limit; the refusal otherwise."""
+    refused = adjustment.refused
     shown = list(dict.fromkeys(["status", *settles.state]))
     resource = (
         settles.model.objects.filter(pk=discrepancy.resource_id, merchant=merchant)
@@ -538,4 +543,3 @@ def _discrepancy_to_settle(
             f"{money.format_amount(amount)} {currency} is more than {settles.at_most} "
             f"({money.format_amount(most)} {currency})."
         )
-    return discrepancy

@@ -34,8 +34,7 @@ def breaches_register(
 
 
 def ledger_breaches(*, merchant_ids: Iterable[UUID] | None = None) -> list[str]:
-    """Every violated ledger invariant, as human-readable lines; empty when the ledger is sound.
-
+    """Every violated ledger invariant, as human-readable lines; empty when the ledger is sound:
     - every journal has at least two lines and its lines sum to zero;
     - every line's account belongs to the journal's merchant and currency;
     - every wallet's available/reserved equals the sum of its account's lines, never negative;

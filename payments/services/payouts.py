@@ -80,17 +80,23 @@ def payout_create(
             payout=payout, status=PayoutStatus.PENDING, created_at=now
         )
         payout.history_entries = [pending]
-        ledger.post_journal(
-            merchant_id=merchant.pk,
-            currency=quote.send_currency,
-            kind="payout_reserved",
-            resource_type="payout",
-            resource_id=payout.id,
-            lines=[(ledger.MERCHANT_AVAILABLE, -debit), (ledger.MERCHANT_RESERVED, debit)],
-            at=None,  # when the wallet is locked: after any credit this debit relies on
-        )
+        _payout_reserve(payout)
         submission.submission_enqueue_on_commit(payout)
     return payout
+
+
+def _payout_reserve(payout: Payout) -> None:
+    """What the payout will take moves from the available to the reserved balance
+    (InsufficientBalance when it is short)."""
+    _payout_post(
+        payout,
+        kind="payout_reserved",
+        lines=[
+            (ledger.MERCHANT_AVAILABLE, -payout.debit_amount),
+            (ledger.MERCHANT_RESERVED, payout.debit_amount),
+        ],
+        at=None,  # when the wallet is locked: after any credit this debit relies on
+    )
 
 
 def payout_snapshot(payout: Payout) -> dict[str, Any]:
@@ -180,7 +186,7 @@ def _payout_release(payout: Payout, *, at: datetime) -> None:
     )
 
 
-def _payout_post(payout: Payout, *, kind: str, lines: list, at: datetime) -> None:
+def _payout_post(payout: Payout, *, kind: str, lines: list, at: datetime | None) -> None:
     ledger.post_journal(
         merchant_id=payout.merchant_id,
         currency=payout.send_currency,
