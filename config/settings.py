@@ -237,7 +237,7 @@ CELERY_BEAT_SCHEDULE = {
     # answers lost with a killed worker: asked of the provider once overdue
     "ask-provider-about-overdue-payments": {
         "task": "payments.tasks.ask_provider_about_overdue_payments",
-        "schedule": 20.0,
+        "schedule": 30.0,
     },
     "fail-timed-out-transfers": {
         "task": "transfers.tasks.fail_timed_out_transfers",

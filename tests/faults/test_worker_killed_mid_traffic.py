@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(tran
 
 # The provider answers through counted-down tasks the worker holds; no visibility override.
 TRAFFIC_ENV = {"PROVIDER_SIMULATION_DELAY_SECONDS": "5"}
-BEAT_SECONDS = 20  # as CELERY_BEAT_SCHEDULE's ask-provider-about-overdue-payments
+BEAT_SECONDS = 30  # as CELERY_BEAT_SCHEDULE's ask-provider-about-overdue-payments
 RECOVERY_SECONDS = 120
 
 
