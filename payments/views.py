@@ -51,7 +51,7 @@ class PayinCreateView(APIView):
             "Answers 201 with status `created`; the final status arrives by webhook or GET."
         ),
     )
-    @idempotent(held=True, atomic=False)  # one statement: quote, payin, key's record
+    @idempotent
     def post(self, request):
         serializer = PayinCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)
