@@ -246,6 +246,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "payments.tasks.fail_timed_out_payments",
         "schedule": 60.0,
     },
+    # answers lost with a killed worker: asked of the provider once overdue
+    "ask-provider-about-overdue-payments": {
+        "task": "payments.tasks.ask_provider_about_overdue_payments",
+        "schedule": 30.0,
+    },
     "fail-timed-out-transfers": {
         "task": "transfers.tasks.fail_timed_out_transfers",
         "schedule": 60.0,

@@ -39,7 +39,6 @@ from payments.models import (
     Wallet,
 )
 from quotes import selectors as quote_selectors
-from transfers import services as transfer_services
 from webhooks import admin as webhook_admin
 from webhooks import selectors as webhook_selectors
 
@@ -326,7 +325,7 @@ class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
     list_filter = ["resource_type", "provider_outcome", ("resolved_at", admin.EmptyFieldListFilter)]
     search_fields = ["=resource_id", "reference", "provider_reference"]
     readonly_fields = [f.name for f in ProviderDiscrepancy._meta.fields]
-    actions = ["mark_resolved", "apply_provider_completion"]
+    actions = ["mark_resolved"]  # the transfers app adds its own (transfers.admin_discrepancies)
 
     @admin.action(
         description=(
@@ -350,22 +349,3 @@ class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
             for discrepancy_id in queryset.values_list("pk", flat=True)
         )
         self.message_user(request, f"Marked {resolved} discrepancy(ies) resolved.")
-
-    @admin.action(
-        description=(
-            "Apply the provider's completion (a failed transfer disbursement the provider paid)"
-        ),
-        permissions=["support"],
-    )
-    def apply_provider_completion(self, request, queryset) -> None:
-        for discrepancy_id in queryset.values_list("pk", flat=True):
-            try:
-                transfer = transfer_services.transfer_apply_provider_completion(
-                    discrepancy_id=discrepancy_id, actor=request.user, now=timezone.now()
-                )
-            except DomainError as exc:
-                self.message_user(request, f"{discrepancy_id}: {exc.message}", messages.ERROR)
-            else:
-                self.message_user(
-                    request, f"Transfer {transfer.pk} completed with the provider's answer."
-                )

@@ -208,7 +208,7 @@ class Payin(_Payment):
                 condition=models.Q(status__in=["created", "pending"]),
                 name="payin_open_timeout",
             ),
-            models.Index(  # the submitter's queue (services._submission_claim)
+            models.Index(  # payments waiting for their submission (sweeps)
                 fields=["created_at"],
                 condition=models.Q(status="created"),
                 name="payin_awaiting_submission",
@@ -283,7 +283,7 @@ class Payout(_Payment):
                 condition=models.Q(status="pending"),
                 name="payout_open_timeout",
             ),
-            models.Index(  # the submitter's queue (services._submission_claim)
+            models.Index(  # payments waiting for their submission (sweeps)
                 fields=["created_at"],
                 condition=models.Q(status="pending", submitted_at__isnull=True),
                 name="payout_awaiting_submission",

@@ -9,13 +9,10 @@ from django.db.models import QuerySet
 
 from config import money, pagination
 from config.exceptions import NotFound
-from config.rawsql import RowReader
 from merchants.models import Merchant
 from payments.models import (
     Payin,
-    PayinHistory,
     Payout,
-    PayoutHistory,
     ProviderDiscrepancy,
     Wallet,
 )
@@ -31,27 +28,20 @@ class PayoutNotFound(NotFound):
     message = "The payout does not exist."
 
 
-# The hottest reads of the API (GET /payins/{id}, /payouts/{id}) skip the ORM's compilation.
-_PAYIN_BY_ID = RowReader(Payin, where=("id", "merchant"))
-_PAYIN_HISTORY = RowReader(PayinHistory, where=("payin",), order_by=("created_at", "id"))
-_PAYOUT_BY_ID = RowReader(Payout, where=("id", "merchant"))
-_PAYOUT_HISTORY = RowReader(PayoutHistory, where=("payout",), order_by=("created_at", "id"))
-
-
 def payin_get(*, merchant: Merchant, payin_id: UUID) -> Payin:
     """The merchant's payin with its history; another merchant's is indistinguishable from none."""
-    payin = _PAYIN_BY_ID.first(payin_id, merchant.pk)
+    payin = Payin.objects.filter(pk=payin_id, merchant=merchant).first()
     if payin is None:
         raise PayinNotFound()
-    payin.history_entries = _PAYIN_HISTORY.all(payin.pk)
+    payin.history_entries = list(payin.history.order_by("created_at", "id"))
     return payin
 
 
 def payout_get(*, merchant: Merchant, payout_id: UUID) -> Payout:
-    payout = _PAYOUT_BY_ID.first(payout_id, merchant.pk)
+    payout = Payout.objects.filter(pk=payout_id, merchant=merchant).first()
     if payout is None:
         raise PayoutNotFound()
-    payout.history_entries = _PAYOUT_HISTORY.all(payout.pk)
+    payout.history_entries = list(payout.history.order_by("created_at", "id"))
     return payout
 
 

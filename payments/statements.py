@@ -3,7 +3,8 @@ the dashboard's wallet export). Read-only; one query per table whatever the numb
 
 import csv
 import io
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -17,7 +18,7 @@ from config.exceptions import DomainError
 from config.fields import format_timestamp
 from merchants.models import Merchant
 from payments import ledger
-from payments.models import JournalLine, Payin, Payout
+from payments.models import Journal, JournalLine, Payin, Payout
 
 MAX_DAYS = 31
 WALLET_ACCOUNTS = (ledger.MERCHANT_AVAILABLE, ledger.MERCHANT_RESERVED)
@@ -75,38 +76,34 @@ def statement_bounds(*, from_date: date, to_date: date) -> tuple[datetime, datet
     return start, end
 
 
-def _references(lines: list[JournalLine]) -> dict[tuple[str, UUID, str], str]:
-    """provider_reference per (resource_type, resource_id, kind), joined through the payin,
-    payout or transfer that caused the journal."""
-    from transfers.models import Transfer
+# resource_type -> the provider references of its journals among `journals`, keyed by
+# (resource_type, resource_id, kind): apps above payments add theirs (references_register).
+_MORE_REFERENCES: dict[str, Callable[[list[Journal]], dict[tuple[str, UUID, str], str]]] = {}
 
-    ids: dict[str, set[UUID]] = {"payin": set(), "payout": set(), "transfer": set()}
+
+def references_register(
+    resource_type: str, references: Callable[[list[Journal]], dict[tuple[str, UUID, str], str]]
+) -> None:
+    """An app above payments gives the provider references of its own journals' lines."""
+    _MORE_REFERENCES[resource_type] = references
+
+
+def _references(lines: list[JournalLine]) -> dict[tuple[str, UUID, str], str]:
+    """provider_reference per (resource_type, resource_id, kind), joined through the payin or
+    payout (or a registered app's resource) that caused the journal."""
+    journals: dict[str, list[Journal]] = defaultdict(list)
     for line in lines:
-        if line.journal.resource_type in ids:
-            ids[line.journal.resource_type].add(line.journal.resource_id)
-    payins = dict(Payin.objects.filter(pk__in=ids["payin"]).values_list("id", "provider_reference"))
-    payouts = dict(
-        Payout.objects.filter(pk__in=ids["payout"]).values_list("id", "provider_reference")
-    )
-    transfers = {
-        row[0]: row[1:]
-        for row in Transfer.objects.filter(pk__in=ids["transfer"]).values_list(
-            "id", "collection_reference", "disbursement_reference"
-        )
-    }
+        journals[line.journal.resource_type].append(line.journal)
     found: dict[tuple[str, UUID, str], str] = {}
-    for line in lines:
-        journal = line.journal
-        key = (journal.resource_type, journal.resource_id, journal.kind)
-        if journal.resource_type == "payin":
-            found[key] = payins.get(journal.resource_id, "")
-        elif journal.resource_type == "payout":
-            found[key] = payouts.get(journal.resource_id, "")
-        elif journal.resource_type == "transfer" and journal.resource_id in transfers:
-            collection, disbursement = transfers[journal.resource_id]
-            # the collected money (collected, or returned to the wallet) or the payout's
-            from_collection = journal.kind in ("transfer_collected", "transfer_returned")
-            found[key] = collection if from_collection else disbursement
+    for model, resource_type in ((Payin, "payin"), (Payout, "payout")):
+        ids = {journal.resource_id for journal in journals[resource_type]}
+        references = dict(model.objects.filter(pk__in=ids).values_list("id", "provider_reference"))
+        for journal in journals[resource_type]:
+            key = (resource_type, journal.resource_id, journal.kind)
+            found[key] = references.get(journal.resource_id, "")
+    for resource_type, references_of in _MORE_REFERENCES.items():
+        if journals[resource_type]:
+            found.update(references_of(journals[resource_type]))
     return found
 
 

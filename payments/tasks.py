@@ -1,13 +1,13 @@
 """Thin Celery tasks: each calls one service. All are routed to the "provider" queue."""
 
 import logging
+from datetime import datetime
 from uuid import UUID
 
-from celery import Task, shared_task
+from celery import shared_task
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
-from config import shared_cache
 from payments import services
 from payments.provider import ProviderUnavailable, deliver_answer
 
@@ -64,18 +64,6 @@ PROVIDER_TASK_OPTIONS = {
 }
 
 
-@shared_task(bind=True, acks_late=True, ignore_result=True)
-def submit_payments(self: Task, helper: bool = False, **_: object) -> None:
-    """Submit waiting payins and payouts until none is left; enqueued when they are created,
-    at most one waiting at a time (services._submitter_wake). A payment claimed but not
-    submitted when this dies is resubmitted by the sweep of lost submissions."""
-    services.payments_submit_waiting(
-        linger=shared_cache.linger_seconds(self.request),
-        gather=shared_cache.gather_seconds(self.request),
-        helper=helper,
-    )
-
-
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_payin(*, payin_id: str, **_: object) -> None:
     services.payin_submit(payin_id=UUID(payin_id), now=timezone.now())
@@ -93,9 +81,24 @@ def fail_timed_out_payments(**_: object) -> int:
     re-enqueue submissions whose enqueue after commit was lost (submitting is idempotent)."""
     now = timezone.now()
     failed = services.payments_fail_timed_out(now=now)
+    _resubmit_stale(now=now)
+    return failed
+
+
+@shared_task(acks_late=True)
+def ask_provider_about_overdue_payments(**_: object) -> int:
+    """Beat: ask the provider about payments whose answer is overdue (one lost with a killed
+    worker is applied within a run or two of it, not at the broker's visibility timeout), and
+    re-enqueue submissions whose enqueue after commit was lost (submitting is idempotent)."""
+    now = timezone.now()
+    applied = services.payments_ask_provider(now=now)
+    _resubmit_stale(now=now)
+    return applied
+
+
+def _resubmit_stale(*, now: datetime) -> None:
     payin_ids, payout_ids = services.payments_stale_submissions(now=now)
     for payin_id in payin_ids:
         submit_payin.delay(payin_id=str(payin_id))
     for payout_id in payout_ids:
         submit_payout.delay(payout_id=str(payout_id))
-    return failed

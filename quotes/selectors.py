@@ -170,31 +170,6 @@ def quote_operator_annotations() -> dict[str, Expression]:
     }
 
 
-# quote_operator_annotations() as SQL, for quote_consume's readers (config.rawsql) until they
-# read with the ORM.
-QUOTE_OPERATOR_ANNOTATIONS = {
-    # the customer the quote names is still active (not blocked since): see quote_consume
-    "customer_active": (
-        f"EXISTS (SELECT 1 FROM {Customer._meta.db_table} c"  # noqa: S608 (model metadata)
-        f" WHERE c.id = {Quote._meta.db_table}.customer_id"
-        f" AND c.status = '{CustomerStatus.ACTIVE}')",
-        [],
-    ),
-    "operator_active": (
-        f"SELECT o.active FROM {Operator._meta.db_table} o"  # noqa: S608 (model metadata)
-        f" WHERE o.code = {Quote._meta.db_table}.operator_code",
-        [],
-    ),
-    "operator_enabled_for_merchant": (
-        f"EXISTS (SELECT 1 FROM {MerchantOperator._meta.db_table} link"  # noqa: S608 (model metadata)
-        f" JOIN {Operator._meta.db_table} o ON o.id = link.operator_id"
-        f" WHERE o.code = {Quote._meta.db_table}.operator_code"
-        f" AND link.merchant_id = {Quote._meta.db_table}.merchant_id)",
-        [],
-    ),
-}
-
-
 def quote_operator_check_enabled(quote: Quote, field: str = "quote_id") -> None:
     """operator_enabled_for()'s checks of a payin/payout quote's operator, from what was read
     with the quote (quote_operator_annotations()): no read of its own."""

@@ -12,10 +12,6 @@ def _eager_celery(settings):
 
     from config import shared_cache
     from config.celery import app
-    from payments.services import SUBMITTER_WAKE_KEY
-
-    # no submitter left "waiting to start" by another test
-    cache.delete_many([SUBMITTER_WAKE_KEY])
     # nor dashboard logins refused for another test's (or an earlier run's) failures: every
     # test client logs in from 127.0.0.1, whose counter outlives a test by its window
     redis = shared_cache.redis_client()

@@ -79,7 +79,7 @@ def test_payouts_and_wallet(api, enabled_merchant, customer, django_assert_num_q
     quote = payment_quote(api, "payout")
     _count(
         django_assert_num_queries,
-        17,
+        19,
         lambda: api.post("/payouts", payout_body(quote, customer)),
         201,
     )

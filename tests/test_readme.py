@@ -205,6 +205,9 @@ BEAT_IN_README = {
     "deliver-due-webhooks": "due webhook deliveries",
     "fail-timed-out-payments": _TIMEOUTS,
     "fail-timed-out-transfers": _TIMEOUTS,
+    "ask-provider-about-overdue-payments": (
+        "overdue provider answers of payins and payouts asked of the provider"
+    ),
     "resume-stalled-kyc": "stalled KYC fetches and reviews",
     "disable-failing-webhook-endpoints": (
         "disabling endpoints whose deliveries all failed for 5 days"

@@ -161,9 +161,9 @@ def test_worker_killed_after_each_provider_call_of_a_transfer_completes_it_once(
 def test_connection_cut_after_the_provider_paid_a_payout_pays_it_once(
     enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver, faulty_provider
 ):
-    """The submitter's database connection is terminated between the provider's payment and
-    the answer's recording: the answer is lost, the worker lives on, and the sweep of lost
-    submissions asks again under the same reference."""
+    """The submission's database connection is terminated between the provider's payment and
+    the answer's recording: the answer is lost, the worker lives on, and the submission task
+    retries the dropped connection: the same request again, its answer applied once."""
     env, provider_requests = faulty_provider
     api = MerchantClient(enabled_merchant)
     webhook_endpoint(enabled_merchant)
@@ -175,13 +175,14 @@ def test_connection_cut_after_the_provider_paid_a_payout_pays_it_once(
         response = api.post("/payouts", payout_body(quote, customer))
         assert response.status_code == 201
         payout_id = response.json()["id"]
-        assert wait_until(lambda: provider_requests() == [f"disbursement:{payout_id}"])
-        payout = Payout.objects.get(pk=payout_id)
-        assert (payout.status, payout.provider_reference) == ("pending", "")
-
-        event = _resubmit_lost_payout(payout_id, hanging_receiver)
+        assert wait_until(
+            lambda: Payout.objects.get(pk=payout_id).status == "completed", timeout=60
+        )
+        (event,) = Event.objects.filter(data_id=payout_id)
+        assert wait_until(lambda: str(event.id) in hanging_receiver.webhook_ids(), timeout=60)
         assert worker.poll() is None
 
+    payout = Payout.objects.get(pk=payout_id)
     _assert_payout_paid_once(
         enabled_merchant, payout_id, payout.debit_amount, event, provider_requests
     )

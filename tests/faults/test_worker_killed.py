@@ -3,8 +3,7 @@ of a webhook delivery: after a restart the outcome is applied exactly once.
 
 The "middle" is made deterministic, never by racing a sleep: the test holds a row the worker
 applying the answer needs, so the worker stops inside its transaction (status and history
-written, ledger not yet) or inside its one statement (the compare-and-set of a payin whose
-wallet exists), and the test sees it waiting in pg_stat_activity; the receiver holds the
+written, ledger not yet), and the test sees it waiting in pg_stat_activity; the receiver holds the
 webhook request open until the test has killed the worker.
 """
 
@@ -18,14 +17,14 @@ import pytest
 from django.utils import timezone
 
 from payments import ledger, selectors, services, tasks
-from payments.models import Journal, Payin, Wallet
+from payments.models import Journal, Payin
 from tests.faults.conftest import (
     WORKER_ENV,
     admin_connection,
     backend_gone,
     backends_waiting_on_a_lock,
 )
-from tests.payments.conftest import create_customer, create_quote, fund, payin_body
+from tests.payments.conftest import create_customer, create_quote, payin_body
 from tests.support import MerchantClient
 from tests.worker import celery_worker, wait_until
 from webhooks import services as webhook_services
@@ -94,7 +93,7 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     assert not Event.objects.filter(data_id=payin.pk).exists()
     assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(0)
 
-    # The killed submitter had claimed the payin (pending, no provider reference yet): the
+    # The killed worker had moved the payin to pending (no provider reference yet): the
     # sweep of lost submissions resubmits it when next due (the body of
     # payments.tasks.fail_timed_out_payments then) under the same reference, the same provider
     # transaction, and a new worker applies the answer.
@@ -116,59 +115,6 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     assert Journal.objects.filter(resource_id=payin_id).count() == 1
     # 9850 credited (10000 less the 1.5% fee), once.
     assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal("9850")
-    assert ledger.ledger_breaches() == []
-    assert set(hanging_receiver.webhook_ids()) == {str(event.id)}
-
-
-def test_worker_killed_while_its_answer_statement_waits_leaves_it_whole_and_once(
-    enabled_merchant, isolated_broker, webhook_endpoint, hanging_receiver
-):
-    """The compare-and-set (the wallet exists), killed while its one statement waits for the
-    wallet's lock: a statement is never kept in part. PostgreSQL notices a client gone only
-    when it answers it, so the statement finishes once the lock is free, all of it."""
-    api = MerchantClient(enabled_merchant)
-    webhook_endpoint(enabled_merchant)
-    fund(enabled_merchant, "1000")
-    wallet = Wallet.objects.get(merchant=enabled_merchant, currency="XOF")
-    customer = create_customer(api)
-    quote = create_quote(api, "payin")
-
-    payin_id = _payin_answered_by_a_worker_killed_while_waiting(
-        api,
-        payin_body(quote, customer),
-        "SELECT id FROM payments_wallet WHERE id = %s FOR UPDATE",
-        [wallet.pk],
-    )
-
-    payin = Payin.objects.get(pk=payin_id)
-    assert payin.status == "completed"
-    assert list(payin.history.values_list("status", flat=True)) == [
-        "created",
-        "pending",
-        "completed",
-    ]
-    (event,) = Event.objects.filter(data_id=payin.pk)
-    assert Journal.objects.filter(resource_id=payin.pk).count() == 1
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(
-        "10850"
-    )
-    assert Delivery.objects.get(event=event).status == DeliveryStatus.PENDING
-
-    with celery_worker(extra_env=WORKER_ENV) as worker:
-        tasks.submit_payin.delay(payin_id=payin_id)  # a resubmission changes nothing now
-        # A delivery counts as handed to a sender when made; the one its dead worker would
-        # have woken goes out with the sweep once that hand-off is a lease old.
-        later = timezone.now() + timedelta(seconds=webhook_services.lease_seconds() + 1)
-        assert webhook_services.deliveries_dispatch_due(now=later) == 1
-        assert wait_until(lambda: str(event.id) in hanging_receiver.webhook_ids(), timeout=60)
-        assert worker.poll() is None
-
-    assert Payin.objects.get(pk=payin_id).status == "completed"
-    assert Event.objects.filter(data_id=payin_id).count() == 1
-    assert Journal.objects.filter(resource_id=payin_id).count() == 1
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(
-        "10850"
-    )
     assert ledger.ledger_breaches() == []
     assert set(hanging_receiver.webhook_ids()) == {str(event.id)}
 

@@ -113,3 +113,13 @@ def payout_body(quote: dict, customer: dict, phone: str = SN_PHONE, **recipient)
 @pytest.fixture
 def customer(enabled_api) -> dict:
     return create_customer(enabled_api)
+
+
+@pytest.fixture
+def submission_lost(monkeypatch):
+    """Each payment's enqueue after commit is lost (the broker gone at that moment): new
+    payments wait in the database for the submission the test delivers, as the sweep of lost
+    submissions would deliver it."""
+    from payments.services import submission
+
+    monkeypatch.setattr(submission, "submission_enqueue", lambda payment: None)

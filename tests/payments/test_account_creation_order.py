@@ -133,8 +133,12 @@ def test_first_payin_and_payout_of_an_operator_completing_at_once_do_not_deadloc
             )
             answers.append(_answer("payout", payout["id"], payout_seed))
             answers.append(_answer("payin", payin["id"], payin_seed))
+            # the first to lock the wallet waits for the held account, the other for the wallet
             assert wait_until(
-                lambda: len(backends_waiting_on_a_lock(monitor, pattern="%ledgeraccount%")) == 2,
+                lambda: (
+                    len(backends_waiting_on_a_lock(monitor, pattern="%ledgeraccount%")) == 1
+                    and len(backends_waiting_on_a_lock(monitor, pattern="%payments_wallet%")) == 1
+                ),
                 timeout=60,
             )
             raise _RollBack  # the held account goes: both go on at once

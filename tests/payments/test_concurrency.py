@@ -187,35 +187,3 @@ def test_provider_answers_and_new_payouts_on_one_merchant_never_deadlock(enabled
     assert statuses.count(201) == 6
     assert Payin.objects.filter(pk__in=payin_ids, status="completed").count() == 6
     assert ledger.ledger_breaches() == []
-
-
-def test_a_payin_whose_quote_changed_after_it_was_read_writes_nothing(enabled_merchant):
-    """POST /payins reads its quote without a lock: its statement is a compare-and-set, so a
-    change in between (here the expiry sweep) leaves nothing written and says what happened."""
-    from django.utils import timezone
-
-    from config import rawsql
-    from payments import services
-    from quotes.models import Quote
-    from quotes.services import QuoteExpired
-
-    if connection.vendor != "postgresql":
-        pytest.skip("writes are held on PostgreSQL only")
-    api = MerchantClient(enabled_merchant)
-    customer = create_customer(api)
-    quote = create_quote(api, "payin")
-
-    with rawsql.holding() as held:
-        payin = services.payin_create(
-            merchant=enabled_merchant,
-            quote_id=quote["id"],
-            customer_id=customer["id"],
-            source={"phone": SILENT_PHONE},
-            now=timezone.now(),
-        )
-        Quote.objects.filter(pk=quote["id"]).update(status="expired")  # the sweep, in between
-        with pytest.raises(QuoteExpired):
-            held.send()
-
-    assert not Payin.objects.filter(pk=payin.pk).exists()
-    assert Quote.objects.get(pk=quote["id"]).status == "expired"

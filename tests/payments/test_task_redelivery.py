@@ -7,10 +7,8 @@ Real threads on their own connections run the task bodies at the same moment (a 
 
 import pytest
 
-from config import shared_cache
 from payments import ledger, tasks
 from payments.models import Journal, Payin, Payout
-from payments.services import SUBMITTER_WAKE_KEY
 from tests.locks import at_once
 from tests.payments.conftest import (
     COLLECTIONS_COUNTED,
@@ -30,16 +28,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 RUNS = 3
 
 
-@pytest.fixture
-def submitter_busy():
-    """A submitter is "at work" (its wake key held): new payments wake none, so they wait for
-    the submission tasks the test delivers."""
-    shared_cache.wake_hold(SUBMITTER_WAKE_KEY)
-
-
 @pytest.mark.parametrize("delay", [0, 1], ids=["answer-in-receipt", "answer-by-callback"])
 def test_a_payin_submission_delivered_three_times_at_once_completes_it_once(
-    enabled_merchant, submitter_busy, settings, delay
+    enabled_merchant, submission_lost, settings, delay
 ):
     settings.PROVIDER_SIMULATION_DELAY_SECONDS = delay
     settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_COUNTED
@@ -69,7 +60,7 @@ def test_a_payin_submission_delivered_three_times_at_once_completes_it_once(
 
 @pytest.mark.parametrize("delay", [0, 1], ids=["answer-in-receipt", "answer-by-callback"])
 def test_a_payout_submission_delivered_three_times_at_once_pays_it_once(
-    enabled_merchant, submitter_busy, settings, delay
+    enabled_merchant, submission_lost, settings, delay
 ):
     settings.PROVIDER_SIMULATION_DELAY_SECONDS = delay
     api = MerchantClient(enabled_merchant)
@@ -94,7 +85,7 @@ def test_a_payout_submission_delivered_three_times_at_once_pays_it_once(
 
 
 def test_a_provider_answer_delivered_three_times_at_once_is_applied_once(
-    enabled_merchant, submitter_busy
+    enabled_merchant, submission_lost
 ):
     from payments import services
 

@@ -1,0 +1,75 @@
+"""Provider discrepancies: answers that contradict a final state, kept for support."""
+
+import logging
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+
+from merchants import services as merchant_services
+from merchants.models import Merchant
+from payments.models import ProviderDiscrepancy
+
+logger = logging.getLogger("cowry.payments")
+
+
+def provider_discrepancy_resolve(*, discrepancy_id: UUID, actor: Any, now: datetime) -> bool:
+    """Support marks a discrepancy reconciled, recorded with who did it, once: of two racing
+    clicks, the second waits for the row lock and finds it resolved. False when it was."""
+    with transaction.atomic():
+        discrepancy = (
+            ProviderDiscrepancy.objects.select_for_update(of=("self",))
+            .select_related("merchant")
+            .filter(pk=discrepancy_id, resolved_at__isnull=True)
+            .first()
+        )
+        if discrepancy is None:
+            return False
+        discrepancy.mark_resolved(by=actor.get_username(), at=now)
+        merchant_services.audit_record(
+            merchant=discrepancy.merchant,
+            actor=actor,
+            action="support.action",
+            target=str(discrepancy.resource_id),
+            detail={"action": "provider_discrepancy_resolved", "id": str(discrepancy.id)},
+        )
+    return True
+
+
+def provider_discrepancy_record(
+    *,
+    merchant: Merchant,
+    resource_type: str,
+    resource_id: UUID,
+    reference: str,
+    provider_reference: str,
+    outcome: str,
+    reason: str,
+    our_status: str,
+    at: datetime,
+) -> ProviderDiscrepancy:
+    """Keep, once per answer, a provider answer that contradicts our final state, for support
+    to reconcile. Money may have moved without a journal: this is logged as an error."""
+    discrepancy, created = ProviderDiscrepancy.objects.get_or_create(
+        resource_type=resource_type,
+        reference=reference,
+        provider_outcome=outcome,
+        defaults={
+            "merchant": merchant,
+            "resource_id": resource_id,
+            "provider_reference": provider_reference,
+            "provider_reason": reason,
+            "our_status": our_status,
+            "received_at": at,
+        },
+    )
+    if created:
+        logger.error(
+            "Provider discrepancy on %s %s: provider says %s, our status is %s",
+            resource_type,
+            resource_id,
+            outcome,
+            our_status,
+        )
+    return discrepancy

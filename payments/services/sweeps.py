@@ -1,0 +1,212 @@
+"""The beat sweeps of payins and payouts: payments the provider never answered in time,
+answers lost on their way (asked of the provider), submissions lost before they were sent."""
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+from django.db.models import Q
+
+from payments import provider
+from payments.models import Payin, PayinStatus, Payout, PayoutStatus
+from payments.services import parties, payins, payouts
+from payments.services.transitions import (
+    PAYIN_CALLBACK,
+    PAYOUT_CALLBACK,
+    REASON_PROVIDER_TIMEOUT,
+    InvalidTransition,
+)
+
+logger = logging.getLogger("cowry.payments")
+
+
+# Longer than any provider call takes (the gateway's own timeouts are far shorter): a payment
+# whose last call started this recently and has no receipt yet may still be on its way.
+SUBMISSION_IN_FLIGHT_SECONDS = 300
+
+
+def call_may_be_in_flight(last_call: datetime | None, *, now: datetime) -> bool:
+    """Whether a provider call started at `last_call` (None: none started) may not have ended
+    yet."""
+    window = timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
+    return last_call is not None and now - last_call < window
+
+
+def same_time(field: str, value: datetime | None) -> dict[str, Any]:
+    """A filter that `field` still holds `value` (NULL included)."""
+    return {f"{field}__isnull": True} if value is None else {field: value}
+
+
+def payments_fail_timed_out(*, now: datetime) -> int:
+    """Fail every payin/payout leg still waiting for the provider past provider_timeout_at,
+    with reason provider_timeout, unless the provider, asked first about a leg it received
+    (its reference), has an answer for it (then that answer is applied), or it is a payout the
+    provider cannot be asked about, or a leg without a receipt whose last call started too
+    recently to have ended (left pending). Each one in its own transaction; returns how many
+    failed."""
+    payin_rows = Payin.objects.filter(
+        status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
+    ).values_list("id", "provider_reference", "submitted_at", "source")
+    payout_rows = Payout.objects.filter(
+        status=PayoutStatus.PENDING, provider_timeout_at__lte=now
+    ).values_list("id", "provider_reference", "submitted_at", "recipient")
+    legs = (
+        (
+            Payin,
+            payin_rows,
+            provider.COLLECTION,
+            PAYIN_CALLBACK,
+            lambda payment_id: payins.payin_transition(
+                payin_id=payment_id, to=PayinStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
+            ),
+        ),
+        (
+            Payout,
+            payout_rows,
+            provider.DISBURSEMENT,
+            PAYOUT_CALLBACK,
+            lambda payment_id: payouts.payout_transition(
+                payout_id=payment_id, to=PayoutStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
+            ),
+        ),
+    )
+    failed = 0
+    for model, rows, kind, callback, fail in legs:
+        for payment_id, provider_reference, submitted_at, party in list(rows):
+            failed += _timed_out(
+                model,
+                payment_id,
+                provider_reference,
+                submitted_at,
+                party,
+                kind=kind,
+                callback=callback,
+                fail=fail,
+                now=now,
+            )
+    return failed
+
+
+def _timed_out(
+    model: type[Payin] | type[Payout],
+    payment_id: UUID,
+    provider_reference: str,
+    submitted_at: datetime | None,
+    party: dict[str, Any],
+    *,
+    kind: str,
+    callback: str,
+    fail: Callable[[UUID], Any],
+    now: datetime,
+) -> int:
+    """1 when the payment's leg was failed for its timeout; 0 when the provider's answer was
+    applied instead, someone answered in between, or the leg is left for the next run."""
+    try:
+        if provider_reference:  # received: the provider knows it by our reference
+            if provider.answer_before_timeout(
+                kind=kind,
+                reference=str(payment_id),
+                callback=callback,
+                party=parties.party_identifier(party),
+                at=now,
+            ):
+                return 0
+            fail(payment_id)
+            return 1
+        if call_may_be_in_flight(submitted_at, now=now):
+            # its last call may still reach the provider: failing it would free a payout's
+            # money, or tell the merchant a payin failed that the payer is charged for
+            return 0
+        with transaction.atomic():  # unless a call started, or its receipt came, since read
+            unchanged = model.objects.select_for_update().filter(
+                pk=payment_id, provider_reference="", **same_time("submitted_at", submitted_at)
+            )
+            if not unchanged.exists():
+                return 0  # the next run decides
+            fail(payment_id)
+            return 1
+    except InvalidTransition:
+        return 0  # answered in between
+    except provider.DisbursementOutcomeUnknown as unknown:
+        logger.error("Timeout sweep: %s (%r); left pending", unknown, unknown.__cause__)
+        return 0
+    except Exception:  # one leg's trouble must not hold up every other leg's timeout
+        logger.exception("Timeout sweep: %s %s left for the next run", kind, payment_id)
+        return 0
+
+
+RESUBMIT_AFTER_SECONDS = 60
+
+
+def payments_stale_submissions(*, now: datetime) -> tuple[list[UUID], list[UUID]]:
+    """(payin ids, payout ids) whose provider submission should have happened by now but has
+    not (the enqueue after commit was lost): created payins, and legs without a provider
+    reference, older than RESUBMIT_AFTER_SECONDS and not yet due for the timeout."""
+    before = now - timedelta(seconds=RESUBMIT_AFTER_SECONDS)
+    payins = Payin.objects.filter(
+        Q(status=PayinStatus.CREATED) | Q(status=PayinStatus.PENDING, provider_reference=""),
+        created_at__lte=before,
+        provider_timeout_at__gt=now,
+    ).values_list("id", flat=True)
+    payouts = Payout.objects.filter(
+        status=PayoutStatus.PENDING,
+        provider_reference="",
+        created_at__lte=before,
+        provider_timeout_at__gt=now,
+    ).values_list("id", flat=True)
+    return list(payins), list(payouts)
+
+
+# The sandbox answers within PROVIDER_SIMULATION_DELAY_SECONDS, a real provider within seconds:
+# a payment it received and has not answered this long after the call is asked about.
+ANSWER_EXPECTED_SECONDS = 30
+
+
+def payments_ask_provider(*, now: datetime) -> int:
+    """Ask the provider about every payin and payout it received (its reference) whose answer
+    is overdue (its call started more than ANSWER_EXPECTED_SECONDS ago) and not yet past its
+    timeout: an answer lost on its way (a worker killed holding it, a callback never sent) is
+    applied through the state machine, exactly as if it had arrived. Returns how many answers
+    were applied; a provider still working on one, or that cannot be asked, is asked again at
+    the next run (the timeout sweep decides at the timeout)."""
+    overdue = now - timedelta(seconds=ANSWER_EXPECTED_SECONDS)
+    waiting = {"provider_timeout_at__gt": now, "submitted_at__lte": overdue}
+    legs = (
+        (
+            Payin.objects.filter(status=PayinStatus.PENDING, **waiting).exclude(
+                provider_reference=""
+            ),
+            "source",
+            provider.COLLECTION,
+            PAYIN_CALLBACK,
+        ),
+        (
+            Payout.objects.filter(status=PayoutStatus.PENDING, **waiting).exclude(
+                provider_reference=""
+            ),
+            "recipient",
+            provider.DISBURSEMENT,
+            PAYOUT_CALLBACK,
+        ),
+    )
+    applied = 0
+    for rows, party_field, kind, callback in legs:
+        for payment_id, party in list(rows.values_list("id", party_field)):
+            try:
+                receipt = provider.gateway().transaction_status(
+                    kind=kind, reference=str(payment_id), **parties.party_identifier(party)
+                )
+                if receipt.outcome is None:
+                    continue
+                provider.receipt_answer_deliver(
+                    receipt, callback=callback, reference=str(payment_id)
+                )
+                applied += 1
+            except Exception:  # one payment's trouble must not hold up the others
+                logger.warning(
+                    "Provider status of %s %s not applied", kind, payment_id, exc_info=True
+                )
+    return applied

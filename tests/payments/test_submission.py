@@ -1,0 +1,99 @@
+"""Each committed payin and payout enqueues its own provider submission after commit; a
+provider outage is retried by the submission task, a lost enqueue by the sweep."""
+
+from datetime import timedelta
+
+import pytest
+
+from payments import ledger, provider, services, tasks
+from payments.models import Payin, PayinHistory
+from tests.payments.conftest import create_customer, create_quote, payin_body
+from tests.support import MerchantClient
+from tests.worker import wait_until
+from webhooks.models import Event
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class FlakyGateway:
+    """Unreachable for its first request, then the simulator."""
+
+    calls = 0
+
+    def submit_collection(self, **kwargs):
+        type(self).calls += 1
+        if type(self).calls == 1:
+            raise provider.ProviderUnavailable("connection refused")
+        from payments.provider.simulator import SimulatorGateway
+
+        return SimulatorGateway().submit_collection(**kwargs)
+
+
+def test_a_created_payin_is_submitted_once_its_transaction_commits(enabled_merchant):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+
+    payin_id = api.post("/payins", payin_body(create_quote(api, "payin"), customer)).json()["id"]
+
+    payin = api.get(f"/payins/{payin_id}").json()
+    assert payin["status"] == "completed"
+    assert [entry["status"] for entry in payin["history"]] == ["created", "pending", "completed"]
+
+
+def test_a_provider_outage_leaves_the_payin_pending_for_the_retry_that_completes_it(
+    enabled_merchant, settings
+):
+    settings.PAYMENTS_PROVIDER_GATEWAY = "tests.payments.test_submission.FlakyGateway"
+    FlakyGateway.calls = 0
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+
+    response = api.post("/payins", payin_body(create_quote(api, "payin"), customer))
+
+    assert response.status_code == 201  # the outage is the task's, never the request's
+    payin = Payin.objects.get(pk=response.json()["id"])
+    assert (payin.status, payin.provider_reference) == ("pending", "")
+    tasks.submit_payin(payin_id=str(payin.pk))  # the task's retry
+    assert FlakyGateway.calls == 2
+    body = api.get(f"/payins/{payin.pk}").json()
+    assert body["status"] == "completed"
+    assert [entry["status"] for entry in body["history"]] == ["created", "pending", "completed"]
+
+
+def test_a_lost_enqueue_leaves_the_payin_created_for_the_sweep_that_submits_it(
+    enabled_merchant, submission_lost
+):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    response = api.post("/payins", payin_body(create_quote(api, "payin"), customer))
+    assert response.status_code == 201
+    payin = Payin.objects.get(pk=response.json()["id"])
+    assert payin.status == "created"
+
+    later = payin.created_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
+    assert services.payments_stale_submissions(now=later)[0] == [payin.pk]
+    tasks.submit_payin(payin_id=str(payin.pk))
+
+    assert Payin.objects.get(pk=payin.pk).status == "completed"
+    assert Event.objects.filter(data_id=payin.pk).count() == 1
+
+
+@pytest.mark.worker
+def test_payments_created_back_to_back_all_complete_through_a_real_worker(
+    enabled_merchant, celery_worker_process
+):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    quotes = [create_quote(api, "payin") for _ in range(30)]
+
+    payin_ids = [api.post("/payins", payin_body(quote, customer)).json()["id"] for quote in quotes]
+
+    def all_completed() -> bool:
+        assert celery_worker_process.poll() is None, "the worker died"
+        statuses = Payin.objects.filter(pk__in=payin_ids).values_list("status", flat=True)
+        return set(statuses) == {"completed"}
+
+    assert wait_until(all_completed, timeout=90)
+    assert PayinHistory.objects.filter(payin_id__in=payin_ids, status="pending").count() == 30
+    assert Event.objects.filter(data_id__in=payin_ids, event_type="payin.completed").count() == 30
+    assert ledger.ledger_breaches() == []
