@@ -1,7 +1,6 @@
 """Writes of the quotes app: the catalog seed, the three quote flows, consume and expire."""
 
 import logging
-from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
@@ -9,12 +8,12 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
+from django.db.models.expressions import RawSQL
 
 from config import money, rawsql
 from config.exceptions import DomainError
 from config.fields import format_timestamp
-from config.rawsql import RowReader
 from customers import selectors as customer_selectors
 from customers.models import Customer
 from merchants.models import Merchant, MerchantCorridor, MerchantOperator
@@ -602,79 +601,36 @@ def _fx(*, merchant: Merchant, source: str, target: str) -> dict[str, Any]:
     }
 
 
-# with what quote_operator_check_enabled() needs to know of its operator
-_QUOTE_LOCKED = RowReader(
-    Quote,
-    where=("id", "merchant"),
-    for_update=True,
-    annotations=selectors.QUOTE_OPERATOR_ANNOTATIONS,
-)
-_QUOTE = RowReader(
-    Quote, where=("id", "merchant"), annotations=selectors.QUOTE_OPERATOR_ANNOTATIONS
-)
-
-
 def quote_consume(
-    *,
-    merchant: Merchant,
-    quote_id: UUID,
-    flow_type: str,
-    customer_id: UUID | None,
-    now: datetime,
-    validate: Callable[[Quote], None] | None = None,
-    written_with: Callable[[Quote], Sequence[Model]] | None = None,
-    customer_check: Callable[[], object] | None = None,
+    *, merchant: Merchant, quote_id: UUID, flow_type: str, customer_id: UUID | None, now: datetime
 ) -> Quote:
     """Lock the merchant's quote, check it can pay for this flow and customer, mark it consumed.
-    `customer_check` is the caller's check that `customer_id` is one of the merchant's customers
-    (it raises), run before the quote is checked, unless the quote names that customer itself
-    (it was checked then; customers are never deleted or moved) and is still active (read
-    with the quote): one read fewer.
-    `validate` runs the caller's own checks of the quote (it raises) before anything is written.
-    `written_with` builds the caller's new rows for the consumed quote (the payment and its
-    first history row), inserted in the same statement as the quote's update.
-
-    Call it inside the caller's transaction.atomic(), with the payment's own writes, so the
-    quote is consumed if and only if the payment is created. Of two racing payments, the
-    second waits for the row lock and then sees `consumed`.
-
-    Or, outside any transaction, while the caller holds its writes (`rawsql.holding`): then the
-    quote is read without a lock, and the held statement becomes a compare-and-set on it (its
-    status still active): of two racing payments, the second's statement writes nothing and
-    its send raises what the quote then says (consumed, or expired by the sweep)."""
-    held = rawsql.held_now()
-    in_transaction = transaction.get_connection().in_atomic_block
-    if not in_transaction and held is None:
+    Runs inside the caller's transaction.atomic(), so the quote is consumed iff the payment is
+    created; of two racing payments the second waits for the row lock, then sees `consumed`."""
+    if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("quote_consume() must run inside the caller's transaction.atomic().")
-    quote = (_QUOTE_LOCKED if in_transaction else _QUOTE).first(quote_id, merchant.pk)
-    if customer_check is not None and (
+    quote = (
+        Quote.objects.select_for_update(of=("self",))
+        .annotate(
+            **{
+                name: RawSQL(sql, params)  # noqa: S611 (fixed text of model metadata)
+                for name, (sql, params) in selectors.QUOTE_OPERATOR_ANNOTATIONS.items()
+            }
+        )
+        .filter(pk=quote_id, merchant=merchant)
+        .first()
+    )
+    # The customer the quote names, still active, was checked when it was quoted: no read.
+    if customer_id is not None and (
         quote is None or not _names(quote, customer_id) or not quote.customer_active
     ):
-        customer_check()
+        _customer(merchant=merchant, customer_id=customer_id)
     _check_consumable(quote, flow_type=flow_type, customer_id=customer_id, now=now)
-    if validate is not None:
-        validate(quote)
+    if quote.flow_type != FlowType.TRANSFER:  # a transfer quote's two operators: the caller's
+        selectors.quote_operator_check_enabled(quote, field="quote_id")
     quote.status = QuoteStatus.CONSUMED
     quote.consumed_at = now
-    rows = written_with(quote) if written_with is not None else ()
-    if in_transaction:
-        rawsql.save_together(updates=[(quote, ["status", "consumed_at"])], inserts=rows)
-    else:
-
-        def refused() -> Exception:
-            try:
-                _check_consumable(
-                    _QUOTE.first(quote_id, merchant.pk),
-                    flow_type=flow_type,
-                    customer_id=customer_id,
-                    now=now,
-                )
-            except DomainError as error:
-                return error
-            return QuoteConsumed(field="quote_id")
-
-        held.only_if((quote, ["status", "consumed_at"], {"status": QuoteStatus.ACTIVE}), refused)
-        rawsql.save_together(inserts=rows)
+    quote.save(update_fields=["status", "consumed_at"])
     return quote
 
 
