@@ -217,6 +217,36 @@ def _quote_columns(quote: Quote) -> dict[str, Any]:
     }
 
 
+def _operator_columns(*, payer: Operator, recipient: Operator) -> dict[str, str]:
+    return {
+        "payer_operator_code": payer.code,
+        "recipient_operator_code": recipient.code,
+        "payer_country_code": payer.country_code,
+        "recipient_country_code": recipient.country_code,
+        "payer_rail_type": payer.rail_type,
+        "recipient_rail_type": recipient.rail_type,
+    }
+
+
+def _created_record(transfer: Transfer, *, at: datetime) -> None:
+    """The new transfer's first history row; its collection is submitted after commit."""
+    from transfers import tasks
+
+    TransferHistory.objects.create(
+        transfer=transfer,
+        status=transfer.status,
+        payin_status=transfer.payin_status,
+        payout_status=transfer.payout_status,
+        reason=REASON_CREATED,
+        created_at=at,
+    )
+    transfer_id = str(transfer.id)
+    transaction.on_commit(
+        lambda: tasks.submit_transfer_collection.delay(transfer_id=transfer_id),
+        robust=True,  # a committed transfer is never a 500; the sweep resubmits
+    )
+
+
 def transfer_create(
     *,
     merchant: Merchant,
@@ -231,8 +261,6 @@ def transfer_create(
 ) -> Transfer:
     """Consume the merchant's active transfer quote and create the transfer (`pending`); the
     collection is submitted when the transaction commits. Any 400 leaves the quote active."""
-    from transfers import tasks
-
     with nested_error_fields(), transaction.atomic():
         customer = payment_services._customer(merchant=merchant, customer_id=customer_id)
         quote = quote_services.quote_consume(
@@ -264,12 +292,7 @@ def transfer_create(
             status=TransferStatus.PENDING,
             payin_status=LegStatus.PENDING,
             payout_status=LegStatus.NOT_STARTED,
-            payer_operator_code=payer_operator.code,
-            recipient_operator_code=recipient_operator.code,
-            payer_country_code=payer_operator.country_code,
-            recipient_country_code=recipient_operator.country_code,
-            payer_rail_type=payer_operator.rail_type,
-            recipient_rail_type=recipient_operator.rail_type,
+            **_operator_columns(payer=payer_operator, recipient=recipient_operator),
             payer=payer_party,
             recipient=recipient_party,
             payment_reason_code=payment_reason_code,
@@ -279,17 +302,5 @@ def transfer_create(
             created_at=now,
             updated_at=now,
         )
-        TransferHistory.objects.create(
-            transfer=transfer,
-            status=transfer.status,
-            payin_status=transfer.payin_status,
-            payout_status=transfer.payout_status,
-            reason=REASON_CREATED,
-            created_at=now,
-        )
-        transfer_id = str(transfer.id)
-        transaction.on_commit(
-            lambda: tasks.submit_transfer_collection.delay(transfer_id=transfer_id),
-            robust=True,  # a committed transfer is never a 500; the sweep resubmits
-        )
+        _created_record(transfer, at=now)
     return transfer

@@ -153,6 +153,33 @@ def unreconciled_provider_answer(transfer: Transfer, *, moving: str) -> str:
     return ""
 
 
+def _relaunch_changes(
+    *, transfer: Transfer, payout_amount: Decimal | None, recipient: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The columns a relaunch changes (payout_amount, recipient, recipient_operator_code),
+    each checked: 400 naming the field otherwise."""
+    changes: dict[str, Any] = {}
+    amount = transfer.payout_amount
+    if payout_amount is not None:
+        amount = _relaunch_amount(transfer=transfer, payout_amount=payout_amount)
+        changes["payout_amount"] = amount
+    operator = _relaunch_operator(transfer=transfer, recipient=recipient)
+    if recipient is not None:
+        party = party_check(
+            party=recipient,
+            field="recipient",
+            country_code=transfer.recipient_country_code,
+            rail_type=transfer.recipient_rail_type,
+            operator_code=operator.code,
+            required=recipient_names(recipient),
+        )
+        party.setdefault("recipient_type", "individual")
+        changes["recipient"] = party
+        changes["recipient_operator_code"] = operator.code
+    _within_limits(operator=operator, amount=amount)
+    return changes
+
+
 def transfer_relaunch_payout(
     *,
     merchant: Merchant,
@@ -167,7 +194,7 @@ def transfer_relaunch_payout(
     recipient and payout amount. 404 for another merchant's transfer, 409
     transfer_not_relaunchable otherwise, 400 naming the field for a bad amount or recipient;
     409 too while the provider has said, unreconciled, that the failed disbursement paid or
-    that the completed collection failed (see _unreconciled_provider_answer). Of two racing
+    that the completed collection failed (see unreconciled_provider_answer). Of two racing
     relaunches, the second waits for the row lock and gets the 409. With an
     `actor` (support staff) the relaunch is written to the audit log in the same transaction."""
     from transfers import selectors
@@ -187,25 +214,9 @@ def transfer_relaunch_payout(
             )
         if unreconciled := unreconciled_provider_answer(transfer, moving="a relaunch"):
             raise TransferNotRelaunchable(unreconciled)
-        changes: dict[str, Any] = {}
-        amount = transfer.payout_amount
-        if payout_amount is not None:
-            amount = _relaunch_amount(transfer=transfer, payout_amount=payout_amount)
-            changes["payout_amount"] = amount
-        operator = _relaunch_operator(transfer=transfer, recipient=recipient)
-        if recipient is not None:
-            party = party_check(
-                party=recipient,
-                field="recipient",
-                country_code=transfer.recipient_country_code,
-                rail_type=transfer.recipient_rail_type,
-                operator_code=operator.code,
-                required=recipient_names(recipient),
-            )
-            party.setdefault("recipient_type", "individual")
-            changes["recipient"] = party
-            changes["recipient_operator_code"] = operator.code
-        _within_limits(operator=operator, amount=amount)
+        changes = _relaunch_changes(
+            transfer=transfer, payout_amount=payout_amount, recipient=recipient
+        )
         transfer = transfer_transition(
             transfer_id=transfer.id,
             to=PAYOUT_RELAUNCHED,

@@ -50,6 +50,55 @@ class CollectedFundsNotReturnable(DomainError):
     )
 
 
+def _completion_refusal(transfer: Transfer | None, discrepancy: ProviderDiscrepancy) -> str:
+    """Why the provider's "completed" of this discrepancy cannot complete the transfer, as a
+    refusal's message ("" when it can), checked under both rows' locks."""
+    if discrepancy.resolved_at is not None:
+        return (
+            f"This discrepancy was already resolved by {discrepancy.resolved_by or 'support'}"
+            f" at {discrepancy.resolved_at.isoformat(timespec='seconds')}."
+        )
+    if discrepancy.provider_outcome != provider.COMPLETED:
+        return (
+            f'The provider answered "{discrepancy.provider_outcome}", not "completed": '
+            "there is no completion to apply."
+        )
+    if transfer is None:
+        return "The discrepancy's transfer does not exist."
+    if state_of(transfer) == FUNDS_RETURNED:
+        return (
+            "This transfer's collected funds were returned to the merchant's wallet: it can "
+            "no longer complete. If the provider did pay the recipient, the merchant holds "
+            "that money twice: ops take it back with debit_wallet --discrepancy, which "
+            "resolves the discrepancy (mark it resolved if the provider did not pay)."
+        )
+    if not is_relaunchable(transfer):
+        return (
+            "Only a transfer whose disbursement leg failed (status failed, payin_status "
+            f"completed, payout_status failed) can complete; this one is {transfer.status} "
+            f"with payin_status {transfer.payin_status} and payout_status "
+            f"{transfer.payout_status}."
+        )
+    current = disbursement_reference(transfer.id, transfer.disbursement_attempt)
+    if discrepancy.reference != current:
+        return (
+            f"The answer is for disbursement attempt {discrepancy.reference}, not the "
+            f"current one ({current}): that attempt's recipient, amount or operator may not "
+            "be the transfer's now. Reconcile it by hand, then mark it resolved."
+        )
+    return ""
+
+
+def _audit(transfer: Transfer, *, actor: Any, detail: dict[str, Any]) -> None:
+    merchant_services.audit_record(
+        merchant=transfer.merchant,
+        actor=actor,
+        action="support.action",
+        target=str(transfer.id),
+        detail=detail,
+    )
+
+
 def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: datetime) -> Transfer:
     """Support: fail a disbursement leg stuck at the provider (reason marked_failed_by_support),
     recorded in the audit log with who did it. The money stays in transfer_suspense until a
@@ -72,11 +121,9 @@ def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: dat
         transfer = transfer_transition(
             transfer_id=transfer_id, to=DISBURSEMENT_FAILED, reason=REASON_MARKED_FAILED, at=now
         )
-        merchant_services.audit_record(
-            merchant=transfer.merchant,
+        _audit(
+            transfer,
             actor=actor,
-            action="support.action",
-            target=str(transfer.id),
             detail={
                 "action": "transfer.mark_disbursement_failed",
                 "disbursement_attempt": transfer.disbursement_attempt,
@@ -124,39 +171,8 @@ def transfer_apply_provider_completion(
             .first()
         )
         discrepancy = ProviderDiscrepancy.objects.select_for_update().get(pk=discrepancy_id)
-        if discrepancy.resolved_at is not None:
-            raise refused(
-                f"This discrepancy was already resolved by {discrepancy.resolved_by or 'support'}"
-                f" at {discrepancy.resolved_at.isoformat(timespec='seconds')}."
-            )
-        if discrepancy.provider_outcome != provider.COMPLETED:
-            raise refused(
-                f'The provider answered "{discrepancy.provider_outcome}", not "completed": '
-                "there is no completion to apply."
-            )
-        if transfer is None:
-            raise refused("The discrepancy's transfer does not exist.")
-        if state_of(transfer) == FUNDS_RETURNED:
-            raise refused(
-                "This transfer's collected funds were returned to the merchant's wallet: it can "
-                "no longer complete. If the provider did pay the recipient, the merchant holds "
-                "that money twice: ops take it back with debit_wallet --discrepancy, which "
-                "resolves the discrepancy (mark it resolved if the provider did not pay)."
-            )
-        if not is_relaunchable(transfer):
-            raise refused(
-                "Only a transfer whose disbursement leg failed (status failed, payin_status "
-                f"completed, payout_status failed) can complete; this one is {transfer.status} "
-                f"with payin_status {transfer.payin_status} and payout_status "
-                f"{transfer.payout_status}."
-            )
-        current = disbursement_reference(transfer.id, transfer.disbursement_attempt)
-        if discrepancy.reference != current:
-            raise refused(
-                f"The answer is for disbursement attempt {discrepancy.reference}, not the "
-                f"current one ({current}): that attempt's recipient, amount or operator may not "
-                "be the transfer's now. Reconcile it by hand, then mark it resolved."
-            )
+        if refusal := _completion_refusal(transfer, discrepancy):
+            raise refused(refusal)
         transfer = transfer_transition(
             transfer_id=transfer.id,
             to=PROVIDER_COMPLETION_APPLIED,
@@ -166,11 +182,9 @@ def transfer_apply_provider_completion(
             attempt=transfer.disbursement_attempt,
         )
         discrepancy.mark_resolved(by=actor.get_username(), at=now)
-        merchant_services.audit_record(
-            merchant=transfer.merchant,
+        _audit(
+            transfer,
             actor=actor,
-            action="support.action",
-            target=str(transfer.id),
             detail={
                 "action": "transfer.provider_completion_applied",
                 "discrepancy": str(discrepancy.id),
@@ -179,6 +193,16 @@ def transfer_apply_provider_completion(
             },
         )
     return transfer
+
+
+def _already_returned(transfer: Transfer) -> str:
+    returned_at = (
+        transfer.history.filter(reason=REASON_COLLECTED_FUNDS_RETURNED)
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    when = f" at {returned_at.isoformat(timespec='seconds')}" if returned_at else ""
+    return f"This transfer's collected funds were already returned to the merchant's wallet{when}."
 
 
 def transfer_return_collected_funds(*, transfer_id: UUID, actor: Any, now: datetime) -> Transfer:
@@ -208,16 +232,7 @@ def transfer_return_collected_funds(*, transfer_id: UUID, actor: Any, now: datet
         if transfer is None:
             raise refused("The transfer does not exist.")
         if state_of(transfer) == FUNDS_RETURNED:
-            returned_at = (
-                transfer.history.filter(reason=REASON_COLLECTED_FUNDS_RETURNED)
-                .values_list("created_at", flat=True)
-                .first()
-            )
-            when = f" at {returned_at.isoformat(timespec='seconds')}" if returned_at else ""
-            raise refused(
-                "This transfer's collected funds were already returned to the merchant's "
-                f"wallet{when}."
-            )
+            raise refused(_already_returned(transfer))
         if not is_relaunchable(transfer):
             raise refused(
                 f"{refused.message} This one is {transfer.status} with payin_status "
@@ -233,11 +248,9 @@ def transfer_return_collected_funds(*, transfer_id: UUID, actor: Any, now: datet
             reason=REASON_COLLECTED_FUNDS_RETURNED,
             at=now,
         )
-        merchant_services.audit_record(
-            merchant=transfer.merchant,
+        _audit(
+            transfer,
             actor=actor,
-            action="support.action",
-            target=str(transfer.id),
             detail={
                 "action": "transfer.collected_funds_returned",
                 "amount": money.format_amount(transfer.payin_amount),
