@@ -108,7 +108,7 @@ def test_transfers(api, customer, django_capture_on_commit_callbacks, django_ass
     _count(django_assert_num_queries, 3, lambda: api.get("/transfers"))
     _count(
         django_assert_num_queries,
-        16,  # one is the look for a provider answer support has not reconciled (a discrepancy)
+        17,  # the look for an unreconciled provider answer; history and attempt rows: 2 inserts
         lambda: api.post(f"/transfers/{failed['id']}/relaunch-payout"),
         202,
     )
