@@ -137,10 +137,8 @@ def transfer_apply_provider_completion(
 ) -> Transfer:
     """Support: the provider's "completed" for a disbursement attempt we had failed (timeout
     sweep, or marked failed by support) is true, so the transfer completes as that answer would
-    have completed it: the transition's journals (suspense emptied, fee, FX, the part a lowered
-    relaunch did not pay out back to the wallet) and events (transfer.payout.completed,
-    transfer.completed), history reason provider_completion_applied_by_support; the
-    discrepancy is resolved by the actor and the action audited, all in one transaction.
+    have (the move provider_completion_applied: its journals and events); the discrepancy is
+    resolved by the actor and the action audited, all in one transaction.
 
     Only an unresolved "completed" transfer_disbursement discrepancy for the transfer's
     current attempt, with the transfer failed / payin completed / payout failed; 409
