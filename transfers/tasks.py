@@ -23,9 +23,12 @@ def submit_transfer_disbursement(*, transfer_id: str, attempt: int, **_: object)
 
 @shared_task(acks_late=True)
 def fail_timed_out_transfers(**_: object) -> int:
-    """Beat: fail legs the provider never answered within PROVIDER_TIMEOUT_SECONDS, and
-    re-enqueue submissions whose enqueue after commit was lost (submitting is idempotent)."""
+    """Beat, the safety net of the legs: ask the provider about answers that are overdue (lost
+    with a killed worker, say), fail legs it never answered within PROVIDER_TIMEOUT_SECONDS,
+    and re-enqueue submissions whose enqueue after commit was lost (submitting is
+    idempotent)."""
     now = timezone.now()
+    services.transfers_ask_overdue_answers(now=now)
     failed = services.transfers_fail_timed_out(now=now)
     for transfer_id, attempt in services.transfers_stale_submissions(now=now):
         if attempt is None:

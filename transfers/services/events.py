@@ -1,0 +1,92 @@
+"""The data.object of each transfer webhook event: a leg's snapshot or the aggregate one."""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from config import money
+from transfers.models import Transfer
+from webhooks import services as webhook_services
+
+
+def _fmt(amount) -> str:
+    return money.format_amount(amount)
+
+
+def _leg_snapshot(transfer: Transfer) -> dict[str, Any]:
+    return {
+        "id": transfer.id,
+        "status": transfer.status,
+        "payin_status": transfer.payin_status,
+        "payout_status": transfer.payout_status,
+        "payin_amount": _fmt(transfer.payin_amount),
+        "payin_currency": transfer.payin_currency,
+        "payout_amount": _fmt(transfer.payout_amount),
+        "payout_currency": transfer.payout_currency,
+        "payer_operator_code": transfer.payer_operator_code,
+        "recipient_operator_code": transfer.recipient_operator_code,
+    }
+
+
+def payin_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
+    """data.object of transfer.payin.*."""
+    return {
+        **_leg_snapshot(transfer),
+        "collection_reference": transfer.collection_reference or None,
+        "collection_completed_at": transfer.collection_completed_at,
+        "collection_failed_at": transfer.collection_failed_at,
+        "collection_failure_reason": transfer.collection_failure_reason or None,
+    }
+
+
+def payout_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
+    """data.object of transfer.payout.*."""
+    return {
+        **_leg_snapshot(transfer),
+        "disbursement_attempt": transfer.disbursement_attempt,
+        "disbursement_reference": transfer.disbursement_reference or None,
+        "disbursement_completed_at": transfer.disbursement_completed_at,
+        "disbursement_failed_at": transfer.disbursement_failed_at,
+        "disbursement_failure_reason": transfer.disbursement_failure_reason or None,
+    }
+
+
+def aggregate_snapshot(transfer: Transfer) -> dict[str, Any]:
+    """data.object of transfer.completed / transfer.failed."""
+    return {
+        "id": transfer.id,
+        "status": transfer.status,
+        "payin_status": transfer.payin_status,
+        "payout_status": transfer.payout_status,
+        "send_amount": _fmt(transfer.send_amount),
+        "send_currency": transfer.send_currency,
+        "receive_amount": _fmt(transfer.receive_amount),
+        "receive_currency": transfer.receive_currency,
+        "corridor_code": transfer.corridor_code,
+        "payer_operator_code": transfer.payer_operator_code,
+        "recipient_operator_code": transfer.recipient_operator_code,
+        "collection_completed_at": transfer.collection_completed_at,
+        "disbursement_completed_at": transfer.disbursement_completed_at,
+        "disbursement_failed_at": transfer.disbursement_failed_at,
+    }
+
+
+def _snapshot_for(event_type: str, transfer: Transfer) -> dict[str, Any]:
+    if event_type.startswith("transfer.payin."):
+        return payin_leg_snapshot(transfer)
+    if event_type.startswith("transfer.payout."):
+        return payout_leg_snapshot(transfer)
+    return aggregate_snapshot(transfer)
+
+
+def events_record(transfer: Transfer, event_types: tuple[str, ...], *, at: datetime) -> None:
+    """Record a move's events: a leg event, then the aggregate one, 1 µs apart so created_at
+    orders them."""
+    for offset, event_type in enumerate(event_types):
+        webhook_services.event_record(
+            merchant_id=transfer.merchant_id,
+            event_type=event_type,
+            data_type="transfer",
+            data_id=transfer.id,
+            data_object=_snapshot_for(event_type, transfer),
+            at=at + timedelta(microseconds=offset),
+        )
