@@ -318,13 +318,6 @@ WEBHOOK_TIMEOUT_SECONDS = _duration(
 # key, public in this file; config.settings_production refuses it.
 DEV_WEBHOOK_SECRETS_KEY = "Y293cnktREVWLU9OTFktd2ViaG9vay1rZXktMDAwMDA="
 WEBHOOK_SECRETS_KEYS = env.list("WEBHOOK_SECRETS_KEYS", default=[DEV_WEBHOOK_SECRETS_KEY])
-# A submitter in a worker waits this long for more work before it stops
-# (config.shared_cache.drain); 0 turns lingering off.
-CONSUMER_LINGER_SECONDS = env.float("CONSUMER_LINGER_SECONDS", default=0.5)
-# A lingering consumer a nudge woke within this long (a stream) waits this long before it
-# claims, so a stream of payments is claimed a few at a time
-# (config.shared_cache.drain); 0: at once.
-CONSUMER_GATHER_SECONDS = env.float("CONSUMER_GATHER_SECONDS", default=0.04)
 WEBHOOK_ALLOW_HTTP = env.bool("WEBHOOK_ALLOW_HTTP", default=False)
 ALLOW_PRIVATE_NETWORK_URLS = env.bool("ALLOW_PRIVATE_NETWORK_URLS", default=False)
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=6000)

@@ -8,10 +8,10 @@ from tests.support import MerchantClient
 @pytest.fixture(autouse=True)
 def _eager_celery(settings):
     """Unit tests run task code in-process; the worker tests start a real worker instead."""
-    from django.core.cache import cache
 
     from config import shared_cache
     from config.celery import app
+
     # nor dashboard logins refused for another test's (or an earlier run's) failures: every
     # test client logs in from 127.0.0.1, whose counter outlives a test by its window
     redis = shared_cache.redis_client()

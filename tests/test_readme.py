@@ -137,7 +137,7 @@ def test_env_example_uncommented_as_it_stands_gives_the_settings_its_values(tmp_
         "'database': s.DATABASES['default']['NAME'], 'broker': s.CELERY_BROKER_URL, "
         "'cache': s.CACHES['default']['BACKEND'], "
         "'log_format': s.LOGGING['handlers']['console']['formatter'], "
-        "'linger': s.CONSUMER_LINGER_SECONDS, 'hosts': s.ALLOWED_HOSTS, "
+        "'hosts': s.ALLOWED_HOSTS, "
         "'media': s.MEDIA_ROOT, 'rate': s.RATE_LIMIT_PER_MINUTE, 'secret': s.SECRET_KEY}))"
     )
     environment = {name: value for name, value in os.environ.items() if name not in names}
@@ -155,7 +155,6 @@ def test_env_example_uncommented_as_it_stands_gives_the_settings_its_values(tmp_
         "broker": "filesystem://localhost/",
         "cache": "django.core.cache.backends.locmem.LocMemCache",
         "log_format": "json",
-        "linger": 0.5,
         "hosts": ["127.0.0.1", "localhost", "testserver"],
         "media": "var/media",
         "rate": 7,  # the environment wins over the file

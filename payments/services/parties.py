@@ -8,11 +8,8 @@ from typing import Any
 from django.conf import settings
 
 from config.exceptions import DomainError
-from quotes import services as quote_services
+from customers.selectors import CustomerNotFound  # noqa: F401  (payment_services.CustomerNotFound)
 from quotes.models import Quote, RailType
-
-# The one definition is the quotes app's: quote_consume raises it.
-CustomerNotFound = quote_services.CustomerNotFound
 
 MOBILE_MONEY_FIELDS = ("phone",)
 

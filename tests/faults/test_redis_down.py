@@ -27,10 +27,7 @@ def test_payins_created_while_redis_is_down_are_processed_and_delivered_after_it
     api = MerchantClient(enabled_merchant)
     webhook_endpoint(enabled_merchant)
     customer = create_customer(api)
-    # Without lingering: a submitter still waiting for more work when the broker stops would
-    # take these payins through its nudges (the cache's Redis is up), which is not the fault
-    # this test is about.
-    with celery_worker(extra_env={**WORKER_ENV, "CONSUMER_LINGER_SECONDS": "0"}) as worker:
+    with celery_worker(extra_env=WORKER_ENV) as worker:
         # Before the outage: a payin the provider has accepted but not yet answered.
         quote = create_quote(api, "payin")
         waiting = api.post("/payins", payin_body(quote, customer, phone=SILENT_PHONE)).json()

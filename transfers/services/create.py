@@ -11,6 +11,7 @@ from uuid import UUID
 from django.db import transaction
 
 from config.exceptions import DomainError
+from customers import selectors as customer_selectors
 from customers.models import Customer, KycStatus
 from merchants.models import Merchant
 from payments import services as payment_services
@@ -137,7 +138,7 @@ def _sender_requirements(
     sender_occupation: str,
     sender_source_of_funds: str,
 ) -> None:
-    """DESIGN §4: each missing sender detail (and a KYC not approved) is named in one 400."""
+    """Each missing sender detail (and a KYC not approved) is named in one 400."""
     missing: dict[str, list[str]] = {}
     if requires_details:
         for name in ("address_line1", "city"):
@@ -262,7 +263,9 @@ def transfer_create(
     """Consume the merchant's active transfer quote and create the transfer (`pending`); the
     collection is submitted when the transaction commits. Any 400 leaves the quote active."""
     with nested_error_fields(), transaction.atomic():
-        customer = payment_services._customer(merchant=merchant, customer_id=customer_id)
+        customer = customer_selectors.customer_get_for_payment(
+            merchant=merchant, customer_id=customer_id
+        )
         quote = quote_services.quote_consume(
             merchant=merchant,
             quote_id=quote_id,
