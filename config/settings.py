@@ -120,6 +120,7 @@ else:
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+FORMAT_MODULE_PATH = ["config.formats"]  # the dashboard shows times as ISO 8601
 USE_I18N = True
 USE_TZ = True
 

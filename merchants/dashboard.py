@@ -359,10 +359,17 @@ def html_table(headers: list[str], rows: list[tuple]) -> str:
     unless it is already safe HTML (a link); "—" when there is no row."""
     if not rows:
         return "—"
-    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    head = format_html_join(
+        "",
+        '<th class="font-semibold pr-4 py-1 text-left whitespace-nowrap">{}</th>',
+        ((h,) for h in headers),
+    )
     cells = format_html_join(
         "",
-        "<tr>{}</tr>",
-        ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows),
+        '<tr class="border-t border-base-200">{}</tr>',
+        (
+            (format_html_join("", '<td class="pr-4 py-1 align-top">{}</td>', ((c,) for c in row)),)
+            for row in rows
+        ),
     )
-    return format_html("<table><tr>{}</tr>{}</table>", head, cells)
+    return format_html('<table class="text-sm"><tr>{}</tr>{}</table>', head, cells)

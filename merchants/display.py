@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import models
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from config import money
 
@@ -104,3 +104,21 @@ def list_columns(model: type[models.Model], names: Sequence[Any], *, hide: set[s
         column = _field_column(model, field) if field is not None else None
         columns.append(column or entry)
     return columns
+
+
+def labelled(value: Any) -> str:
+    """A JSON object (pricing, a party, a wallet impact) as labelled fields, nested objects
+    indented under their label; lists joined."""
+    if isinstance(value, dict):
+        if not value:
+            return "—"
+        rows = format_html_join(
+            "",
+            '<div class="flex gap-4 py-0.5"><dt class="font-semibold" style="min-width: 12rem">'
+            "{}</dt><dd>{}</dd></div>",
+            ((key.replace("_", " "), labelled(item)) for key, item in sorted(value.items())),
+        )
+        return format_html('<dl class="labelled">{}</dl>', rows)
+    if isinstance(value, list):
+        return format_html_join(", ", "{}", ((labelled(item),) for item in value)) or "—"
+    return "—" if value in (None, "") else str(value)

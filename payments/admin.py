@@ -15,10 +15,11 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from unfold import admin as unfold_admin
+from unfold.decorators import action as unfold_action
 
 from config import money
 from config.exceptions import DomainError
-from merchants import dashboard
+from merchants import dashboard, display, object_actions
 from merchants.dashboard import (
     ExactSearchMixin,
     MerchantScopedAdmin,
@@ -44,7 +45,32 @@ from webhooks import selectors as webhook_selectors
 
 
 class ReadOnlyAdmin(MerchantScopedAdmin):
-    """Amounts, statuses and ledger rows are read-only to everyone, ops included."""
+    """Amounts, statuses and ledger rows are read-only to everyone, ops included. Their JSON
+    fields (pricing, parties, wallet impact) show as labelled fields, not JSON."""
+
+    LABELLED = "_labelled"
+
+    def get_fields(self, request, obj=None):
+        return [self._shown(name) for name in super().get_fields(request, obj)]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [self._shown(name) for name in super().get_readonly_fields(request, obj)]
+
+    def _shown(self, name):
+        field = next((f for f in self.model._meta.concrete_fields if f.name == name), None)
+        is_json = field is not None and field.get_internal_type() == "JSONField"
+        return f"{name}{self.LABELLED}" if is_json else name
+
+    def __getattr__(self, name: str):
+        if not name.endswith(ReadOnlyAdmin.LABELLED):
+            raise AttributeError(name)
+        field = self.model._meta.get_field(name.removesuffix(ReadOnlyAdmin.LABELLED))
+
+        def shown(obj) -> str:
+            return display.labelled(getattr(obj, field.name))
+
+        shown.short_description = field.verbose_name
+        return shown
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -183,6 +209,27 @@ class PayoutAdmin(PaymentAdmin):
     date_hierarchy = "created_at"
     inlines = [PayoutHistoryInline]
     actions = ["mark_failed"]
+    actions_detail = ["mark_failed_detail"]
+
+    @unfold_action(description="Mark failed", url_path="mark-failed", permissions=["support"])
+    def mark_failed_detail(self, request, object_id):
+        def perform(payout: Payout, reason: str) -> str:
+            services.payout_mark_failed(payout_id=payout.pk, actor=request.user, now=timezone.now())
+            return f"Payout {payout.pk} marked failed; its reservation is released."
+
+        return object_actions.confirm_then(
+            self,
+            request,
+            object_id,
+            title="Mark the payout failed",
+            consequence=lambda p: (
+                f"The {money.format_amount(p.debit_amount)} {p.send_currency} reserved for it "
+                f"go back to {p.merchant}'s available balance and the merchant gets "
+                "payout.failed. Do it only once the provider confirmed it did not pay: if it "
+                "did, that becomes a provider discrepancy."
+            ),
+            perform=perform,
+        )
 
     @admin.action(
         description="Mark failed (stuck at the provider, which confirmed it did not pay)",

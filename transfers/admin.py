@@ -5,15 +5,15 @@ failed disbursement to the merchant's wallet), each written to the audit log wit
 provider's late completion of a failed disbursement is applied from the reconciliation queue
 (payments.admin.ProviderDiscrepancyAdmin)."""
 
-import json
-
 from django.contrib import admin, messages
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html_join
 from unfold import admin as unfold_admin
+from unfold.decorators import action as unfold_action
 
 from config import money
 from config.exceptions import DomainError
+from merchants import display, object_actions
 from merchants.dashboard import (
     ExactSearchMixin,
     MerchantScopedAdmin,
@@ -115,6 +115,11 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
     list_select_related = ["merchant"]
     inlines = [TransferHistoryInline, TransferDisbursementAttemptInline]
     actions = ["relaunch_payout", "mark_disbursement_failed", "return_collected_funds"]
+    actions_detail = [
+        "relaunch_payout_detail",
+        "mark_disbursement_failed_detail",
+        "return_collected_funds_detail",
+    ]
     fieldsets = [
         (
             None,
@@ -159,7 +164,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         "pricing_json",
     ]
 
-    def has_support_permission(self, request) -> bool:
+    def has_support_permission(self, request, obj=None) -> bool:
         return is_ops(request.user) or is_support(request.user)
 
     def get_fieldsets(self, request, obj=None):
@@ -232,11 +237,11 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         return f"{obj.payin_status} → {obj.payout_status}"
 
     def payer_party(self, obj: Transfer) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(obj.payer, indent=2, sort_keys=True))
+        return display.labelled(obj.payer)
 
     @admin.display(description="Recipient")
     def recipient_party(self, obj: Transfer) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(obj.recipient, indent=2, sort_keys=True))
+        return display.labelled(obj.recipient)
 
     @admin.display(description="Held in transfer_suspense")
     def suspense_held(self, obj: Transfer) -> str:
@@ -269,7 +274,69 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
 
     @admin.display(description="Pricing")
     def pricing_json(self, obj: Transfer) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(obj.pricing, indent=2, sort_keys=True))
+        return display.labelled(obj.pricing)
+
+    def _detail(self, request, object_id, *, title: str, consequence, service) -> object:
+        """A support action on the transfer's own page (merchants.object_actions)."""
+
+        def perform(transfer: Transfer, reason: str) -> str:
+            service(transfer)
+            return f"{title}: done for transfer {transfer.pk}."
+
+        return object_actions.confirm_then(
+            self, request, object_id, title=title, consequence=consequence, perform=perform
+        )
+
+    @unfold_action(description="Relaunch payout", url_path="relaunch", permissions=["support"])
+    def relaunch_payout_detail(self, request, object_id):
+        return self._detail(
+            request,
+            object_id,
+            title="Relaunch the payout",
+            consequence=lambda t: (
+                f"{money.format_amount(t.payout_amount)} {t.payout_currency} is sent again to "
+                "the same recipient from the collected funds the transfer holds; nothing else "
+                "leaves the merchant's wallet."
+            ),
+            service=lambda t: services.transfer_relaunch_payout(
+                merchant=t.merchant, transfer_id=t.id, actor=request.user, now=timezone.now()
+            ),
+        )
+
+    @unfold_action(
+        description="Mark disbursement failed", url_path="mark-failed", permissions=["support"]
+    )
+    def mark_disbursement_failed_detail(self, request, object_id):
+        return self._detail(
+            request,
+            object_id,
+            title="Mark the disbursement failed",
+            consequence=lambda t: (
+                "The stuck disbursement is recorded as failed (confirm first that the provider "
+                f"did not pay); the {money.format_amount(t.payin_amount)} {t.payin_currency} "
+                "collected stay held, to relaunch or return."
+            ),
+            service=lambda t: services.transfer_mark_disbursement_failed(
+                transfer_id=t.id, actor=request.user, now=timezone.now()
+            ),
+        )
+
+    @unfold_action(
+        description="Return collected funds", url_path="return-funds", permissions=["support"]
+    )
+    def return_collected_funds_detail(self, request, object_id):
+        return self._detail(
+            request,
+            object_id,
+            title="Return the collected funds to the merchant's wallet",
+            consequence=lambda t: (
+                "The payout is given up for good: the funds collected for it are credited to "
+                f"{t.merchant}'s {t.payin_currency} wallet and the transfer ends failed."
+            ),
+            service=lambda t: services.transfer_return_collected_funds(
+                transfer_id=t.id, actor=request.user, now=timezone.now()
+            ),
+        )
 
     def _run(self, request, queryset, action, verb: str) -> None:
         done, refused = 0, []

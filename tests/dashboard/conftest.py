@@ -1,4 +1,6 @@
+import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -57,3 +59,36 @@ def _no_login_failures_left():
         stale = list(client.scan_iter(match=shared_cache.cache_key("login-failures:*")))
         if stale:
             client.delete(*stale)
+
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture
+def browser():
+    chromium = shutil.which("chromium")
+    chromedriver = shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        pytest.skip("Debian's chromium and chromium-driver are not installed (bin/ensure_browser)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,900",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()

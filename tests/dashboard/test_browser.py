@@ -1,7 +1,6 @@
 """The dashboard in a real headless Chromium: a merchant owner creates an API key, sees the
 secret once, reloads and no longer sees it. A screenshot is kept in test-artifacts/."""
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,36 +11,6 @@ from merchants.models import ApiKey
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-
-@pytest.fixture
-def browser():
-    chromium = shutil.which("chromium")
-    chromedriver = shutil.which("chromedriver")
-    if not (chromium and chromedriver):
-        pytest.skip("Debian's chromium and chromium-driver are not installed (bin/ensure_browser)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,900",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
 
 
 def test_owner_creates_a_key_and_sees_the_secret_only_once(live_server, browser, merchant):

@@ -301,7 +301,7 @@ def transfer_create(
             payment_reason_code=payment_reason_code,
             sender_source_of_funds=sender_source_of_funds,
             sender_occupation=sender_occupation,
-            leg_timeout_at=payment_services._timeout_at(now),
+            leg_timeout_at=payment_services.provider_timeout_at(now),
             created_at=now,
             updated_at=now,
         )
