@@ -7,7 +7,7 @@ provider's late completion of a failed disbursement is applied from the reconcil
 
 from django.contrib import admin, messages
 from django.utils import timezone
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 from unfold import admin as unfold_admin
 from unfold.decorators import action as unfold_action
 
@@ -246,7 +246,8 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
     @admin.display(description="Held in transfer_suspense")
     def suspense_held(self, obj: Transfer) -> str:
         held = selectors.transfer_suspense_held(transfer=obj)
-        return f"{money.format_amount(held)} {obj.payin_currency}"
+        shown = f"{money.format_amount(held)} {obj.payin_currency}"
+        return format_html('<span class="suspense-held">{}</span>', shown)
 
     @admin.display(description="Journals")
     def journals(self, obj: Transfer) -> str:

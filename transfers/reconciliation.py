@@ -81,6 +81,10 @@ def _transfer_suspense_breaches() -> list[str]:
     And every transfer_suspense line is in a journal of a transfer, in that transfer's payin
     currency: one elsewhere would be money in suspense that no transfer accounts for."""
     suspense = JournalLine.objects.filter(account__code=ledger.TRANSFER_SUSPENSE)
+    return _suspense_held_wrongly(suspense) + _suspense_lines_of_no_transfer(suspense)
+
+
+def _suspense_held_wrongly(suspense) -> list[str]:
     held = (
         suspense.filter(
             journal__resource_type="transfer",
@@ -112,13 +116,15 @@ def _transfer_suspense_breaches() -> list[str]:
             "id", "status", "payin_status", "payout_status", "payin_currency", "held", "expected"
         )
     )
-    breaches = []
-    for transfer_id, status, payin_status, payout_status, currency, held_now, expected in wrong:
-        breaches.append(
-            f"transfer {transfer_id} ({status}, payin {payin_status}, payout {payout_status}) "
-            f"holds {money.format_amount(held_now)} {currency} in transfer_suspense, not "
-            f"{money.format_amount(expected)}"
-        )
+    return [
+        f"transfer {transfer_id} ({status}, payin {payin_status}, payout {payout_status}) "
+        f"holds {money.format_amount(held_now)} {currency} in transfer_suspense, not "
+        f"{money.format_amount(expected)}"
+        for transfer_id, status, payin_status, payout_status, currency, held_now, expected in wrong
+    ]
+
+
+def _suspense_lines_of_no_transfer(suspense) -> list[str]:
     transfer_currency = Transfer.objects.filter(pk=OuterRef("journal__resource_id")).values(
         "payin_currency"
     )
@@ -133,12 +139,11 @@ def _transfer_suspense_breaches() -> list[str]:
         .order_by("journal_id")
         .distinct()
     )
-    for journal_id, kind, resource_type, currency in stray:
-        breaches.append(
-            f"journal {journal_id} ({kind}, {resource_type}, {currency}) posts to "
-            "transfer_suspense for no transfer in that currency"
-        )
-    return breaches
+    return [
+        f"journal {journal_id} ({kind}, {resource_type}, {currency}) posts to "
+        "transfer_suspense for no transfer in that currency"
+        for journal_id, kind, resource_type, currency in stray
+    ]
 
 
 def transfer_statement_references(journals: list[Journal]) -> dict[tuple[str, UUID, str], str]:

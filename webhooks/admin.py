@@ -33,7 +33,7 @@ from merchants.dashboard import (
 )
 from merchants.models import AuditAction
 from webhooks import secrets_at_rest, selectors, services
-from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Event, WebhookEndpoint
+from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
 
 logger = logging.getLogger("cowry.webhooks")
 
@@ -541,71 +541,4 @@ class EventAdmin(MerchantScopedAdmin):
                 self.message_user(request, f"Event {event.pk} queued for delivery.")
 
 
-class DeliveryAttemptInline(ScopedInlineMixin, unfold_admin.TabularInline):
-    model = DeliveryAttempt
-    extra = 0
-    can_delete = False
-    fields = [
-        "number",
-        "url",
-        "started_at",
-        "finished_at",
-        "response_status",
-        "duration_ms",
-        "error",
-        "response_body",
-    ]
-    readonly_fields = fields
-
-
-@admin.register(Delivery)
-class DeliveryAdmin(MerchantScopedAdmin):
-    merchant_path = "event__merchant"
-    list_display = [
-        "id",
-        "event",
-        "merchant",
-        "status",
-        "attempts",
-        "next_attempt_at",
-        "delivered_at",
-        "created_at",
-    ]
-    list_filter = [
-        "status",
-        "event__merchant",
-        ("event__event_type", known_values_filter(lambda: services.EVENT_TYPES)),
-    ]
-    search_fields = ["id", "event__id", "event__data_id"]
-    fields = [
-        "id",
-        "event",
-        "endpoint",
-        "status",
-        "attempts",
-        "next_attempt_at",
-        "dispatched_at",
-        "delivered_at",
-        "last_error",
-        "created_at",
-        "updated_at",
-    ]
-    readonly_fields = fields
-    inlines = [DeliveryAttemptInline]
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("event__merchant", "endpoint")
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        # Saving the page would write back the delivery as read, over the sender's progress.
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-    @admin.display(description="merchant")
-    def merchant(self, obj: Delivery):
-        return obj.event.merchant
+from webhooks import admin_deliveries  # noqa: E402, F401  (registers the delivery pages)

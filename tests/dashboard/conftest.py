@@ -92,3 +92,15 @@ def browser():
     driver.set_page_load_timeout(30)
     yield driver
     driver.quit()
+
+
+def shown_choices(spec, cl) -> list[str]:
+    """A filter's choices as shown: links, or a dropdown's options."""
+    shown = []
+    for choice in spec.choices(cl):
+        if "form" in choice:
+            for field in choice["form"].fields.values():
+                shown += [str(label) for _, label in getattr(field, "choices", ())]
+        elif "display" in choice:
+            shown.append(str(choice["display"]))
+    return shown

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from tests.dashboard.conftest import shown_choices
 from tests.dashboard.test_admin_scoping import _build_merchant_world, _result_pks
 from tests.factories import MerchantFactory
 
@@ -281,18 +282,6 @@ def test_a_changelists_page_is_read_in_an_indexs_order_not_sorted(
     assert f'ORDER BY "{table}"."created_at" DESC, "{table}"."id" DESC' in rows_query
     plan = _plan_without_sorting(rows_query)
     assert "Sort" not in plan, plan
-
-
-def shown_choices(spec, cl) -> list[str]:
-    """A filter's choices as shown: links, or a dropdown's options."""
-    shown = []
-    for choice in spec.choices(cl):
-        if "form" in choice:
-            for field in choice["form"].fields.values():
-                shown += [str(label) for _, label in getattr(field, "choices", ())]
-        elif "display" in choice:
-            shown.append(str(choice["display"]))
-    return shown
 
 
 @pytest.mark.parametrize(("page", "table"), COUNTED_PAGES)
