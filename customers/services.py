@@ -1,11 +1,9 @@
-from datetime import datetime
 from typing import Any
-from uuid import UUID
 
 from django.db import IntegrityError, transaction
 
 from config.exceptions import DomainError
-from customers.models import Customer, KycStatus
+from customers.models import Customer
 from merchants.models import Merchant
 
 
@@ -32,66 +30,3 @@ def customer_create(*, merchant: Merchant, data: dict[str, Any]) -> Customer:
                 fields={"external_ref": [DuplicateExternalRef.message]}
             ) from exc
         raise
-
-
-class KycTransitionRefused(DomainError):
-    status = 409
-    reason = "kyc_transition_not_allowed"
-    message = "This kyc_status change is not allowed."
-
-
-# Moves the system makes: a submission puts the customer in review (also after a rejection,
-# and after an approval: a resubmission re-opens the review), the reviewer decides.
-KYC_ALLOWED = {
-    KycStatus.NOT_STARTED: {KycStatus.PENDING},
-    KycStatus.PENDING: {KycStatus.APPROVED, KycStatus.REJECTED},
-    KycStatus.REJECTED: {KycStatus.PENDING},
-    KycStatus.APPROVED: {KycStatus.PENDING},
-}
-# A support user may also overturn a decision by hand.
-KYC_ALLOWED_BY_SUPPORT = {
-    KycStatus.PENDING: {KycStatus.APPROVED, KycStatus.REJECTED},
-    KycStatus.REJECTED: {KycStatus.APPROVED},
-    KycStatus.APPROVED: {KycStatus.REJECTED},
-}
-
-
-def customer_kyc_transition(
-    *,
-    customer_id: UUID,
-    to: str,
-    reason: str = "",
-    at: datetime,
-    changed_by: Any = None,
-    submission_id: UUID | None = None,
-) -> Customer:
-    """The one way to change a customer's kyc_status: checks the move, saves it and writes the
-    history row (kyc.KycStatusChange) in one transaction. Moving to the current status is a
-    no-op. `changed_by` is the support user making a manual decision (None for the system)."""
-    from kyc.models import KycStatusChange
-
-    to = KycStatus(to)
-    with transaction.atomic():
-        # FOR NO KEY UPDATE: KYC's writers take turns; the customer's quotes and payments
-        # (whose inserts lock its key) do not wait for them
-        customer = Customer.objects.select_for_update(no_key=True).get(pk=customer_id)
-        current = KycStatus(customer.kyc_status)
-        if current == to:
-            return customer
-        allowed = KYC_ALLOWED_BY_SUPPORT if changed_by is not None else KYC_ALLOWED
-        if to not in allowed.get(current, set()):
-            raise KycTransitionRefused(
-                f"kyc_status cannot move from {current.value} to {to.value}.",
-            )
-        customer.kyc_status = to
-        customer.save(update_fields=["kyc_status", "updated_at"])
-        KycStatusChange.objects.create(
-            customer=customer,
-            from_status=current,
-            to_status=to,
-            reason=reason[:500],
-            submission_id=submission_id,
-            changed_by=changed_by,
-            created_at=at,
-        )
-        return customer

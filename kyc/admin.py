@@ -14,6 +14,7 @@ from django.utils.html import format_html_join
 from unfold import admin as unfold_admin
 
 from config.exceptions import DomainError
+from customers.admin import CustomerAdmin
 from kyc import services
 from kyc.models import FILE_SIDES, KycDocument, KycStatusChange, KycSubmission
 from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin
@@ -185,3 +186,9 @@ class KycSubmissionAdmin(MerchantScopedAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+# The customer's page shows their KYC: documents with fetch/review status and file links, the
+# status history, and the support actions that approve or reject by hand (recorded with who).
+CustomerAdmin.inlines = [KycDocumentInline, KycStatusChangeInline]
+CustomerAdmin.actions = [approve_kyc_by_hand, reject_kyc_by_hand]

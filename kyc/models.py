@@ -136,7 +136,7 @@ class KycDocument(models.Model):
 
 class KycStatusChange(models.Model):
     """History of a customer's kyc_status: one row per move, written by
-    customers.services.customer_kyc_transition in the same transaction as the move."""
+    kyc.status.customer_kyc_transition in the same transaction as the move."""
 
     id = models.BigAutoField(primary_key=True)
     customer = models.ForeignKey(

@@ -13,10 +13,10 @@ from django.db.models import Max
 
 from config.exceptions import DomainError
 from config.fields import country_date
-from customers import services as customer_services
 from customers.models import Customer, KycStatus
 from customers.selectors import CustomerNotFound
 from kyc import fetching, selectors, tasks
+from kyc import status as kyc_status
 from kyc.models import (
     DocumentStatus,
     KycDocument,
@@ -74,7 +74,7 @@ def kyc_submit(
         KycSubmission.objects.filter(customer=customer, outcome=SubmissionOutcome.PENDING).exclude(
             pk=submission.pk
         ).update(outcome=SubmissionOutcome.SUPERSEDED, reviewed_at=at)
-        customer = customer_services.customer_kyc_transition(
+        customer = kyc_status.customer_kyc_transition(
             customer_id=customer.id,
             to=KycStatus.PENDING,
             reason=f"submission #{submission.number}",
@@ -231,7 +231,7 @@ def kyc_submission_review(*, submission_id: UUID, at: datetime) -> KycSubmission
         submission.reviewed_at = at
         submission.save(update_fields=["outcome", "reviewed_at"])
         if customer.kyc_status == KycStatus.PENDING:
-            customer_services.customer_kyc_transition(
+            kyc_status.customer_kyc_transition(
                 customer_id=customer.id,
                 to=KycStatus.APPROVED if approved else KycStatus.REJECTED,
                 reason="; ".join(rejections) or f"submission #{submission.number} approved",
@@ -264,7 +264,7 @@ def kyc_decide_by_hand(*, customer_id: UUID, approve: bool, user: Any, at: datet
         if customer.kyc_status == to:
             raise KycAlreadyDecided(f"This customer's KYC is already {to}: nothing to decide.")
         was = customer.kyc_status
-        customer = customer_services.customer_kyc_transition(
+        customer = kyc_status.customer_kyc_transition(
             customer_id=customer_id,
             to=to,
             reason=f"{verb} by hand by support user {username}",

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from kyc import status as kyc_status
 from payments import services as payment_services
 from payments.models import Wallet
 from tests.transfers.conftest import create_customer, create_quote, transfer_body
@@ -122,15 +123,12 @@ def test_saving_a_customer_in_the_dashboard_writes_only_what_the_form_changed(
     posted was undone, with no history row for that move."""
     from django.urls import reverse
 
-    from customers import services as customer_services
     from customers.admin import CustomerAdmin
     from kyc.models import KycStatusChange
     from tests.factories import CustomerFactory
 
     customer = CustomerFactory(merchant=merchant)
-    customer_services.customer_kyc_transition(
-        customer_id=customer.id, to="pending", at=timezone.now()
-    )
+    kyc_status.customer_kyc_transition(customer_id=customer.id, to="pending", at=timezone.now())
     url = reverse("admin:customers_customer_change", args=[customer.pk])
     form = ops_client.get(url).context["adminform"].form
     data = {key: ("" if value is None else value) for key, value in form.initial.items()}
@@ -142,7 +140,7 @@ def test_saving_a_customer_in_the_dashboard_writes_only_what_the_form_changed(
     def review_decides_meanwhile(self, request, object_id, from_field=None):
         customer_read = get_object(self, request, object_id, from_field)
         if request.method == "POST":
-            customer_services.customer_kyc_transition(
+            kyc_status.customer_kyc_transition(
                 customer_id=customer.id, to="approved", at=timezone.now()
             )
         return customer_read

@@ -11,8 +11,8 @@ import pytest
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
-from customers import services as customer_services
 from kyc import services, tasks
+from kyc import status as kyc_status
 from kyc.models import KycDocument, KycStatusChange, KycSubmission
 from tests.factories import CustomerFactory
 from tests.locks import at_once
@@ -34,7 +34,7 @@ def _submission(customer, url: str, *, at, status: str = "uploaded") -> KycSubmi
         status=status,
         created_at=at,
     )
-    customer_services.customer_kyc_transition(
+    kyc_status.customer_kyc_transition(
         customer_id=customer.id,
         to="pending",
         reason="submission #1",

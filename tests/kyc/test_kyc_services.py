@@ -6,9 +6,9 @@ from django.db import connection
 from django.utils import timezone
 
 from config.exceptions import DomainError
-from customers import services as customer_services
 from customers.models import Customer
 from kyc import selectors, services
+from kyc import status as kyc_status
 from kyc.models import KycDocument, KycStatusChange, KycSubmission
 from tests.factories import CustomerFactory
 
@@ -29,10 +29,8 @@ def history(customer: Customer) -> list[tuple[str, str]]:
 class TestKycTransition:
     @pytest.mark.parametrize("to", ["approved", "rejected"])
     def test_a_customer_never_reviewed_cannot_be_decided(self, customer, to):
-        with pytest.raises(customer_services.KycTransitionRefused) as refused:
-            customer_services.customer_kyc_transition(
-                customer_id=customer.id, to=to, at=timezone.now()
-            )
+        with pytest.raises(kyc_status.KycTransitionRefused) as refused:
+            kyc_status.customer_kyc_transition(customer_id=customer.id, to=to, at=timezone.now())
 
         assert refused.value.reason == "kyc_transition_not_allowed"
         customer.refresh_from_db()
@@ -41,33 +39,29 @@ class TestKycTransition:
 
     def test_nothing_goes_back_to_not_started(self, customer):
         now = timezone.now()
-        customer_services.customer_kyc_transition(customer_id=customer.id, to="pending", at=now)
-        with pytest.raises(customer_services.KycTransitionRefused):
-            customer_services.customer_kyc_transition(
-                customer_id=customer.id, to="not_started", at=now
-            )
+        kyc_status.customer_kyc_transition(customer_id=customer.id, to="pending", at=now)
+        with pytest.raises(kyc_status.KycTransitionRefused):
+            kyc_status.customer_kyc_transition(customer_id=customer.id, to="not_started", at=now)
         assert history(customer) == [("not_started", "pending")]
 
     def test_the_system_cannot_overturn_a_decision(self, customer):
         now = timezone.now()
         for to in ("pending", "approved"):
-            customer_services.customer_kyc_transition(customer_id=customer.id, to=to, at=now)
-        with pytest.raises(customer_services.KycTransitionRefused):
-            customer_services.customer_kyc_transition(
-                customer_id=customer.id, to="rejected", at=now
-            )
+            kyc_status.customer_kyc_transition(customer_id=customer.id, to=to, at=now)
+        with pytest.raises(kyc_status.KycTransitionRefused):
+            kyc_status.customer_kyc_transition(customer_id=customer.id, to="rejected", at=now)
         customer.refresh_from_db()
         assert customer.kyc_status == "approved"
 
     def test_moving_to_the_current_status_changes_nothing(self, customer):
         now = timezone.now()
-        customer_services.customer_kyc_transition(customer_id=customer.id, to="pending", at=now)
-        customer_services.customer_kyc_transition(customer_id=customer.id, to="pending", at=now)
+        kyc_status.customer_kyc_transition(customer_id=customer.id, to="pending", at=now)
+        kyc_status.customer_kyc_transition(customer_id=customer.id, to="pending", at=now)
         assert history(customer) == [("not_started", "pending")]
 
     def test_unknown_status_is_refused(self, customer):
         with pytest.raises(ValueError):
-            customer_services.customer_kyc_transition(
+            kyc_status.customer_kyc_transition(
                 customer_id=customer.id, to="maybe", at=timezone.now()
             )
 
@@ -75,7 +69,7 @@ class TestKycTransition:
         user = get_user_model().objects.create_user("agent", password="x", is_staff=True)
         now = timezone.now()
         for to in ("pending", "rejected"):
-            customer_services.customer_kyc_transition(customer_id=customer.id, to=to, at=now)
+            kyc_status.customer_kyc_transition(customer_id=customer.id, to=to, at=now)
 
         services.kyc_decide_by_hand(customer_id=customer.id, approve=True, user=user, at=now)
 
@@ -319,7 +313,7 @@ def test_a_kyc_decision_by_hand_does_not_lock_the_merchants_row(merchant):
     user = get_user_model().objects.create_user("agent", password="x", is_staff=True)
     now = timezone.now()
     for to in ("pending", "rejected"):
-        customer_services.customer_kyc_transition(customer_id=customer.id, to=to, at=now)
+        kyc_status.customer_kyc_transition(customer_id=customer.id, to=to, at=now)
     decided = []
     holder = admin_connection()
     try:
