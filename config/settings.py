@@ -156,7 +156,8 @@ SPECTACULAR_SETTINGS = {
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "string", "format": "uuid"}},
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {},
+    # one enum for the statuses payouts and refunds share, under the name it had first
+    "ENUM_NAME_OVERRIDES": {"PayoutOutputStatusEnum": "payments.models.PayoutStatus"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.meta_is_optional",

@@ -61,6 +61,8 @@ EVENT_TYPES = (
     "payin.failed",
     "payout.completed",
     "payout.failed",
+    "refund.completed",
+    "refund.failed",
     "transfer.payin.completed",
     "transfer.payin.failed",
     "transfer.payout.completed",

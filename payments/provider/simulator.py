@@ -2,6 +2,8 @@
 party's phone (or account number on the bank rail):
 
     000  -> declined: the answer is `failed` with reason `provider_declined`
+    998  -> collections complete; disbursements to it (payouts, refunds, transfer payouts)
+            are declined as 000
     999  -> never answers: the leg stays pending until the timeout sweep fails it (asked for
             its status before that, it says it is still working on it)
     else -> `completed` after PROVIDER_SIMULATION_DELAY_SECONDS
@@ -29,14 +31,19 @@ _NAMESPACE = uuid.UUID("6f1c1f2e-8a43-4c55-9d0e-5c0e7a1b2c3d")
 
 DECLINE_SUFFIX = "000"
 SILENT_SUFFIX = "999"
+PAYS_IN_ONLY_SUFFIX = "998"
 
 
-def simulated_outcome(party: str) -> tuple[str, str] | None:
-    """(outcome, reason) for this party, or None when the provider never answers."""
+def simulated_outcome(party: str, *, kind: str) -> tuple[str, str] | None:
+    """(outcome, reason) of a `kind` leg (COLLECTION or DISBURSEMENT) with this party, or None
+    when the provider never answers."""
     digits = "".join(ch for ch in party if ch.isdigit())
     if digits.endswith(SILENT_SUFFIX):
         return None
-    if digits.endswith(DECLINE_SUFFIX):
+    declined = digits.endswith(DECLINE_SUFFIX) or (
+        kind == DISBURSEMENT and digits.endswith(PAYS_IN_ONLY_SUFFIX)
+    )
+    if declined:
         return FAILED, "provider_declined"
     return COMPLETED, ""
 
@@ -52,7 +59,7 @@ class SimulatorGateway:
     ) -> ProviderReceipt:
         """The sandbox keeps no state: its outcome for a request is the one its party decides
         (and by the time anyone asks, after a provider timeout, the delay is long over)."""
-        outcome = simulated_outcome(phone or account_number)
+        outcome = simulated_outcome(phone or account_number, kind=kind)
         return ProviderReceipt(
             provider_reference=_provider_reference(kind, reference),
             outcome=outcome[0] if outcome else None,
@@ -80,7 +87,7 @@ class SimulatorGateway:
         from payments import tasks  # the simulator's "network" is the task queue
 
         provider_reference = _provider_reference(kind, reference)
-        outcome = simulated_outcome(phone or account_number)
+        outcome = simulated_outcome(phone or account_number, kind=kind)
         if outcome is None:
             return ProviderReceipt(provider_reference=provider_reference)
         if settings.PROVIDER_SIMULATION_DELAY_SECONDS <= 0:

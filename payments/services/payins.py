@@ -61,6 +61,7 @@ def payin_create(
             payin=payin, status=PayinStatus.CREATED, created_at=now
         )
         payin.history_entries = [created]
+        payin.refund_entries = []
         submission.submission_enqueue_on_commit(payin)
     return payin
 

@@ -22,7 +22,16 @@ def record(**kwargs):
     ],
 )
 def test_the_outcome_is_decided_by_the_last_three_digits(party, expected):
-    assert simulated_outcome(party) == expected
+    assert simulated_outcome(party, kind=provider.COLLECTION) == expected
+    assert simulated_outcome(party, kind=provider.DISBURSEMENT) == expected
+
+
+def test_a_998_party_pays_in_but_is_declined_when_paid():
+    assert simulated_outcome("+237650000998", kind=provider.COLLECTION) == ("completed", "")
+    assert simulated_outcome("+237650000998", kind=provider.DISBURSEMENT) == (
+        "failed",
+        "provider_declined",
+    )
 
 
 def _leg(phone: str = "+221770001234") -> dict:

@@ -1,0 +1,248 @@
+"""Refunds of completed payins: the wallet's reservation, the provider's answer, the limits."""
+
+import uuid
+from decimal import Decimal
+
+import pytest
+
+from payments import ledger, selectors, services
+from payments.models import Journal, Refund
+from tests.payments.conftest import (
+    SN_PHONE,
+    create_quote,
+    fund,
+    payin_body,
+)
+from webhooks.models import Event
+
+pytestmark = pytest.mark.django_db
+
+PAYS_IN_ONLY_PHONE = "+221770001998"
+
+
+def _balances(merchant):
+    return selectors.wallet_balance(merchant=merchant, currency="XOF")
+
+
+def _completed_payin(api, customer, captured, phone: str = SN_PHONE) -> dict:
+    """A payin of 10000 XOF, completed (the merchant is credited 9850)."""
+    with captured(execute=True):
+        response = api.post("/payins", payin_body(create_quote(api, "payin"), customer, phone))
+    assert response.status_code == 201, response.json()
+    payin = api.get(f"/payins/{response.json()['id']}").json()
+    assert payin["status"] == "completed"
+    return payin
+
+
+def _check_ledger():
+    report = services.ledger_check()
+    assert report["breaches"] == []
+
+
+def test_full_refund_reserves_the_amount_then_completes_to_the_payer(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    assert (payin["refunded_amount"], payin["refunds"]) == ("0", [])
+    fund(enabled_merchant, "1000")  # 9850 + 1000: the fee is not returned
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = enabled_api.post(f"/payins/{payin['id']}/refunds", {"reason": "Cancelled"})
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["status"] == "pending"
+    assert (body["amount"], body["currency"]) == ("10000", "XOF")
+    assert body["payin_id"] == payin["id"]
+    assert body["customer_id"] == payin["customer_id"]
+    assert body["reason"] == "Cancelled"
+    assert body["recipient"]["phone"] == SN_PHONE
+    assert body["recipient"]["operator_code"] == "SN_ORANGE_MOMO"
+    assert body["wallet_impact"] == {"debit_amount": "10000", "currency": "XOF"}
+    assert body["_meta"]["idempotency_replayed"] is False
+    assert _balances(enabled_merchant) == (Decimal("850"), Decimal("10000"))
+    _check_ledger()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        for callback in callbacks:
+            callback()
+
+    refund = enabled_api.get(f"/refunds/{body['id']}").json()
+    assert refund["status"] == "completed"
+    assert refund["provider_reference"].startswith("SIM-")
+    assert [h["status"] for h in refund["history"]] == ["pending", "completed"]
+    assert _balances(enabled_merchant) == (Decimal("850"), Decimal("0"))
+    balances = ledger.account_balances(merchant=enabled_merchant, currency="XOF")
+    assert balances["provider_clearing:SN_ORANGE_MOMO"] == Decimal("0")  # collected, paid back
+    payin = enabled_api.get(f"/payins/{payin['id']}").json()
+    assert (payin["refunded_amount"], payin["refunds"]) == ("10000", [body["id"]])
+    event = Event.objects.get(data_id=body["id"])
+    assert (event.event_type, event.payload["data"]["type"]) == ("refund.completed", "refund")
+    obj = event.payload["data"]["object"]
+    assert obj["payin_id"] == payin["id"]
+    assert (obj["amount"], obj["status"], obj["currency"]) == ("10000", "completed", "XOF")
+    assert obj["completed_at"] is not None
+    _check_ledger()
+    # nothing is left to refund
+    again = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "1"})
+    assert (again.status_code, again.json()["error"]["reason"]) == (400, "refund_exceeds_payin")
+
+
+def test_partial_refunds_up_to_the_payin_amount(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    fund(enabled_merchant, "5000")
+    path = f"/payins/{payin['id']}/refunds"
+    with django_capture_on_commit_callbacks(execute=True):
+        first = enabled_api.post(path, {"amount": "4000"})
+    assert first.status_code == 201, first.json()
+    assert _balances(enabled_merchant) == (Decimal("10850"), Decimal("0"))
+    _check_ledger()
+    too_much = enabled_api.post(path, {"amount": "6001"})
+    assert too_much.status_code == 400
+    assert too_much.json()["error"]["reason"] == "refund_exceeds_payin"
+    with django_capture_on_commit_callbacks(execute=True):
+        rest = enabled_api.post(path)  # no body: the whole remainder
+    assert rest.status_code == 201, rest.json()
+    assert rest.json()["amount"] == "6000"
+    assert _balances(enabled_merchant) == (Decimal("4850"), Decimal("0"))
+    payin = enabled_api.get(f"/payins/{payin['id']}").json()
+    assert payin["refunded_amount"] == "10000"
+    assert payin["refunds"] == [first.json()["id"], rest.json()["id"]]
+    _check_ledger()
+
+
+def test_refund_declined_to_a_998_payer_releases_the_reservation(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    payin = _completed_payin(
+        enabled_api, customer, django_capture_on_commit_callbacks, PAYS_IN_ONLY_PHONE
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "5000"})
+    assert response.status_code == 201, response.json()
+    refund = enabled_api.get(f"/refunds/{response.json()['id']}").json()
+    assert (refund["status"], refund["failure_reason"]) == ("failed", "provider_declined")
+    assert _balances(enabled_merchant) == (Decimal("9850"), Decimal("0"))
+    kinds = set(Journal.objects.filter(resource_id=refund["id"]).values_list("kind", flat=True))
+    assert kinds == {"refund_reserved", "refund_released"}
+    event = Event.objects.get(data_id=refund["id"])
+    assert event.event_type == "refund.failed"
+    assert event.payload["data"]["object"]["failure_reason"] == "provider_declined"
+    payin = enabled_api.get(f"/payins/{payin['id']}").json()
+    assert (payin["refunded_amount"], payin["refunds"]) == ("0", [refund["id"]])
+    _check_ledger()
+    # a failed refund gives its amount back to the refundable remainder
+    retry = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "9850"})
+    assert retry.status_code == 201, retry.json()
+
+
+def test_refund_larger_than_the_available_balance_is_refused_and_changes_nothing(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    response = enabled_api.post(f"/payins/{payin['id']}/refunds")  # 10000 > 9850
+    assert response.status_code == 400
+    assert response.json()["error"]["reason"] == "insufficient_balance"
+    assert Refund.objects.count() == 0
+    assert _balances(enabled_merchant) == (Decimal("9850"), Decimal("0"))
+
+
+@pytest.mark.parametrize("phone", ["+221770001999", "+221770001000"], ids=["pending", "failed"])
+def test_a_payin_that_is_not_completed_cannot_be_refunded(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, phone
+):
+    fund(enabled_merchant, "20000")
+    with django_capture_on_commit_callbacks(execute=True):
+        payin = enabled_api.post(
+            "/payins", payin_body(create_quote(enabled_api, "payin"), customer, phone)
+        ).json()
+    response = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "100"})
+    assert response.status_code == 400
+    assert response.json()["error"]["reason"] == "payin_not_refundable"
+    assert Refund.objects.count() == 0
+    assert _balances(enabled_merchant) == (Decimal("20000"), Decimal("0"))
+
+
+def test_another_merchants_payin_or_refund_is_not_found(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, other_api
+):
+    payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        refund = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "100"}).json()
+    other = other_api
+    response = other.post(f"/payins/{payin['id']}/refunds", {"amount": "100"})
+    assert response.status_code == 404
+    assert other.get(f"/refunds/{refund['id']}").status_code == 404
+    assert other.get("/refunds").json()["data"] == []
+    assert enabled_api.post(f"/payins/{uuid.uuid4()}/refunds").status_code == 404
+    assert Refund.objects.count() == 1
+
+
+def test_refund_body_is_validated(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    path = f"/payins/{payin['id']}/refunds"
+    for body in (
+        {"amount": 100},
+        {"amount": "0"},
+        {"amount": "10.5"},
+        {"reason": "x" * 256},
+        {"currency": "XOF"},
+    ):
+        response = enabled_api.post(path, body)
+        assert response.status_code == 400, (body, response.json())
+    assert enabled_api.post(path, {"amount": "10"}, idempotency_key=None).status_code == 400
+    assert Refund.objects.count() == 0
+
+
+def test_a_replayed_refund_is_the_same_refund_and_another_body_is_a_conflict(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    path = f"/payins/{payin['id']}/refunds"
+    with django_capture_on_commit_callbacks(execute=True):
+        first = enabled_api.post(path, {"amount": "1000"}, idempotency_key="refund-1")
+    replay = enabled_api.post(path, {"amount": "1000"}, idempotency_key="refund-1")
+    assert replay.status_code == 201
+    assert replay.json()["id"] == first.json()["id"]
+    assert replay.json()["_meta"]["idempotency_replayed"] is True
+    conflict = enabled_api.post(path, {"amount": "2000"}, idempotency_key="refund-1")
+    assert conflict.status_code == 409
+    assert Refund.objects.count() == 1
+    assert _balances(enabled_merchant) == (Decimal("8850"), Decimal("0"))
+
+
+def test_refunds_list_pages_and_filters(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    first = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    second = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        ids = [
+            enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "100"}).json()["id"]
+            for payin in (first, second, second)
+        ]
+    page = enabled_api.get("/refunds", limit=2).json()
+    assert [item["id"] for item in page["data"]] == ids[::-1][:2]
+    assert page["has_more"] is True
+    rest = enabled_api.get("/refunds", limit=2, cursor=page["next_cursor"]).json()
+    assert [item["id"] for item in rest["data"]] == [ids[0]]
+    only = enabled_api.get("/refunds", payin_id=first["id"]).json()["data"]
+    assert [item["id"] for item in only] == [ids[0]]
+    assert enabled_api.get("/refunds", status="failed").json()["data"] == []
+    assert len(enabled_api.get("/refunds", status="completed").json()["data"]) == 3
+    assert enabled_api.get("/refunds", status="nope").status_code == 400
+
+
+def test_refunds_appear_in_the_statement(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        refund = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "500"}).json()
+    today = refund["created_at"][:10]
+    csv = enabled_api.get("/statements", **{"from": today, "to": today, "currency": "XOF"})
+    text = csv.content.decode()
+    assert f"refund_reserved,refund,{refund['id']}" in text
+    assert f"refund_completed,refund,{refund['id']}" in text
