@@ -1,12 +1,15 @@
 """Refunds of completed payins: the wallet's reservation, the provider's answer, the limits."""
 
 import uuid
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
-from payments import ledger, selectors, services
+from payments import ledger, provider, selectors, services
 from payments.models import Journal, Refund
+from payments.provider.simulator import SimulatorGateway
 from tests.payments.conftest import (
     SN_PHONE,
     create_quote,
@@ -246,3 +249,76 @@ def test_refunds_appear_in_the_statement(
     text = csv.content.decode()
     assert f"refund_reserved,refund,{refund['id']}" in text
     assert f"refund_completed,refund,{refund['id']}" in text
+
+
+class SilentDisbursementsGateway(SimulatorGateway):
+    """The simulator, receiving disbursements but never answering them, even when asked."""
+
+    def submit_disbursement(self, **kwargs):
+        return provider.ProviderReceipt(provider_reference="SIM-00000000000000000001")
+
+    def transaction_status(self, *, kind, **kwargs):
+        receipt = super().transaction_status(kind=kind, **kwargs)
+        if kind == provider.DISBURSEMENT:
+            return provider.ProviderReceipt(provider_reference=receipt.provider_reference)
+        return receipt
+
+
+class UnansweredDisbursementsGateway(SimulatorGateway):
+    """The simulator, whose answer to a disbursement is lost: only asking gets it."""
+
+    def submit_disbursement(self, **kwargs):
+        return provider.ProviderReceipt(provider_reference="SIM-00000000000000000002")
+
+
+def _pending_refund(api, customer, captured, *, amount: str = "3000") -> dict:
+    payin = _completed_payin(api, customer, captured)
+    with captured(execute=True):
+        refund = api.post(f"/payins/{payin['id']}/refunds", {"amount": amount})
+    assert refund.status_code == 201, refund.json()
+    assert Refund.objects.get(pk=refund.json()["id"]).status == "pending"
+    return refund.json()
+
+
+def test_a_refund_the_provider_never_answers_fails_at_its_timeout_and_is_released(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SilentDisbursementsGateway"
+    refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
+    assert _balances(enabled_merchant) == (Decimal("6850"), Decimal("3000"))
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    assert services.payments_fail_timed_out(now=later) == 1
+    refund = enabled_api.get(f"/refunds/{refund['id']}").json()
+    assert (refund["status"], refund["failure_reason"]) == ("failed", "provider_timeout")
+    assert _balances(enabled_merchant) == (Decimal("9850"), Decimal("0"))
+    _check_ledger()
+
+
+def test_a_lost_answer_is_asked_of_the_provider_and_applied(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.UnansweredDisbursementsGateway"
+    refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
+    later = timezone.now() + timedelta(seconds=60)
+    assert services.payments_ask_provider(now=later) == 1
+    assert enabled_api.get(f"/refunds/{refund['id']}").json()["status"] == "completed"
+    assert _balances(enabled_merchant) == (Decimal("6850"), Decimal("0"))
+    _check_ledger()
+
+
+def test_a_lost_submission_is_found_by_the_sweep_and_sent(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, monkeypatch
+):
+    from payments.services import submission
+
+    payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    monkeypatch.setattr(submission, "submission_enqueue", lambda payment: None)  # broker gone
+    with django_capture_on_commit_callbacks(execute=True):
+        refund = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "3000"}).json()
+    assert Refund.objects.get(pk=refund["id"]).submitted_at is None
+    later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
+    assert services.refunds_stale_submissions(now=later) == [uuid.UUID(refund["id"])]
+    services.refund_submit(refund_id=uuid.UUID(refund["id"]), now=later)
+    assert enabled_api.get(f"/refunds/{refund['id']}").json()["status"] == "completed"
+    assert services.refunds_stale_submissions(now=later) == []
+    _check_ledger()
