@@ -1,6 +1,5 @@
 import uuid
 from datetime import datetime
-from decimal import Decimal
 
 from django.db import models
 from django.utils.functional import cached_property
@@ -223,19 +222,6 @@ class Payin(_Payment):
 
     def __str__(self) -> str:
         return f"payin {self.id} ({self.status})"
-
-    @cached_property
-    def refund_entries(self) -> list:
-        """Its refunds, oldest first: prefetched by the selectors, or none for a new payin."""
-        return sorted(self.refunds.all(), key=lambda refund: (refund.created_at, refund.id))
-
-    @property
-    def refunded_amount(self):
-        """What its completed refunds returned to the payer."""
-        return sum(
-            (refund.amount for refund in self.refund_entries if refund.status == "completed"),
-            start=Decimal(0),
-        )
 
 
 class PayinHistory(models.Model):

@@ -5,18 +5,24 @@ from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
-from django.db.models import Prefetch, QuerySet
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import DecimalField, OuterRef, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 
 from config import money, pagination
 from config.exceptions import NotFound
 from merchants.models import Merchant
 from payments.models import (
+    AMOUNT,
     Payin,
     Payout,
     ProviderDiscrepancy,
     Refund,
+    RefundStatus,
     Wallet,
 )
+
+AMOUNT_FIELD = DecimalField(**AMOUNT)
 
 
 class PayinNotFound(NotFound):
@@ -34,20 +40,25 @@ class RefundNotFound(NotFound):
     message = "The refund does not exist."
 
 
-# A payin's refunds as its representation shows them (refunded_amount, refunds), oldest first.
-PAYIN_REFUNDS = Prefetch(
-    "refunds",
-    queryset=Refund.objects.order_by("created_at", "id").only(
-        "id", "payin_id", "status", "amount", "created_at"
-    ),
-)
+def _with_refunds(payins: QuerySet[Payin]) -> QuerySet[Payin]:
+    """Payins with what their representation shows of their refunds, in the payins' own query:
+    `refund_ids` (oldest first) and `refunded_total` (the completed ones' amounts)."""
+    refunds = Refund.objects.filter(payin=OuterRef("pk")).order_by()
+    completed = (
+        refunds.filter(status=RefundStatus.COMPLETED)
+        .values("payin")
+        .annotate(total=Sum("amount"))
+        .values("total")
+    )
+    return payins.annotate(
+        refund_ids=ArraySubquery(refunds.order_by("created_at", "id").values("id")),
+        refunded_total=Coalesce(Subquery(completed), Value(Decimal(0)), output_field=AMOUNT_FIELD),
+    )
 
 
 def payin_get(*, merchant: Merchant, payin_id: UUID) -> Payin:
     """The merchant's payin with its history; another merchant's is indistinguishable from none."""
-    payin = (
-        Payin.objects.filter(pk=payin_id, merchant=merchant).prefetch_related(PAYIN_REFUNDS).first()
-    )
+    payin = _with_refunds(Payin.objects.filter(pk=payin_id, merchant=merchant)).first()
     if payin is None:
         raise PayinNotFound()
     payin.history_entries = list(payin.history.order_by("created_at", "id"))
@@ -126,7 +137,7 @@ def payin_list(
     """The merchant's payins with their history and refunds, newest first, one page
     (GET /payins)."""
     return _payment_list(
-        Payin.objects.filter(merchant=merchant).prefetch_related(PAYIN_REFUNDS),
+        _with_refunds(Payin.objects.filter(merchant=merchant)),
         page=page,
         status=status,
         customer_id=customer_id,

@@ -1,4 +1,3 @@
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config import pagination
@@ -182,12 +181,14 @@ class PayinOutput(_PaymentOutput):
     wallet_impact = PayinWalletImpactOutput()
     history = PayinHistoryItemOutput(many=True, source="history_entries")
     source = PayinSourceOutput(source="*")
-    refunded_amount = AmountField(help_text="What its completed refunds returned to the payer.")
-    refunds = serializers.SerializerMethodField(help_text="The ids of its refunds, oldest first.")
-
-    @extend_schema_field({"type": "array", "items": {"type": "string", "format": "uuid"}})
-    def get_refunds(self, payin) -> list[str]:
-        return [str(refund.id) for refund in payin.refund_entries]
+    refunded_amount = AmountField(
+        source="refunded_total", help_text="What its completed refunds returned to the payer."
+    )
+    refunds = serializers.ListField(
+        child=serializers.UUIDField(),
+        source="refund_ids",
+        help_text="The ids of its refunds, oldest first.",
+    )
 
 
 class PayoutOutput(_PaymentOutput):
