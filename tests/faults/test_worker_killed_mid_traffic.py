@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+import redis
 
 from payments import ledger, tasks
 from payments.models import Journal, Payin, Payout
@@ -53,6 +54,7 @@ def _final(model, ids) -> bool:
 def test_every_payment_in_flight_when_the_worker_is_killed_is_final_once_after_restart(
     enabled_merchant, isolated_broker
 ):
+    broker = redis.Redis.from_url(isolated_broker.url)
     api = MerchantClient(enabled_merchant)
     customer = create_customer(api)
     fund(enabled_merchant, "1000000")
@@ -81,6 +83,7 @@ def test_every_payment_in_flight_when_the_worker_is_killed_is_final_once_after_r
         worker.wait(timeout=30)
     in_flight = Payin.objects.filter(pk__in=payin_ids, status="pending").count()
     assert in_flight, "no answer was in flight"
+    held = broker.hlen("unacked")  # what the killed worker held: handed out again in an hour
 
     beat = _Beat()
     with celery_worker(extra_env=TRAFFIC_ENV) as worker:
@@ -97,6 +100,7 @@ def test_every_payment_in_flight_when_the_worker_is_killed_is_final_once_after_r
         assert recovered <= RECOVERY_SECONDS
         print(f"{in_flight} payins in flight; all final {recovered:.0f} s after the restart")
         assert worker.poll() is None
+    assert broker.hlen("unacked") >= held  # recovered without them
 
     for payment_id in [*payin_ids, *payout_ids]:
         terminal = Event.objects.filter(
