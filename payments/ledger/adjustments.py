@@ -24,6 +24,8 @@ from payments.models import (
     Payout,
     PayoutStatus,
     ProviderDiscrepancy,
+    Refund,
+    RefundStatus,
     Wallet,
 )
 
@@ -120,6 +122,16 @@ _DEBIT = _Adjustment(
             currency_field="send_currency",
             amount_field="debit_amount",
             at_most="the payout took from the wallet",
+        ),
+        Settles(
+            resource_type="refund",
+            model=Refund,
+            state={"status": RefundStatus.FAILED},
+            only="a refund we failed",
+            what="refund",
+            currency_field="currency",
+            amount_field="amount",
+            at_most="the refund took from the wallet",
         ),
     ],
     nothing="it paid nothing to take back",

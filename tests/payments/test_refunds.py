@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from payments import ledger, provider, selectors, services
-from payments.models import Journal, Refund
+from payments.models import Journal, ProviderDiscrepancy, Refund
 from payments.provider.simulator import SimulatorGateway
 from tests.payments.conftest import (
     SN_PHONE,
@@ -321,4 +321,37 @@ def test_a_lost_submission_is_found_by_the_sweep_and_sent(
     services.refund_submit(refund_id=uuid.UUID(refund["id"]), now=later)
     assert enabled_api.get(f"/refunds/{refund['id']}").json()["status"] == "completed"
     assert services.refunds_stale_submissions(now=later) == []
+    _check_ledger()
+
+
+def test_a_refund_paid_after_its_timeout_is_a_discrepancy_ops_take_back_with_a_debit(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SilentDisbursementsGateway"
+    fund(enabled_merchant, "1000")
+    refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    assert services.payments_fail_timed_out(now=later) == 1
+    assert _balances(enabled_merchant) == (Decimal("10850"), Decimal("0"))
+
+    services.refund_apply_provider_result(
+        reference=refund["id"],
+        provider_reference="SIM-00000000000000000001",
+        outcome="completed",
+        reason="",
+        at=later,
+    )
+    assert enabled_api.get(f"/refunds/{refund['id']}").json()["status"] == "failed"
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=refund["id"])
+    assert (discrepancy.resource_type, discrepancy.our_status) == ("refund", "failed")
+    services.wallet_debit(
+        merchant=enabled_merchant,
+        currency="XOF",
+        amount=Decimal("3000"),
+        reason="refund paid after its timeout",
+        discrepancy_id=discrepancy.pk,
+    )
+    discrepancy.refresh_from_db()
+    assert discrepancy.resolved_at is not None
+    assert _balances(enabled_merchant) == (Decimal("7850"), Decimal("0"))
     _check_ledger()
