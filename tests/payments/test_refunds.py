@@ -16,7 +16,8 @@ from tests.payments.conftest import (
     fund,
     payin_body,
 )
-from webhooks.models import Event
+from webhooks import services as webhook_services
+from webhooks.models import Delivery, Event
 
 pytestmark = pytest.mark.django_db
 
@@ -355,3 +356,28 @@ def test_a_refund_paid_after_its_timeout_is_a_discrepancy_ops_take_back_with_a_d
     assert discrepancy.resolved_at is not None
     assert _balances(enabled_merchant) == (Decimal("7850"), Decimal("0"))
     _check_ledger()
+
+
+def test_refund_events_are_listed_and_delivered_to_endpoints_subscribed_to_them(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    endpoint, _ = webhook_services.endpoint_add(
+        merchant=enabled_merchant,
+        url="https://hooks.example.com/refunds",
+        event_types=["refund.completed", "refund.failed"],
+        now=timezone.now(),
+    )
+    payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        refund = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "100"}).json()
+    events = enabled_api.get("/events").json()["data"]
+    listed = [event for event in events if event["data"]["id"] == refund["id"]]
+    assert [event["event"] for event in listed] == ["refund.completed"]
+    assert listed[0]["data"]["object"]["wallet_impact"] == {
+        "debit_amount": "100",
+        "currency": "XOF",
+    }
+    delivered = Delivery.objects.filter(endpoint=endpoint).values_list(
+        "event__event_type", flat=True
+    )
+    assert list(delivered) == ["refund.completed"]  # not the payin's event
