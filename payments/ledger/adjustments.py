@@ -486,7 +486,8 @@ def _discrepancy_to_settle(
             f"at {discrepancy.resolved_at.isoformat(timespec='seconds')}."
         )
     if settles is None:
-        kinds = " or a ".join(s.resource_type.replace("_", " ") for s in adjustment.settles)
+        names = [s.resource_type.replace("_", " ") for s in adjustment.settles]
+        kinds = " or a ".join([", a ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
         hint = discrepancy_settlement_hint(discrepancy.resource_type, discrepancy.provider_outcome)
         raise refused(
             f"This discrepancy is about a {discrepancy.resource_type.replace('_', ' ')}, not a "
