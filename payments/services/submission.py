@@ -137,7 +137,7 @@ def _disbursement_submit(payment: Payout | Refund, *, now: datetime) -> None:
     _disbursement_send(payment, now=now)
 
 
-def disbursement_leg(payment: Payout | Refund) -> dict:
+def _disbursement_leg(payment: Payout | Refund) -> dict:
     """How a pending payout or refund is paid: its amount and currency, the party it pays, its
     callback, and the transition that fails it."""
     if isinstance(payment, Refund):
@@ -157,7 +157,7 @@ def disbursement_leg(payment: Payout | Refund) -> dict:
 
 def _disbursement_send(payment: Payout | Refund, *, now: datetime) -> None:
     """The provider call of a pending payout or refund without its receipt yet."""
-    leg = disbursement_leg(payment)
+    leg = _disbursement_leg(payment)
     try:
         receipt = provider.gateway().submit_disbursement(
             reference=str(payment.id),
