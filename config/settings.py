@@ -164,8 +164,12 @@ SPECTACULAR_SETTINGS = {
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "string", "format": "uuid"}},
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    # The operator status keeps its first component name wherever it appears (operators, predict).
-    "ENUM_NAME_OVERRIDES": {"OperatorItemOutputStatusEnum": "quotes.models.OperatorStatus"},
+    # An enum keeps its first component name wherever it appears: the operator status
+    # (operators, predict), and the statuses payouts and refunds share.
+    "ENUM_NAME_OVERRIDES": {
+        "OperatorItemOutputStatusEnum": "quotes.models.OperatorStatus",
+        "PayoutOutputStatusEnum": "payments.models.PayoutStatus",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.meta_is_optional",

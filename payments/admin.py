@@ -26,7 +26,7 @@ from merchants.dashboard import (
     ScopedInlineMixin,
     known_values_filter,
 )
-from merchants.models import Merchant
+from merchants.models import MembershipRole, Merchant
 from payments import provider, selectors, services, statements
 from payments.models import (
     Journal,
@@ -37,6 +37,8 @@ from payments.models import (
     Payout,
     PayoutHistory,
     ProviderDiscrepancy,
+    Refund,
+    RefundHistory,
     Wallet,
 )
 from quotes import selectors as quote_selectors
@@ -94,6 +96,11 @@ class PayinHistoryInline(ReadOnlyInline):
 
 class PayoutHistoryInline(ReadOnlyInline):
     model = PayoutHistory
+    fields = ["status", "reason", "created_at"]
+
+
+class RefundHistoryInline(ReadOnlyInline):
+    model = RefundHistory
     fields = ["status", "reason", "created_at"]
 
 
@@ -176,6 +183,16 @@ class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
         )
 
 
+def may_refund(request, payin: Payin) -> bool:
+    """Only the payin's merchant's owner refunds it, and only a completed payin."""
+    user = request.user
+    return (
+        payin.status == "completed"
+        and dashboard.merchant_of(user) == payin.merchant
+        and dashboard.role_of(user) == MembershipRole.OWNER
+    )
+
+
 @admin.register(Payin)
 class PayinAdmin(PaymentAdmin):
     list_display = PAYMENT_LIST
@@ -191,6 +208,120 @@ class PayinAdmin(PaymentAdmin):
     ]
     date_hierarchy = "created_at"
     inlines = [PayinHistoryInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is None:
+            return fields
+        return [*fields, "refunds_and_button" if may_refund(request, obj) else "refunds"]
+
+    @admin.display(description="Refunds")
+    def refunds(self, obj) -> str:
+        rows = [
+            (
+                format_html('<a href="{}">{}</a>', _refund_url(refund), refund.pk),
+                refund.status,
+                f"{money.format_amount(refund.amount)} {refund.currency}",
+                refund.created_at.isoformat(timespec="seconds"),
+            )
+            for refund in obj.refunds.order_by("created_at", "id")
+        ]
+        return dashboard.html_table(["refund", "status", "amount", "created"], rows)
+
+    @admin.display(description="Refunds")
+    def refunds_and_button(self, obj) -> str:
+        button = format_html(
+            '<p><a class="button" href="{}">Refund</a></p>',
+            reverse("admin:payments_payin_refund", args=[obj.pk]),
+        )
+        return format_html("{}{}", self.refunds(obj), button)
+
+    def get_urls(self):
+        refund = path(
+            "<path:object_id>/refund/",
+            self.admin_site.admin_view(self.refund_view),
+            name="payments_payin_refund",
+        )
+        return [refund, *super().get_urls()]
+
+    def refund_view(self, request, object_id):
+        """The owner's confirmation of a refund: it says what leaves the wallet, then creates
+        the refund through the service."""
+        payin = self.get_object(request, object_id)
+        if payin is None or not self.has_view_permission(request, payin):
+            raise PermissionDenied
+        if not may_refund(request, payin):
+            raise PermissionDenied
+        form = RefundForm(request.POST if request.method == "POST" else None)
+        if form.is_bound and form.is_valid():
+            try:
+                refund = services.refund_create(
+                    merchant=payin.merchant,
+                    payin_id=payin.pk,
+                    amount=form.cleaned_data["amount"],
+                    reason=form.cleaned_data["reason"],
+                    now=timezone.now(),
+                )
+            except DomainError as exc:
+                form.add_error("amount", exc.message)
+            else:
+                self.message_user(
+                    request,
+                    f"Refund of {money.format_amount(refund.amount)} {refund.currency} created; "
+                    "it is pending until the provider pays it.",
+                )
+                return redirect(_refund_url(refund))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Refund the payin",
+            "form": form,
+            "payin": payin,
+            "payer": payin.source.get("phone") or payin.source.get("account_number", ""),
+            "paid": money.format_amount(payin.send_amount),
+            "remainder": money.format_amount(services.refundable_remainder(payin)),
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/payments/payin/refund.html", context)
+
+
+def _refund_url(refund: Refund) -> str:
+    return reverse("admin:payments_refund_change", args=[refund.pk])
+
+
+class RefundForm(forms.Form):
+    amount = forms.DecimalField(
+        required=False,
+        min_value=0,
+        decimal_places=2,
+        help_text="Leave empty to refund all that remains refundable.",
+    )
+    reason = forms.CharField(required=False, max_length=255)
+
+
+@admin.register(Refund)
+class RefundAdmin(PaymentAdmin):
+    """Refunds are read-only: they are created by the API or the payin's Refund button."""
+
+    list_display = [
+        "id",
+        "merchant",
+        "status",
+        "amount",
+        "currency",
+        "payin",
+        "operator_code",
+        "provider_reference",
+        "created_at",
+    ]
+    list_filter = [
+        "status",
+        ("operator_code", known_values_filter(quote_selectors.operator_codes)),
+        ("currency", known_values_filter(lambda: money.CURRENCIES)),
+        "merchant",
+    ]
+    search_fields = ["=id", "provider_reference", "=payin__id", "=customer__id", "merchant__name"]
+    date_hierarchy = "created_at"
+    inlines = [RefundHistoryInline]
 
 
 @admin.register(Payout)

@@ -353,3 +353,96 @@ class ProviderDiscrepancy(models.Model):
         """Record who reconciled it and when (the caller holds its row lock)."""
         self.resolved_at, self.resolved_by = at, by
         self.save(update_fields=["resolved_at", "resolved_by"])
+
+
+class RefundStatus(models.TextChoices):
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class Refund(models.Model):
+    """Money returned to the payer of a completed payin: `amount` is reserved from the wallet at
+    creation, paid to the payin's source as a disbursement, released if it fails."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.PROTECT, related_name="refunds", db_index=False
+    )  # refund_merchant_page leads with it
+    payin = models.ForeignKey(Payin, on_delete=models.PROTECT, related_name="refunds")
+    customer = models.ForeignKey(
+        "customers.Customer", on_delete=models.PROTECT, related_name="refunds"
+    )
+    status = models.CharField(
+        max_length=16, choices=RefundStatus.choices, default=RefundStatus.PENDING
+    )
+    amount = models.DecimalField(**AMOUNT)
+    currency = models.CharField(max_length=3)
+    reason = models.CharField(max_length=255, blank=True)
+    recipient = models.JSONField(default=dict, help_text="The payin's payer: phone or bank fields.")
+    country_code = models.CharField(max_length=2)
+    rail_type = models.CharField(max_length=16)
+    operator_code = models.CharField(max_length=64)
+    wallet_impact = models.JSONField(default=dict)
+    provider_reference = models.CharField(max_length=64, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    provider_timeout_at = models.DateTimeField(
+        help_text=(
+            "Due time: still pending then, the sweep asks the provider and, with no answer, "
+            "fails it with provider_timeout (one it cannot ask about waits)."
+        )
+    )
+    completed_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    failure_reason = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=RefundStatus.values), name="refund_status_valid"
+            ),
+            models.CheckConstraint(condition=models.Q(amount__gt=0), name="refund_amount_valid"),
+        ]
+        indexes = [
+            models.Index(fields=["merchant", "-created_at", "-id"], name="refund_merchant_page"),
+            models.Index(fields=["-created_at", "-id"], name="refund_recent"),  # support's list
+            models.Index(
+                fields=["merchant", "status", "-created_at", "-id"], name="refund_status_page"
+            ),
+            models.Index(
+                fields=["provider_timeout_at"],
+                condition=models.Q(status="pending"),
+                name="refund_open_timeout",
+            ),
+            models.Index(  # refunds waiting for their submission (sweeps)
+                fields=["created_at"],
+                condition=models.Q(status="pending", submitted_at__isnull=True),
+                name="refund_awaiting_submission",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"refund {self.id} ({self.status})"
+
+    @cached_property
+    def history_entries(self) -> list:
+        """The status history, oldest first (prefetched by the selectors, or set on creation)."""
+        return list(self.history.all())
+
+
+class RefundHistory(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    refund = models.ForeignKey(Refund, on_delete=models.CASCADE, related_name="history")
+    status = models.CharField(max_length=16, choices=RefundStatus.choices)
+    reason = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name_plural = "refund history"
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.reason}".strip()

@@ -5,17 +5,24 @@ from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
-from django.db.models import QuerySet
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import DecimalField, OuterRef, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 
 from config import money, pagination
 from config.exceptions import NotFound
 from merchants.models import Merchant
 from payments.models import (
+    AMOUNT,
     Payin,
     Payout,
     ProviderDiscrepancy,
+    Refund,
+    RefundStatus,
     Wallet,
 )
+
+AMOUNT_FIELD = DecimalField(**AMOUNT)
 
 
 class PayinNotFound(NotFound):
@@ -28,9 +35,30 @@ class PayoutNotFound(NotFound):
     message = "The payout does not exist."
 
 
+class RefundNotFound(NotFound):
+    reason = "refund_not_found"
+    message = "The refund does not exist."
+
+
+def _with_refunds(payins: QuerySet[Payin]) -> QuerySet[Payin]:
+    """Payins with what their representation shows of their refunds, in the payins' own query:
+    `refund_ids` (oldest first) and `refunded_total` (the completed ones' amounts)."""
+    refunds = Refund.objects.filter(payin=OuterRef("pk")).order_by()
+    completed = (
+        refunds.filter(status=RefundStatus.COMPLETED)
+        .values("payin")
+        .annotate(total=Sum("amount"))
+        .values("total")
+    )
+    return payins.annotate(
+        refund_ids=ArraySubquery(refunds.order_by("created_at", "id").values("id")),
+        refunded_total=Coalesce(Subquery(completed), Value(Decimal(0)), output_field=AMOUNT_FIELD),
+    )
+
+
 def payin_get(*, merchant: Merchant, payin_id: UUID) -> Payin:
     """The merchant's payin with its history; another merchant's is indistinguishable from none."""
-    payin = Payin.objects.filter(pk=payin_id, merchant=merchant).first()
+    payin = _with_refunds(Payin.objects.filter(pk=payin_id, merchant=merchant)).first()
     if payin is None:
         raise PayinNotFound()
     payin.history_entries = list(payin.history.order_by("created_at", "id"))
@@ -43,6 +71,33 @@ def payout_get(*, merchant: Merchant, payout_id: UUID) -> Payout:
         raise PayoutNotFound()
     payout.history_entries = list(payout.history.order_by("created_at", "id"))
     return payout
+
+
+def refund_get(*, merchant: Merchant, refund_id: UUID) -> Refund:
+    refund = Refund.objects.filter(pk=refund_id, merchant=merchant).first()
+    if refund is None:
+        raise RefundNotFound()
+    refund.history_entries = list(refund.history.order_by("created_at", "id"))
+    return refund
+
+
+def refund_list(
+    *,
+    merchant: Merchant,
+    page: pagination.PageRequest,
+    status: str | None = None,
+    payin_id: UUID | None = None,
+    created_gte: datetime | None = None,
+    created_lt: datetime | None = None,
+) -> pagination.Page:
+    """The merchant's refunds with their history, newest first, one page (GET /refunds)."""
+    queryset = Refund.objects.filter(merchant=merchant)
+    if status is not None:
+        queryset = queryset.filter(status=status)
+    if payin_id is not None:
+        queryset = queryset.filter(payin_id=payin_id)
+    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
+    return pagination.paginate(queryset.prefetch_related("history"), page=page)
 
 
 def wallet_balance(*, merchant: Merchant, currency: str) -> tuple[Decimal, Decimal]:
@@ -79,9 +134,10 @@ def payin_list(
     created_gte: datetime | None = None,
     created_lt: datetime | None = None,
 ) -> pagination.Page:
-    """The merchant's payins with their history, newest first, one page (GET /payins)."""
+    """The merchant's payins with their history and refunds, newest first, one page
+    (GET /payins)."""
     return _payment_list(
-        Payin.objects.filter(merchant=merchant),
+        _with_refunds(Payin.objects.filter(merchant=merchant)),
         page=page,
         status=status,
         customer_id=customer_id,

@@ -14,7 +14,7 @@ from config.fields import (
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
 from config.serializers import InputSerializer, OutputSerializer
-from payments.models import PayinStatus, PayoutStatus
+from payments.models import PayinStatus, PayoutStatus, RefundStatus
 from quotes.models import RailType
 
 RECIPIENT_TYPES = [("individual", "individual"), ("business", "business")]
@@ -181,6 +181,14 @@ class PayinOutput(_PaymentOutput):
     wallet_impact = PayinWalletImpactOutput()
     history = PayinHistoryItemOutput(many=True, source="history_entries")
     source = PayinSourceOutput(source="*")
+    refunded_amount = AmountField(
+        source="refunded_total", help_text="What its completed refunds returned to the payer."
+    )
+    refunds = serializers.ListField(
+        child=serializers.UUIDField(),
+        source="refund_ids",
+        help_text="The ids of its refunds, oldest first.",
+    )
 
 
 class PayoutOutput(_PaymentOutput):
@@ -208,7 +216,63 @@ class PayoutListQuery(pagination.ListQueryInput):
     customer_id = serializers.UUIDField(required=False)
 
 
+class RefundCreateInput(InputSerializer):
+    """Both optional: no `amount` refunds the whole refundable remainder of the payin."""
+
+    amount = AmountField(
+        required=False,
+        help_text="In the payin's send_currency; at most what remains refundable of the payin.",
+    )
+    reason = TextLineField(required=False, max_length=255)
+
+
+class RefundRecipientOutput(PayinSourceOutput):
+    """The payin's payer, to whom the refund is paid."""
+
+    party_attribute = "recipient"
+
+
+class RefundHistoryItemOutput(PayinHistoryItemOutput):
+    status = serializers.CharField(help_text="The status entered: pending, completed, failed.")
+
+
+class RefundWalletImpactOutput(OutputSerializer):
+    debit_amount = AmountField()
+    currency = CurrencyField()
+
+
+class RefundOutput(OutputSerializer):
+    id = serializers.UUIDField()
+    merchant_id = serializers.UUIDField()
+    payin_id = serializers.UUIDField()
+    customer_id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=RefundStatus.choices)
+    amount = AmountField()
+    currency = CurrencyField()
+    reason = serializers.CharField(allow_null=True)
+    recipient = RefundRecipientOutput(source="*")
+    provider_reference = serializers.CharField(allow_null=True)
+    failure_reason = serializers.CharField(allow_null=True)
+    wallet_impact = RefundWalletImpactOutput()
+    history = RefundHistoryItemOutput(many=True, source="history_entries")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    _meta = IdempotencyMetaSerializer(read_only=True, required=False, source="idempotency_meta")
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        for name in ("reason", "provider_reference", "failure_reason"):
+            data[name] = data[name] or None
+        return data
+
+
+class RefundListQuery(pagination.ListQueryInput):
+    status = serializers.ChoiceField(choices=RefundStatus.choices, required=False)
+    payin_id = serializers.UUIDField(required=False)
+
+
 PayinPageOutput = pagination.page_serializer("PayinPageOutput", PayinOutput)
+RefundPageOutput = pagination.page_serializer("RefundPageOutput", RefundOutput)
 PayoutPageOutput = pagination.page_serializer("PayoutPageOutput", PayoutOutput)
 
 

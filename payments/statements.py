@@ -18,7 +18,7 @@ from config.exceptions import DomainError
 from config.fields import format_timestamp
 from merchants.models import Merchant
 from payments import ledger
-from payments.models import Journal, JournalLine, Payin, Payout
+from payments.models import Journal, JournalLine, Payin, Payout, Refund
 
 MAX_DAYS = 31
 WALLET_ACCOUNTS = (ledger.MERCHANT_AVAILABLE, ledger.MERCHANT_RESERVED)
@@ -95,7 +95,7 @@ def _references(lines: list[JournalLine]) -> dict[tuple[str, UUID, str], str]:
     for line in lines:
         journals[line.journal.resource_type].append(line.journal)
     found: dict[tuple[str, UUID, str], str] = {}
-    for model, resource_type in ((Payin, "payin"), (Payout, "payout")):
+    for model, resource_type in ((Payin, "payin"), (Payout, "payout"), (Refund, "refund")):
         ids = {journal.resource_id for journal in journals[resource_type]}
         references = dict(model.objects.filter(pk__in=ids).values_list("id", "provider_reference"))
         for journal in journals[resource_type]:

@@ -74,6 +74,11 @@ def submit_payout(*, payout_id: str, **_: object) -> None:
     services.payout_submit(payout_id=UUID(payout_id), now=timezone.now())
 
 
+@shared_task(**PROVIDER_TASK_OPTIONS)
+def submit_refund(*, refund_id: str, **_: object) -> None:
+    services.refund_submit(refund_id=UUID(refund_id), now=timezone.now())
+
+
 @shared_task(acks_late=True)
 def fail_timed_out_payments(**_: object) -> int:
     """Beat: fail legs the provider never answered within PROVIDER_TIMEOUT_SECONDS (see
@@ -102,3 +107,5 @@ def _resubmit_stale(*, now: datetime) -> None:
         submit_payin.delay(payin_id=str(payin_id))
     for payout_id in payout_ids:
         submit_payout.delay(payout_id=str(payout_id))
+    for refund_id in services.refunds_stale_submissions(now=now):
+        submit_refund.delay(refund_id=str(refund_id))

@@ -22,6 +22,10 @@ from payments.serializers import (
     PayoutListQuery,
     PayoutOutput,
     PayoutPageOutput,
+    RefundCreateInput,
+    RefundListQuery,
+    RefundOutput,
+    RefundPageOutput,
     StatementQuery,
 )
 
@@ -137,6 +141,108 @@ class PayoutDetailView(APIView):
     def get(self, request, payout_id: UUID):
         payout = selectors.payout_get(merchant=request.merchant, payout_id=payout_id)
         return Response(PayoutOutput(payout).data)
+
+
+REFUND_EXAMPLE = {
+    "id": "6a4f0c3e-2b1d-4e5f-9a8b-7c6d5e4f3a2b",
+    "merchant_id": "0b9e2d4c-6f8a-4b1c-9d3e-5f7a9c1e3b5d",
+    "payin_id": "3f2a9c8e-1d4b-4a6c-8e2f-9b7d5c3a1e0f",
+    "customer_id": "8c7b6a5d-4e3f-4a2b-9c1d-0e9f8a7b6c5d",
+    "status": "pending",
+    "amount": "2500",
+    "currency": "XAF",
+    "reason": "Order cancelled",
+    "recipient": {
+        "phone": "+237650001234",
+        "bank_name": None,
+        "bank_code": None,
+        "account_name": None,
+        "account_number": None,
+        "country_code": "CM",
+        "rail_type": "mobile_money",
+        "operator_code": "CM_MTN_MOMO",
+    },
+    "provider_reference": None,
+    "failure_reason": None,
+    "wallet_impact": {"debit_amount": "2500", "currency": "XAF"},
+    "history": [{"status": "pending", "reason": None, "created_at": "2026-01-05T10:00:00Z"}],
+    "created_at": "2026-01-05T10:00:00Z",
+    "updated_at": "2026-01-05T10:00:00Z",
+    "_meta": {"idempotency_key": "refund-order-1042", "idempotency_replayed": False},
+}
+
+
+class RefundCreateView(APIView):
+    @extend_schema(
+        operation_id="createRefund",
+        request=RefundCreateInput,
+        responses={201: RefundOutput},
+        tags=["refunds"],
+        description=(
+            "Return money to the payer of a completed payin, in full (no `amount`: what remains "
+            "refundable) or in part. The amount is reserved from the wallet at once (400 "
+            "insufficient_balance when it is short) and released if the refund fails; the "
+            "payin's fee is not returned. 400 payin_not_refundable for a payin that is not "
+            "completed, 400 refund_exceeds_payin for more than remains refundable. Answers 201 "
+            "with status `pending`; the final status arrives by webhook or GET."
+        ),
+        examples=[
+            OpenApiExample("partial refund", value={"amount": "2500", "reason": "Order cancelled"}),
+            OpenApiExample("refund of the rest", value={}),
+            OpenApiExample(
+                "created", value=REFUND_EXAMPLE, response_only=True, status_codes=["201"]
+            ),
+        ],
+    )
+    @idempotent
+    def post(self, request, payin_id: UUID):
+        serializer = RefundCreateInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        refund = services.refund_create(
+            merchant=request.merchant,
+            payin_id=payin_id,
+            amount=data.get("amount"),
+            reason=data.get("reason", ""),
+            now=timezone.now(),
+        )
+        return Response(RefundOutput(refund).data, status=201)
+
+
+class RefundListView(APIView):
+    @extend_schema(
+        operation_id="listRefunds",
+        parameters=[RefundListQuery],
+        responses={200: RefundPageOutput},
+        tags=["refunds"],
+        description="The merchant's refunds, newest first, cursor-paginated.",
+    )
+    def get(self, request):
+        query = pagination.parse_query(RefundListQuery, request.query_params)
+        page = selectors.refund_list(merchant=request.merchant, **query)
+        return Response(pagination.page_body(page, RefundOutput))
+
+
+class RefundDetailView(APIView):
+    @extend_schema(
+        operation_id="getRefund",
+        responses={200: RefundOutput},
+        tags=["refunds"],
+        examples=[
+            OpenApiExample(
+                "completed",
+                value={
+                    **{k: v for k, v in REFUND_EXAMPLE.items() if k != "_meta"},
+                    "status": "completed",
+                    "provider_reference": "SIM-4b2e8f0a1c3d5e7f9a0b",
+                },
+                response_only=True,
+            )
+        ],
+    )
+    def get(self, request, refund_id: UUID):
+        refund = selectors.refund_get(merchant=request.merchant, refund_id=refund_id)
+        return Response(RefundOutput(refund).data)
 
 
 class BalanceListView(APIView):

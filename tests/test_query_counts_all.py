@@ -146,3 +146,31 @@ def test_events(
         lambda: api.post("/events/resend-failed", {"since": since}),
         202,
     )
+
+
+def test_refunds(
+    api, enabled_merchant, customer, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    fund(enabled_merchant, "10000")
+    payin_ids = []
+    for _ in range(3):
+        quote = payment_quote(api, "payin")
+        body = {"quote_id": quote["id"], "customer_id": customer["id"]}
+        with django_capture_on_commit_callbacks(execute=True):  # completed
+            payin = api.post("/payins", {**body, "source": {"phone": "+221770001234"}}).json()
+        payin_ids.append(payin["id"])
+    refund_ids = [
+        api.post(f"/payins/{payin_id}/refunds", {"amount": "100"}).json()["id"]
+        for payin_id in payin_ids[:2]
+    ]
+    _count(
+        django_assert_num_queries,
+        # as a payout's, less its quote: the payin locked, its refunds summed, the refund and
+        # its history inserted, the reservation posted (wallet and journal)
+        16,
+        lambda: api.post(f"/payins/{payin_ids[2]}/refunds", {"amount": "100"}),
+        201,
+    )
+    _count(django_assert_num_queries, 3, lambda: api.get(f"/refunds/{refund_ids[0]}"))
+    _count(django_assert_num_queries, 3, lambda: api.get("/refunds"))
+    _count(django_assert_num_queries, 3, lambda: api.get(f"/payins/{payin_ids[0]}"))

@@ -11,7 +11,7 @@ debits it. The merchant's wallet balances are the credit balances of two account
 Account codes (per merchant and currency):
 
     merchant_available            the merchant's spendable balance      (= Wallet.available)
-    merchant_reserved             debits held for payouts in flight     (= Wallet.reserved)
+    merchant_reserved             debits held for payouts/refunds in flight    (= Wallet.reserved)
     provider_clearing:<OPERATOR>  money held/paid by one operator on our behalf; a collection
                                   debits it, a disbursement credits it
     fee_revenue                   Cowry's fees
@@ -26,6 +26,9 @@ Movements posted by the payments app (journal kind: lines):
     payout_reserved:   merchant_available -debit, merchant_reserved +debit        (at creation)
     payout_completed:  merchant_reserved -debit, provider_clearing:OP +send, fee_revenue +fee
     payout_released:   merchant_reserved -debit, merchant_available +debit        (on failure)
+    refund_reserved:   merchant_available -amount, merchant_reserved +amount      (at creation)
+    refund_completed:  merchant_reserved -amount, provider_clearing:OP +amount   (no fee back)
+    refund_released:   merchant_reserved -amount, merchant_available +amount      (on failure)
     adjustment:        adjustments -amount, merchant_available +amount   (credit_wallet;
                        debit_wallet posts the opposite)
 """

@@ -24,6 +24,8 @@ from payments.models import (
     Payout,
     PayoutStatus,
     ProviderDiscrepancy,
+    Refund,
+    RefundStatus,
     Wallet,
 )
 
@@ -120,6 +122,16 @@ _DEBIT = _Adjustment(
             currency_field="send_currency",
             amount_field="debit_amount",
             at_most="the payout took from the wallet",
+        ),
+        Settles(
+            resource_type="refund",
+            model=Refund,
+            state={"status": RefundStatus.FAILED},
+            only="a refund we failed",
+            what="refund",
+            currency_field="currency",
+            amount_field="amount",
+            at_most="the refund took from the wallet",
         ),
     ],
     nothing="it paid nothing to take back",
@@ -474,7 +486,8 @@ def _discrepancy_to_settle(
             f"at {discrepancy.resolved_at.isoformat(timespec='seconds')}."
         )
     if settles is None:
-        kinds = " or a ".join(s.resource_type.replace("_", " ") for s in adjustment.settles)
+        names = [s.resource_type.replace("_", " ") for s in adjustment.settles]
+        kinds = " or a ".join([", a ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
         hint = discrepancy_settlement_hint(discrepancy.resource_type, discrepancy.provider_outcome)
         raise refused(
             f"This discrepancy is about a {discrepancy.resource_type.replace('_', ' ')}, not a "

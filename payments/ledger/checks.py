@@ -11,8 +11,18 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Sum
 
-from payments.ledger.accounts import WALLET_COLUMNS
-from payments.models import Journal, JournalLine, Payin, PayinStatus, Payout, PayoutStatus, Wallet
+from payments.ledger.accounts import MERCHANT_AVAILABLE, WALLET_COLUMNS
+from payments.models import (
+    Journal,
+    JournalLine,
+    Payin,
+    PayinStatus,
+    Payout,
+    PayoutStatus,
+    Refund,
+    RefundStatus,
+    Wallet,
+)
 
 # (model, resource_type, journal kind, the rows that must have it: None for every row)
 EXPECTED_JOURNALS: list[tuple[type, str, str, Q | None]] = [
@@ -20,6 +30,9 @@ EXPECTED_JOURNALS: list[tuple[type, str, str, Q | None]] = [
     (Payout, "payout", "payout_reserved", None),
     (Payout, "payout", "payout_completed", Q(status=PayoutStatus.COMPLETED)),
     (Payout, "payout", "payout_released", Q(status=PayoutStatus.FAILED)),
+    (Refund, "refund", "refund_reserved", None),
+    (Refund, "refund", "refund_completed", Q(status=RefundStatus.COMPLETED)),
+    (Refund, "refund", "refund_released", Q(status=RefundStatus.FAILED)),
 ]
 _MORE_CHECKS: list[Callable[[], list[str]]] = []
 
@@ -114,12 +127,41 @@ def _payment_breaches() -> list[str]:
     return breaches
 
 
+def _refund_breaches() -> list[str]:
+    """No payin is refunded beyond its amount (its refunds that did not fail), and a failed
+    refund leaves the merchant's available balance as it was (its journals net to zero there)."""
+    breaches = []
+    refunded = Sum("refunds__amount", filter=~Q(refunds__status=RefundStatus.FAILED))
+    beyond = (
+        Payin.objects.annotate(refunded=refunded)
+        .filter(refunded__gt=F("send_amount"))
+        .values_list("id", "send_amount", "refunded")
+    )
+    for payin_id, amount, total in beyond:
+        breaches.append(f"payin {payin_id} of {amount} has {total} refunded or being refunded")
+    failed = Refund.objects.filter(status=RefundStatus.FAILED).values("id")
+    moved = (
+        JournalLine.objects.filter(
+            journal__resource_type="refund",
+            journal__resource_id__in=failed,
+            account__code=MERCHANT_AVAILABLE,
+        )
+        .values("journal__resource_id")
+        .annotate(total=Sum("amount"))
+        .exclude(total=0)
+        .values_list("journal__resource_id", "total")
+    )
+    for refund_id, total in moved:
+        breaches.append(f"refund {refund_id} (failed) moved {total} of the available balance")
+    return breaches
+
+
 def ledger_check() -> dict:
     """Run every ledger invariant; {"ok", "breaches", "journals", "wallets"}. Its statements
     read one snapshot (see _one_snapshot), so a posting committed while it runs is seen whole
     or not at all."""
     with _one_snapshot():
-        breaches = ledger_breaches() + _payment_breaches()
+        breaches = ledger_breaches() + _payment_breaches() + _refund_breaches()
         for check in _MORE_CHECKS:
             breaches += check()
         return {

@@ -40,9 +40,10 @@ def simulated_outcome(party: str, *, kind: str) -> tuple[str, str] | None:
     digits = "".join(ch for ch in party if ch.isdigit())
     if digits.endswith(SILENT_SUFFIX):
         return None
-    if digits.endswith(DECLINE_SUFFIX):
-        return FAILED, "provider_declined"
-    if digits.endswith(REFUSES_DISBURSEMENTS_SUFFIX) and kind == DISBURSEMENT:
+    declined = digits.endswith(DECLINE_SUFFIX) or (
+        kind == DISBURSEMENT and digits.endswith(REFUSES_DISBURSEMENTS_SUFFIX)
+    )
+    if declined:
         return FAILED, "provider_declined"
     return COMPLETED, ""
 

@@ -1,6 +1,6 @@
-"""Writes of the payments app, by capability: payins, payouts, their provider submission and
-the beat sweeps; wallet adjustments and provider discrepancies live in payments.ledger and are
-re-exported here for the callers that know them as services."""
+"""Writes of the payments app, by capability: payins, payouts, refunds, their provider
+submission and the beat sweeps; wallet adjustments and provider discrepancies live in
+payments.ledger and are re-exported here for the callers that know them as services."""
 
 from payments.ledger import (
     ADJUSTMENT_REFERENCE_MAX,
@@ -49,10 +49,21 @@ from payments.services.payouts import (
     payout_snapshot,
     payout_transition,
 )
+from payments.services.refunds import (
+    REFUND_ALLOWED,
+    PayinNotRefundable,
+    RefundExceedsPayin,
+    refund_apply_provider_result,
+    refund_create,
+    refund_snapshot,
+    refund_transition,
+    refundable_remainder,
+)
 from payments.services.submission import (
     payin_submit,
     payout_submit,
     provider_reference_store,
+    refund_submit,
     submission_enqueue,
 )
 from payments.services.sweeps import (
@@ -62,6 +73,7 @@ from payments.services.sweeps import (
     payments_ask_provider,
     payments_fail_timed_out,
     payments_stale_submissions,
+    refunds_stale_submissions,
     same_time,
 )
 from payments.services.transitions import (
@@ -70,6 +82,7 @@ from payments.services.transitions import (
     REASON_MARKED_FAILED,
     REASON_PROVIDER_TIMEOUT,
     REASON_SUBMITTED,
+    REFUND_CALLBACK,
     TERMINAL,
     InvalidTransition,
 )
@@ -86,6 +99,8 @@ __all__ = [
     "REASON_MARKED_FAILED",
     "REASON_PROVIDER_TIMEOUT",
     "REASON_SUBMITTED",
+    "REFUND_ALLOWED",
+    "REFUND_CALLBACK",
     "RESUBMIT_AFTER_SECONDS",
     "SUBMISSION_IN_FLIGHT_SECONDS",
     "TERMINAL",
@@ -98,7 +113,9 @@ __all__ = [
     "InvalidTransition",
     "PartyInvalid",
     "PartyRoutingMismatch",
+    "PayinNotRefundable",
     "PayoutNotStuck",
+    "RefundExceedsPayin",
     "adjustment_resource_id",
     "call_may_be_in_flight",
     "discrepancy_settlement_hint",
@@ -127,6 +144,13 @@ __all__ = [
     "provider_timeout_at",
     "quote_amounts",
     "quote_routing",
+    "refund_apply_provider_result",
+    "refund_create",
+    "refund_snapshot",
+    "refund_submit",
+    "refund_transition",
+    "refundable_remainder",
+    "refunds_stale_submissions",
     "routing_mismatches",
     "same_time",
     "submission_enqueue",

@@ -2,6 +2,7 @@
 answers."""
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -61,6 +62,7 @@ def payin_create(
             payin=payin, status=PayinStatus.CREATED, created_at=now
         )
         payin.history_entries = [created]
+        payin.refund_ids, payin.refunded_total = [], Decimal(0)  # as the selectors annotate
         submission.submission_enqueue_on_commit(payin)
     return payin
 

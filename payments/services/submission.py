@@ -1,6 +1,6 @@
-"""Provider submissions of payins and payouts, shared by both: enqueued after commit, each call
-recorded before it starts, no lock held during it, the receipt's answer applied through the
-state machine."""
+"""Provider submissions of payins, payouts and refunds (a refund is a disbursement as a payout
+is), shared: enqueued after commit, each call recorded before it starts, no lock held during it,
+the receipt's answer applied through the state machine."""
 
 import logging
 from datetime import datetime
@@ -10,14 +10,19 @@ from django.db import models, transaction
 from kombu.exceptions import OperationalError as BrokerError
 
 from payments import provider
-from payments.models import Payin, PayinStatus, Payout, PayoutStatus
-from payments.services import parties, payins, payouts
-from payments.services.transitions import PAYIN_CALLBACK, PAYOUT_CALLBACK, REASON_SUBMITTED
+from payments.models import Payin, PayinStatus, Payout, Refund
+from payments.services import parties, payins, payouts, refunds
+from payments.services.transitions import (
+    PAYIN_CALLBACK,
+    PAYOUT_CALLBACK,
+    REASON_SUBMITTED,
+    REFUND_CALLBACK,
+)
 
 logger = logging.getLogger("cowry.payments")
 
 
-def submission_enqueue(payment: Payin | Payout) -> None:
+def submission_enqueue(payment: Payin | Payout | Refund) -> None:
     """Enqueue the payment's provider submission. A broker that is down must not turn a
     committed payment into a 500: the sweep of lost submissions resubmits it."""
     from payments import tasks
@@ -25,6 +30,8 @@ def submission_enqueue(payment: Payin | Payout) -> None:
     try:
         if isinstance(payment, Payin):
             tasks.submit_payin.delay(payin_id=str(payment.id))
+        elif isinstance(payment, Refund):
+            tasks.submit_refund.delay(refund_id=str(payment.id))
         else:
             tasks.submit_payout.delay(payout_id=str(payment.id))
     except BrokerError:
@@ -35,7 +42,7 @@ def submission_enqueue(payment: Payin | Payout) -> None:
         )
 
 
-def submission_enqueue_on_commit(payment: Payin | Payout) -> None:
+def submission_enqueue_on_commit(payment: Payin | Payout | Refund) -> None:
     # robust: whatever the enqueue raises is logged, never a 500 for a committed payment
     transaction.on_commit(lambda: submission_enqueue(payment), robust=True)
 
@@ -103,38 +110,67 @@ def _payin_send(payin: Payin, *, now: datetime) -> None:
 
 def payout_submit(*, payout_id: UUID, now: datetime) -> None:
     """Send the disbursement to the provider (idempotent by reference; no lock held)."""
-    payout = Payout.objects.get(pk=payout_id)
-    # Each call's start is recorded first (submitted_at), and none starts once the payout is
-    # final, received or past its timeout: the timeout sweep leaves a payout whose last call
+    _disbursement_submit(Payout.objects.get(pk=payout_id), now=now)
+
+
+def refund_submit(*, refund_id: UUID, now: datetime) -> None:
+    """Send the refund to the payin's payer, as a payout's disbursement is sent."""
+    _disbursement_submit(Refund.objects.get(pk=refund_id), now=now)
+
+
+def _disbursement_submit(payment: Payout | Refund, *, now: datetime) -> None:
+    # Each call's start is recorded first (submitted_at), and none starts once the payment is
+    # final, received or past its timeout: the timeout sweep leaves one whose last call
     # started recently, and fails one only while no call has started since it looked.
-    started = Payout.objects.filter(
-        pk=payout.id,
-        status=PayoutStatus.PENDING,
-        provider_reference="",
-        provider_timeout_at__gt=now,
-    ).update(submitted_at=now)
+    started = (
+        type(payment)
+        .objects.filter(
+            pk=payment.id,
+            status="pending",  # a payout's and a refund's
+            provider_reference="",
+            provider_timeout_at__gt=now,
+        )
+        .update(submitted_at=now)
+    )
     if not started:
         return
-    _payout_send(payout, now=now)
+    _disbursement_send(payment, now=now)
 
 
-def _payout_send(payout: Payout, *, now: datetime) -> None:
-    """The provider call of a pending payout without its receipt yet."""
+def _disbursement_leg(payment: Payout | Refund) -> dict:
+    """How a pending payout or refund is paid: its amount and currency, the party it pays, its
+    callback, and the transition that fails it."""
+    if isinstance(payment, Refund):
+        return {
+            "amount": payment.amount,
+            "currency": payment.currency,
+            "callback": REFUND_CALLBACK,
+            "fail": lambda **move: refunds.refund_transition(refund_id=payment.id, **move),
+        }
+    return {
+        "amount": payment.receive_amount,
+        "currency": payment.receive_currency,
+        "callback": PAYOUT_CALLBACK,
+        "fail": lambda **move: payouts.payout_transition(payout_id=payment.id, **move),
+    }
+
+
+def _disbursement_send(payment: Payout | Refund, *, now: datetime) -> None:
+    """The provider call of a pending payout or refund without its receipt yet."""
+    leg = _disbursement_leg(payment)
     try:
         receipt = provider.gateway().submit_disbursement(
-            reference=str(payout.id),
-            amount=payout.receive_amount,
-            currency=payout.receive_currency,
-            operator_code=payout.operator_code,
-            callback=PAYOUT_CALLBACK,
-            **parties.party_identifier(payout.recipient),
+            reference=str(payment.id),
+            amount=leg["amount"],
+            currency=leg["currency"],
+            operator_code=payment.operator_code,
+            callback=leg["callback"],
+            **parties.party_identifier(payment.recipient),
         )
     except provider.ProviderRejected as rejected:
-        payouts.payout_transition(
-            payout_id=payout.id, to=PayoutStatus.FAILED, reason=rejected.reason, at=now
-        )
+        leg["fail"](to="failed", reason=rejected.reason, at=now)
         return
-    provider.receipt_answer_deliver(receipt, callback=PAYOUT_CALLBACK, reference=str(payout.id))
+    provider.receipt_answer_deliver(receipt, callback=leg["callback"], reference=str(payment.id))
     provider_reference_store(
-        payout, "provider_reference", receipt.provider_reference, refresh=False
+        payment, "provider_reference", receipt.provider_reference, refresh=False
     )

@@ -1,4 +1,4 @@
-"""The beat sweeps of payins and payouts: payments the provider never answered in time,
+"""The beat sweeps of payins, payouts and refunds: payments the provider never answered in time,
 answers lost on their way (asked of the provider), submissions lost before they were sent."""
 
 import logging
@@ -11,12 +11,13 @@ from django.db import transaction
 from django.db.models import Q
 
 from payments import provider
-from payments.models import Payin, PayinStatus, Payout, PayoutStatus
-from payments.services import parties, payins, payouts
+from payments.models import Payin, PayinStatus, Payout, PayoutStatus, Refund, RefundStatus
+from payments.services import parties, payins, payouts, refunds
 from payments.services.transitions import (
     PAYIN_CALLBACK,
     PAYOUT_CALLBACK,
     REASON_PROVIDER_TIMEOUT,
+    REFUND_CALLBACK,
     InvalidTransition,
 )
 
@@ -41,7 +42,7 @@ def same_time(field: str, value: datetime | None) -> dict[str, Any]:
 
 
 def payments_fail_timed_out(*, now: datetime) -> int:
-    """Fail every payin/payout leg still waiting for the provider past provider_timeout_at,
+    """Fail every payin/payout/refund leg still waiting for the provider past provider_timeout_at,
     with reason provider_timeout, unless the provider, asked first about a leg it received
     (its reference), has an answer for it (then that answer is applied), or it is a payout the
     provider cannot be asked about, or a leg without a receipt whose last call started too
@@ -52,6 +53,9 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     ).values_list("id", "provider_reference", "submitted_at", "source")
     payout_rows = Payout.objects.filter(
         status=PayoutStatus.PENDING, provider_timeout_at__lte=now
+    ).values_list("id", "provider_reference", "submitted_at", "recipient")
+    refund_rows = Refund.objects.filter(
+        status=RefundStatus.PENDING, provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "submitted_at", "recipient")
     legs = (
         (
@@ -70,6 +74,15 @@ def payments_fail_timed_out(*, now: datetime) -> int:
             PAYOUT_CALLBACK,
             lambda payment_id: payouts.payout_transition(
                 payout_id=payment_id, to=PayoutStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
+            ),
+        ),
+        (
+            Refund,
+            refund_rows,
+            provider.DISBURSEMENT,
+            REFUND_CALLBACK,
+            lambda payment_id: refunds.refund_transition(
+                refund_id=payment_id, to=RefundStatus.FAILED, reason=REASON_PROVIDER_TIMEOUT, at=now
             ),
         ),
     )
@@ -91,7 +104,7 @@ def payments_fail_timed_out(*, now: datetime) -> int:
 
 
 def _timed_out(
-    model: type[Payin] | type[Payout],
+    model: type[Payin] | type[Payout] | type[Refund],
     payment_id: UUID,
     provider_reference: str,
     submitted_at: datetime | None,
@@ -151,13 +164,26 @@ def payments_stale_submissions(*, now: datetime) -> tuple[list[UUID], list[UUID]
         created_at__lte=before,
         provider_timeout_at__gt=now,
     ).values_list("id", flat=True)
-    payouts = Payout.objects.filter(
-        status=PayoutStatus.PENDING,
-        provider_reference="",
-        created_at__lte=before,
-        provider_timeout_at__gt=now,
-    ).values_list("id", flat=True)
-    return list(payins), list(payouts)
+    return list(payins), _stale_disbursements(Payout, before=before, now=now)
+
+
+def refunds_stale_submissions(*, now: datetime) -> list[UUID]:
+    """The refunds whose provider submission was lost, as payments_stale_submissions's payouts."""
+    before = now - timedelta(seconds=RESUBMIT_AFTER_SECONDS)
+    return _stale_disbursements(Refund, before=before, now=now)
+
+
+def _stale_disbursements(
+    model: type[Payout] | type[Refund], *, before: datetime, now: datetime
+) -> list[UUID]:
+    return list(
+        model.objects.filter(
+            status="pending",
+            provider_reference="",
+            created_at__lte=before,
+            provider_timeout_at__gt=now,
+        ).values_list("id", flat=True)
+    )
 
 
 # The sandbox answers within PROVIDER_SIMULATION_DELAY_SECONDS, a real provider within seconds:
@@ -166,8 +192,8 @@ ANSWER_EXPECTED_SECONDS = 30
 
 
 def payments_ask_provider(*, now: datetime) -> int:
-    """Ask the provider about every payin and payout it received (its reference) whose answer
-    is overdue (its call started more than ANSWER_EXPECTED_SECONDS ago) and not yet past its
+    """Ask the provider about every payin, payout and refund it received (its reference) whose
+    answer is overdue (its call started more than ANSWER_EXPECTED_SECONDS ago) and not yet past its
     timeout: an answer lost on its way (a worker killed holding it, a callback never sent) is
     applied through the state machine, exactly as if it had arrived. Returns how many answers
     were applied; a provider still working on one, or that cannot be asked, is asked again at
@@ -190,6 +216,14 @@ def payments_ask_provider(*, now: datetime) -> int:
             "recipient",
             provider.DISBURSEMENT,
             PAYOUT_CALLBACK,
+        ),
+        (
+            Refund.objects.filter(status=RefundStatus.PENDING, **waiting).exclude(
+                provider_reference=""
+            ),
+            "recipient",
+            provider.DISBURSEMENT,
+            REFUND_CALLBACK,
         ),
     )
     applied = 0

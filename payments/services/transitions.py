@@ -1,4 +1,4 @@
-"""What the payin and payout state machines share: their refusal, the reasons they record,
+"""What the payin, payout and refund state machines share: their refusal, the reasons they record,
 the provider's callbacks, and what a late answer leaves behind."""
 
 import logging
@@ -7,12 +7,13 @@ from datetime import datetime
 from config.exceptions import DomainError
 from payments import provider
 from payments.ledger import provider_discrepancy_record
-from payments.models import Payin, Payout
+from payments.models import Payin, Payout, Refund
 
 logger = logging.getLogger("cowry.payments")
 
 PAYIN_CALLBACK = "payments.services.payin_apply_provider_result"
 PAYOUT_CALLBACK = "payments.services.payout_apply_provider_result"
+REFUND_CALLBACK = "payments.services.refund_apply_provider_result"
 
 REASON_PROVIDER_TIMEOUT = "provider_timeout"
 REASON_SUBMITTED = "submitted_to_provider"
@@ -29,7 +30,7 @@ class InvalidTransition(DomainError):
 
 def late_answer_ignored(
     *,
-    payment: Payin | Payout,
+    payment: Payin | Payout | Refund,
     resource_type: str,
     provider_reference: str,
     outcome: str,

@@ -353,8 +353,8 @@ def test_a_transfer_collections_discrepancy_names_credit_wallet_where_it_is_refu
 
     with pytest.raises(
         CommandError,
-        match="about a transfer collection, not a payout or a transfer disbursement: ops settle "
-        "it with credit_wallet --discrepancy",
+        match="about a transfer collection, not a payout, a refund or a transfer disbursement: "
+        "ops settle it with credit_wallet --discrepancy",
     ):
         adjust(
             "debit_wallet",

@@ -206,8 +206,8 @@ def test_a_debit_refuses_a_discrepancy_about_a_payin(
 
     with pytest.raises(
         CommandError,
-        match="about a payin, not a payout or a transfer disbursement: ops settle it with "
-        "credit_wallet --discrepancy",
+        match="about a payin, not a payout, a refund or a transfer disbursement: ops settle it "
+        "with credit_wallet --discrepancy",
     ):
         _debit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id))
 

@@ -46,6 +46,8 @@ EVENT_TYPES = (
     "transfer.payout.failed",
     "transfer.completed",
     "transfer.failed",
+    "refund.completed",
+    "refund.failed",
     TEST_EVENT_TYPE,
 )
 

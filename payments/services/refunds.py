@@ -1,0 +1,266 @@
+"""Refunds: creation with the wallet's reservation (never more than the payin's amount), the
+one state machine (refund_transition) and its effects, provider answers."""
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+from django.db.models import Sum
+
+from config import money
+from config.exceptions import DomainError
+from merchants.models import Merchant
+from payments import ledger, provider
+from payments.models import Payin, PayinStatus, Refund, RefundHistory, RefundStatus
+from payments.selectors import PayinNotFound
+from payments.services import parties, submission
+from payments.services.transitions import InvalidTransition, late_answer_ignored
+from webhooks import services as webhook_services
+
+REFUND_ALLOWED = {
+    RefundStatus.PENDING: {RefundStatus.COMPLETED, RefundStatus.FAILED},
+}
+
+
+class PayinNotRefundable(DomainError):
+    status = 400
+    reason = "payin_not_refundable"
+    message = "Only a completed payin can be refunded."
+
+
+class RefundExceedsPayin(DomainError):
+    status = 400
+    reason = "refund_exceeds_payin"
+    message = "The refund is more than what remains refundable of the payin."
+
+
+class RefundAmountInvalid(DomainError):
+    status = 400
+    reason = "invalid_request"
+    message = "The request is invalid."
+
+
+def refundable_remainder(payin: Payin) -> Decimal:
+    """The payin's send_amount less every refund of it that has not failed."""
+    refunded = (
+        Refund.objects.filter(payin=payin)
+        .exclude(status=RefundStatus.FAILED)
+        .aggregate(total=Sum("amount"))["total"]
+    )
+    return payin.send_amount - (refunded or Decimal(0))
+
+
+def refund_create(
+    *,
+    merchant: Merchant,
+    payin_id: UUID,
+    amount: Decimal | None = None,
+    reason: str = "",
+    now: datetime,
+) -> Refund:
+    """Refund `amount` (None: the whole refundable remainder) of the merchant's completed payin
+    to its payer: reserved from the wallet at once (400 insufficient_balance, nothing changed,
+    when it is short); the provider submission is enqueued when the transaction commits. The
+    payin's row is locked while its refunds are summed, so concurrent refunds never exceed it."""
+    with transaction.atomic():
+        payin = (
+            Payin.objects.select_for_update(of=("self",))
+            .filter(pk=payin_id, merchant=merchant)
+            .first()
+        )
+        if payin is None:
+            raise PayinNotFound()
+        if payin.status != PayinStatus.COMPLETED:
+            raise PayinNotRefundable(f"A {payin.status} payin cannot be refunded.")
+        amount = _refund_amount(payin, amount)
+        refund = Refund.objects.create(
+            merchant=merchant,
+            payin=payin,
+            customer_id=payin.customer_id,
+            status=RefundStatus.PENDING,
+            amount=amount,
+            currency=payin.send_currency,
+            reason=reason,
+            recipient=dict(payin.source),
+            country_code=payin.country_code,
+            rail_type=payin.rail_type,
+            operator_code=payin.operator_code,
+            wallet_impact={
+                "debit_amount": money.format_amount(amount),
+                "currency": payin.send_currency,
+            },
+            provider_timeout_at=parties.provider_timeout_at(now),
+            created_at=now,
+            updated_at=now,
+        )
+        pending = RefundHistory.objects.create(
+            refund=refund, status=RefundStatus.PENDING, created_at=now
+        )
+        refund.history_entries = [pending]
+        _refund_post(
+            refund,
+            kind="refund_reserved",
+            lines=[
+                (ledger.MERCHANT_AVAILABLE, -refund.amount),
+                (ledger.MERCHANT_RESERVED, refund.amount),
+            ],
+            at=None,  # when the wallet is locked: after any credit this debit relies on
+        )
+        submission.submission_enqueue_on_commit(refund)
+    return refund
+
+
+def _refund_amount(payin: Payin, amount: Decimal | None) -> Decimal:
+    """The amount asked for, checked against the payin's currency and refundable remainder."""
+    remainder = refundable_remainder(payin)
+    if amount is None:
+        amount = remainder
+    elif amount <= 0 or not money.has_valid_precision(amount, payin.send_currency):
+        message = f"Give a positive amount in {payin.send_currency}'s unit."
+        raise RefundAmountInvalid(message, fields={"amount": [message]})
+    if amount > remainder or amount <= 0:
+        raise RefundExceedsPayin(
+            f"At most {money.format_amount(max(remainder, Decimal(0)))} {payin.send_currency} "
+            "of this payin can still be refunded."
+        )
+    return money.quantize(amount, payin.send_currency)
+
+
+def refund_snapshot(refund: Refund) -> dict[str, Any]:
+    """data.object of the refund.* events."""
+    return {
+        "id": refund.id,
+        "payin_id": refund.payin_id,
+        "status": refund.status,
+        "amount": money.format_amount(refund.amount),
+        "currency": refund.currency,
+        "operator_code": refund.operator_code,
+        "provider_reference": refund.provider_reference or None,
+        "wallet_impact": refund.wallet_impact,
+        "completed_at": refund.completed_at,
+        "failed_at": refund.failed_at,
+        "failure_reason": refund.failure_reason or None,
+    }
+
+
+def refund_transition(
+    *,
+    refund_id: UUID,
+    to: str,
+    reason: str = "",
+    at: datetime,
+    provider_reference: str = "",
+) -> Refund:
+    """The one way a refund changes status: locks it, checks the move (InvalidTransition),
+    writes the status and its history, then applies the move's effects (the reservation paid
+    out or released, the webhook event), in one transaction. Moving to the current status
+    changes nothing (but keeps a provider reference it did not have)."""
+    with transaction.atomic():
+        refund = Refund.objects.select_for_update(of=("self",)).filter(pk=refund_id).first()
+        if refund is None:
+            raise Refund.DoesNotExist(f"No refund {refund_id}.")
+        fields = ["status", "updated_at"]
+        if provider_reference and not refund.provider_reference:
+            refund.provider_reference = provider_reference
+            fields.append("provider_reference")
+        if refund.status == to:
+            if len(fields) > 2:
+                refund.save(update_fields=fields[2:])
+            return refund
+        if to not in REFUND_ALLOWED.get(refund.status, ()):
+            raise InvalidTransition(f"A {refund.status} refund cannot become {to}.")
+        refund.status = to
+        refund.updated_at = at
+        if to == RefundStatus.COMPLETED:
+            refund.completed_at = at
+            fields.append("completed_at")
+        else:
+            refund.failed_at = at
+            refund.failure_reason = reason
+            fields += ["failed_at", "failure_reason"]
+        refund.save(update_fields=fields)
+        RefundHistory.objects.create(refund=refund, status=to, reason=reason, created_at=at)
+        for effect in _REFUND_EFFECTS[to]:
+            effect(refund, at=at)
+        return refund
+
+
+def _refund_pay(refund: Refund, *, at: datetime) -> None:
+    """A completed refund: the reservation pays the provider's clearing (no fee)."""
+    _refund_post(
+        refund,
+        kind="refund_completed",
+        lines=[
+            (ledger.MERCHANT_RESERVED, -refund.amount),
+            (ledger.provider_clearing(refund.operator_code), refund.amount),
+        ],
+        at=at,
+    )
+
+
+def _refund_release(refund: Refund, *, at: datetime) -> None:
+    """A failed refund: the reservation goes back to the available balance."""
+    _refund_post(
+        refund,
+        kind="refund_released",
+        lines=[
+            (ledger.MERCHANT_RESERVED, -refund.amount),
+            (ledger.MERCHANT_AVAILABLE, refund.amount),
+        ],
+        at=at,
+    )
+
+
+def _refund_post(refund: Refund, *, kind: str, lines: list, at: datetime | None) -> None:
+    ledger.post_journal(
+        merchant_id=refund.merchant_id,
+        currency=refund.currency,
+        kind=kind,
+        resource_type="refund",
+        resource_id=refund.id,
+        lines=lines,
+        at=at,
+    )
+
+
+def _refund_event_record(refund: Refund, *, at: datetime) -> None:
+    webhook_services.event_record(
+        merchant_id=refund.merchant_id,
+        event_type=f"refund.{refund.status}",
+        data_type="refund",
+        data_id=refund.id,
+        data_object=refund_snapshot(refund),
+        at=at,
+    )
+
+
+_REFUND_EFFECTS = {
+    RefundStatus.COMPLETED: (_refund_pay, _refund_event_record),
+    RefundStatus.FAILED: (_refund_release, _refund_event_record),
+}
+
+
+def refund_apply_provider_result(
+    *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
+) -> None:
+    """The provider's answer for a refund's disbursement (gateway callback)."""
+    to = RefundStatus.COMPLETED if outcome == provider.COMPLETED else RefundStatus.FAILED
+    try:
+        refund_transition(
+            refund_id=UUID(reference),
+            to=to,
+            reason=reason if to == RefundStatus.FAILED else "",
+            at=at,
+            provider_reference=provider_reference,
+        )
+    except InvalidTransition:
+        late_answer_ignored(
+            payment=Refund.objects.get(pk=UUID(reference)),
+            resource_type="refund",
+            provider_reference=provider_reference,
+            outcome=outcome,
+            reason=reason,
+            at=at,
+        )

@@ -1,0 +1,94 @@
+"""The dashboard's refunds: the owner's Refund button and confirmation, the read-only pages."""
+
+from decimal import Decimal
+
+import pytest
+
+from payments import selectors
+from payments.models import Refund
+from tests.payments.conftest import create_customer, create_quote, payin_body
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def completed_payin(enabled_api, django_capture_on_commit_callbacks) -> dict:
+    customer = create_customer(enabled_api)
+    with django_capture_on_commit_callbacks(execute=True):
+        payin = enabled_api.post(
+            "/payins", payin_body(create_quote(enabled_api, "payin"), customer)
+        ).json()
+    return enabled_api.get(f"/payins/{payin['id']}").json()
+
+
+def test_the_owner_refunds_a_payin_after_a_confirmation_saying_what_leaves_the_wallet(
+    staff_client, enabled_merchant, completed_payin, django_capture_on_commit_callbacks
+):
+    owner = staff_client(merchant=enabled_merchant, role="owner")
+    page = owner.get(f"/admin/payments/payin/{completed_payin['id']}/change/")
+    refund_url = f"/admin/payments/payin/{completed_payin['id']}/refund/"
+    assert refund_url in page.content.decode()
+    confirmation = owner.get(refund_url)
+    assert confirmation.status_code == 200
+    text = confirmation.content.decode()
+    assert "leaves your wallet" in text and "10000 XOF" in text
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = owner.post(refund_url, {"amount": "2500", "reason": "Order cancelled"})
+    refund = Refund.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/payments/refund/{refund.pk}/change/"
+    assert (refund.amount, refund.status, refund.reason) == (
+        Decimal("2500"),
+        "completed",
+        "Order cancelled",
+    )
+    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+        Decimal("7350"),
+        Decimal("0"),
+    )
+    assert owner.get(f"/admin/payments/refund/{refund.pk}/change/").status_code == 200
+    assert owner.get("/admin/payments/refund/").status_code == 200
+
+
+def test_a_refund_beyond_the_wallet_is_refused_on_the_confirmation_page(
+    staff_client, enabled_merchant, completed_payin
+):
+    owner = staff_client(merchant=enabled_merchant, role="owner")
+    response = owner.post(f"/admin/payments/payin/{completed_payin['id']}/refund/", {})
+    assert response.status_code == 200
+    assert "available balance is too low" in response.content.decode()
+    assert Refund.objects.count() == 0
+
+
+def test_only_the_owner_sees_and_uses_the_refund_button(
+    staff_client, enabled_merchant, completed_payin
+):
+    refund_url = f"/admin/payments/payin/{completed_payin['id']}/refund/"
+    for client in (
+        staff_client(merchant=enabled_merchant, role="developer"),
+        staff_client(support=True),
+    ):
+        page = client.get(f"/admin/payments/payin/{completed_payin['id']}/change/")
+        assert page.status_code == 200
+        assert refund_url not in page.content.decode()
+        assert client.post(refund_url, {"amount": "100"}).status_code == 403
+    assert Refund.objects.count() == 0
+
+
+def test_support_sees_every_merchants_refunds_and_staff_only_their_own(
+    staff_client,
+    enabled_merchant,
+    completed_payin,
+    other_merchant,
+    django_capture_on_commit_callbacks,
+):
+    owner = staff_client(merchant=enabled_merchant, role="owner")
+    with django_capture_on_commit_callbacks(execute=True):
+        owner.post(f"/admin/payments/payin/{completed_payin['id']}/refund/", {"amount": "100"})
+    refund = Refund.objects.get()
+    page = f"/admin/payments/refund/{refund.pk}/change/"
+    assert staff_client(support=True).get(page).status_code == 200
+    stranger = staff_client(merchant=other_merchant, role="owner")
+    assert stranger.get(page).status_code == 404
+    assert str(refund.pk) not in stranger.get("/admin/payments/refund/").content.decode()
