@@ -129,6 +129,18 @@ GUIDANCE: dict[str, tuple[str, str]] = {
         "Send at most the original amount, or omit payout_amount.",
     ),
     # --- quotes used by payments ---
+    "payin_not_refundable": (
+        "Only a completed payin can be refunded; this one is pending or failed.",
+        "Wait for payin.completed; a failed payin took no money, so there is nothing to return.",
+    ),
+    "refund_exceeds_payin": (
+        "The amount is more than the payin's amount less its refunds that have not failed.",
+        "Refund at most the remainder: GET /payins/{id} shows refunded_amount and refunds.",
+    ),
+    "refund_not_found": (
+        "No such refund for this merchant.",
+        "Check the refund id; use GET /refunds to list yours.",
+    ),
     "phone_invalid": (
         "The number cannot be parsed as a phone number with its country code.",
         "Send the number in E.164 form, e.g. +221770001234.",

@@ -4,6 +4,7 @@
 as their first 8 characters (the whole id on hover and in search), amounts as the API's digits
 with thousands separators and their currency, times in ISO 8601 with seconds and zone."""
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -122,3 +123,17 @@ def labelled(value: Any) -> str:
     if isinstance(value, list):
         return format_html_join(", ", "{}", ((labelled(item),) for item in value)) or "—"
     return "—" if value in (None, "") else str(value)
+
+
+def computed_once(method: Callable) -> Callable:
+    """A read-only page's display method, run once per object: unfold resolves a read-only
+    field more than once per page, and these read tables (events, journals, discrepancies)."""
+    attribute = f"_shown_{method.__name__}"
+
+    @functools.wraps(method)
+    def shown(admin: object, obj: models.Model) -> str:
+        if not hasattr(obj, attribute):
+            setattr(obj, attribute, method(admin, obj))
+        return getattr(obj, attribute)
+
+    return shown

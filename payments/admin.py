@@ -172,10 +172,12 @@ class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
         return [*fields, "provider_discrepancies"] if sees_reconciliation(request) else fields
 
     @admin.display(description="Provider discrepancies")
+    @display.computed_once
     def provider_discrepancies(self, obj) -> str:
         return discrepancies_table(obj.pk)
 
     @admin.display(description="Webhook events")
+    @display.computed_once
     def webhook_events(self, obj) -> str:
         data_type = obj._meta.model_name
         return webhook_admin.events_table(
@@ -216,6 +218,7 @@ class PayinAdmin(PaymentAdmin):
         return [*fields, "refunds_and_button" if may_refund(request, obj) else "refunds"]
 
     @admin.display(description="Refunds")
+    @display.computed_once
     def refunds(self, obj) -> str:
         rows = [
             (
@@ -229,6 +232,7 @@ class PayinAdmin(PaymentAdmin):
         return dashboard.html_table(["refund", "status", "amount", "created"], rows)
 
     @admin.display(description="Refunds")
+    @display.computed_once
     def refunds_and_button(self, obj) -> str:
         button = format_html(
             '<p><a class="button" href="{}">Refund</a></p>',

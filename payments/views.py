@@ -187,8 +187,12 @@ class RefundCreateView(APIView):
             "with status `pending`; the final status arrives by webhook or GET."
         ),
         examples=[
-            OpenApiExample("partial refund", value={"amount": "2500", "reason": "Order cancelled"}),
-            OpenApiExample("refund of the rest", value={}),
+            OpenApiExample(
+                "partial refund",
+                value={"amount": "2500", "reason": "Order cancelled"},
+                request_only=True,
+            ),
+            OpenApiExample("refund of the rest", value={}, request_only=True),
             OpenApiExample(
                 "created", value=REFUND_EXAMPLE, response_only=True, status_codes=["201"]
             ),
@@ -228,6 +232,7 @@ class RefundDetailView(APIView):
         operation_id="getRefund",
         responses={200: RefundOutput},
         tags=["refunds"],
+        description="One refund with its history; 404 for an id that is not the merchant's.",
         examples=[
             OpenApiExample(
                 "completed",

@@ -73,7 +73,7 @@ def test_get_quote(warm_api, quote, django_assert_num_queries):
 
 
 def test_post_payin(warm_api, customer, quote, django_assert_num_queries):
-    with django_assert_num_queries(12):
+    with django_assert_num_queries(14):
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 
@@ -81,7 +81,7 @@ def test_post_payin_with_a_quote_made_for_its_customer(
     warm_api, customer, django_assert_num_queries
 ):
     quote = warm_api.post("/quotes/payin", {**QUOTE, "customer_id": customer["id"]}).json()
-    with django_assert_num_queries(11):  # the quote vouches for the customer
+    with django_assert_num_queries(13):  # the quote vouches for the customer
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 

@@ -79,7 +79,7 @@ def test_payouts_and_wallet(api, enabled_merchant, customer, django_assert_num_q
     quote = payment_quote(api, "payout")
     _count(
         django_assert_num_queries,
-        19,
+        21,
         lambda: api.post("/payouts", payout_body(quote, customer)),
         201,
     )
@@ -108,7 +108,7 @@ def test_transfers(api, customer, django_capture_on_commit_callbacks, django_ass
     _count(django_assert_num_queries, 3, lambda: api.get("/transfers"))
     _count(
         django_assert_num_queries,
-        18,  # one is the look for a provider answer support has not reconciled (a discrepancy)
+        19,  # one is the look for a provider answer support has not reconciled (a discrepancy)
         lambda: api.post(f"/transfers/{failed['id']}/relaunch-payout"),
         202,
     )
@@ -167,7 +167,7 @@ def test_refunds(
         django_assert_num_queries,
         # as a payout's, less its quote: the payin locked, its refunds summed, the refund and
         # its history inserted, the reservation posted (wallet and journal)
-        16,
+        18,
         lambda: api.post(f"/payins/{payin_ids[2]}/refunds", {"amount": "100"}),
         201,
     )

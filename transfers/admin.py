@@ -177,6 +177,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         return [*super().get_readonly_fields(request, obj), "provider_discrepancies"]
 
     @admin.display(description="Provider discrepancies (both legs)")
+    @display.computed_once
     def provider_discrepancies(self, obj: Transfer) -> str:
         return payment_admin.discrepancies_table(obj.pk)
 
@@ -190,6 +191,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         return False
 
     @admin.display(description="Collection and disbursement legs")
+    @display.computed_once
     def legs(self, obj: Transfer) -> str:
         return html_table(
             [
@@ -244,12 +246,14 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         return display.labelled(obj.recipient)
 
     @admin.display(description="Held in transfer_suspense")
+    @display.computed_once
     def suspense_held(self, obj: Transfer) -> str:
         held = selectors.transfer_suspense_held(transfer=obj)
         shown = f"{money.format_amount(held)} {obj.payin_currency}"
         return format_html('<span class="suspense-held">{}</span>', shown)
 
     @admin.display(description="Journals")
+    @display.computed_once
     def journals(self, obj: Transfer) -> str:
         rows = [
             (
@@ -270,6 +274,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         return html_table(["at", "kind", "currency", "lines"], rows)
 
     @admin.display(description="Events")
+    @display.computed_once
     def events(self, obj: Transfer) -> str:
         return webhook_admin.events_table(selectors.transfer_events(transfer=obj))
 

@@ -23,7 +23,7 @@ from unfold.decorators import action as unfold_action
 
 from config.exceptions import DomainError
 from config.fields import format_timestamp
-from merchants import dashboard, object_actions
+from merchants import dashboard, display, object_actions
 from merchants import services as merchant_services
 from merchants.dashboard import (
     MerchantScopedAdmin,
@@ -193,6 +193,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
         return False
 
     @admin.display(description="Recent deliveries")
+    @display.computed_once
     def recent_deliveries(self, obj: WebhookEndpoint) -> str:
         rows = [
             (
@@ -435,6 +436,7 @@ class DeliveryInline(ScopedInlineMixin, unfold_admin.TabularInline):
         return obj.endpoint.url
 
     @admin.display(description="attempts log")
+    @display.computed_once
     def attempts_log(self, obj: Delivery):
         return _attempts_table(obj)
 

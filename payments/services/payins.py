@@ -68,7 +68,7 @@ def payin_create(
 
 
 def payin_snapshot(payin: Payin) -> dict[str, Any]:
-    """data.object of the payin.* events (spec 6.3)."""
+    """data.object of the payin.* events (docs/webhooks.md)."""
     return {
         "id": payin.id,
         "status": payin.status,

@@ -100,7 +100,7 @@ def _payout_reserve(payout: Payout) -> None:
 
 
 def payout_snapshot(payout: Payout) -> dict[str, Any]:
-    """data.object of the payout.* events (spec 6.3)."""
+    """data.object of the payout.* events (docs/webhooks.md)."""
     return {
         "id": payout.id,
         "status": payout.status,

@@ -66,6 +66,7 @@ def test_a_merchant_limit_of_zero_is_refused_not_read_as_no_limit(merchant):
     """0 used to mean "the platform default" (6000/min): an ops engineer entering 0 to stop a
     merchant lifted its limit instead. The form says why; the database refuses it anyway."""
     from django.contrib.admin.sites import site
+    from django.contrib.auth import get_user_model
     from django.db import IntegrityError, transaction
     from django.test import RequestFactory
 
@@ -73,6 +74,7 @@ def test_a_merchant_limit_of_zero_is_refused_not_read_as_no_limit(merchant):
 
     admin = site._registry[Merchant]
     request = RequestFactory().get("/")
+    request.user = get_user_model().objects.create_superuser("ops", "ops@example.com", "pw-ops-1")
     form_class = admin.get_form(
         request, merchant, fields=["name", "status", "rate_limit_per_minute"]
     )
