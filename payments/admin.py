@@ -388,6 +388,14 @@ class WalletAdmin(ReadOnlyAdmin):
     list_filter = ["currency"]
     search_fields = ["merchant__name", "merchant__id"]
     actions = ["download_statement"]
+    actions_detail = ["download_statement_detail"]
+
+    @unfold_action(description="Download a statement", url_path="statement")
+    def download_statement_detail(self, request, object_id):
+        """The statement form for this wallet; reading moves no money, so no confirmation."""
+        wallet = self.get_object(request, object_id)  # scoped: another merchant's is a 404
+        query = urlencode({"merchant": wallet.merchant_id, "currency": wallet.currency})
+        return redirect(f"{reverse('admin:payments_wallet_statement')}?{query}")
 
     def get_urls(self):
         statement = path(

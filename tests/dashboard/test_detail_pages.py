@@ -24,3 +24,30 @@ def test_a_payins_page_shows_labelled_pricing_and_iso_times(enabled_api, staff_c
     assert "{&quot;credit_amount" not in page and '{"credit_amount' not in page  # no JSON
     assert ISO_TIME.search(page)
     assert not re.search(r"\b(a\.m\.|p\.m\.|noon|midnight)", page)
+
+
+def test_a_wallets_page_has_a_statement_button_for_its_own_merchant_only(
+    merchant, other_merchant, staff_client
+):
+    from decimal import Decimal
+
+    from django.utils import timezone
+
+    from payments import services as payment_services
+    from payments.models import Wallet
+
+    for owner in (merchant, other_merchant):
+        payment_services.wallet_credit(
+            merchant=owner, currency="XOF", amount=Decimal("100"), reason="f", at=timezone.now()
+        )
+    mine = Wallet.objects.get(merchant=merchant)
+    theirs = Wallet.objects.get(merchant=other_merchant)
+    viewer = staff_client(merchant=merchant, role="viewer")
+
+    page = viewer.get(f"/admin/payments/wallet/{mine.pk}/change/").content.decode()
+    button = f"/admin/payments/wallet/{mine.pk}/statement/"
+    assert button in page
+    opened = viewer.get(button)
+    assert opened.status_code == 302
+    assert f"merchant={merchant.pk}" in opened["Location"] and "currency=XOF" in opened["Location"]
+    assert viewer.get(f"/admin/payments/wallet/{theirs.pk}/statement/").status_code == 404

@@ -36,22 +36,6 @@ class KycNotApproved(DomainError):
     message = "This corridor requires the customer's KYC to be approved."
 
 
-class PayoutAmountAboveOriginal(DomainError):
-    status = 400
-    reason = "payout_amount_above_original"
-    message = "payout_amount cannot be above the transfer's original payout amount."
-
-
-class InvalidPayoutAmount(DomainError):
-    status = 400
-    reason = "invalid_amount"
-    message = "payout_amount is not a valid amount for the payout currency."
-
-
-class InvalidPayoutAmountPrecision(InvalidPayoutAmount):
-    reason = "invalid_amount_precision"  # as a quote's amount with digits below the unit
-
-
 @contextmanager
 def nested_error_fields() -> Iterator[None]:
     """Error fields named `party.name` are reported nested, {"party": {"name": [...]}}, the
