@@ -289,12 +289,14 @@ class Stack:
                     raise RuntimeError(
                         f"{name} exited with {proc.returncode}; see {self.out}/{name}.log"
                     )
-            try:
-                with urllib.request.urlopen(f"{self.base_url}/health/live", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
+            # /health/live; a baseline from before it has only /health
+            for path in ("/health/live", "/health"):
+                try:
+                    with urllib.request.urlopen(f"{self.base_url}{path}", timeout=2) as resp:
+                        if resp.status == 200:
+                            return
+                except OSError:
+                    continue
             time.sleep(0.3)
         raise RuntimeError(f"the service did not become healthy; see {self.out}/web.log")
 
