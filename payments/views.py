@@ -215,6 +215,7 @@ class RefundCreateView(APIView):
 
 class RefundListView(APIView):
     extra_error_statuses = ["400"]  # a malformed filter or cursor
+
     @extend_schema(
         operation_id="listRefunds",
         parameters=[RefundListQuery],
