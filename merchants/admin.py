@@ -210,6 +210,8 @@ class ApiKeyAdmin(MerchantScopedAdmin):
                 return HttpResponseRedirect(
                     reverse("admin:merchants_apikey_change", args=[api_key.pk])
                 )
+            hours = form.cleaned_data["grace_hours"]
+            self.log_change(request, api_key, f"Rotated; the old secret works {hours} h more.")
             return _show_secret_once(request, api_key=issued.api_key, secret=issued.secret)
         return TemplateResponse(
             request,

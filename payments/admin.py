@@ -269,10 +269,11 @@ class PayinAdmin(PaymentAdmin):
             except DomainError as exc:
                 form.add_error("amount", exc.message)
             else:
+                shown = f"{money.format_amount(refund.amount)} {refund.currency}"
+                why = form.cleaned_data["reason"] or "none given"
+                self.log_change(request, payin, f"Refunded {shown} ({refund.pk}). Reason: {why}")
                 self.message_user(
-                    request,
-                    f"Refund of {money.format_amount(refund.amount)} {refund.currency} created; "
-                    "it is pending until the provider pays it.",
+                    request, f"Refund of {shown} created; it is pending until the provider pays it."
                 )
                 return redirect(_refund_url(refund))
         context = {

@@ -70,6 +70,8 @@ def test_rotation_keeps_the_old_key_working_for_the_grace_period_then_expires(
     )
     assert _api_status(old.api_key.key, old.secret) == 401
     assert AuditLogEntry.objects.filter(merchant=merchant, action="api_key.rotated").count() == 1
+    history = browser.get(f"/admin/merchants/apikey/{old.api_key.pk}/history/").content.decode()
+    assert "Rotated; the old secret works 24 h more." in history
 
 
 def test_rotation_with_zero_grace_stops_the_old_key_at_once(merchant, staff_client):

@@ -49,6 +49,9 @@ def test_the_owner_refunds_a_payin_after_a_confirmation_saying_what_leaves_the_w
     )
     assert owner.get(f"/admin/payments/refund/{refund.pk}/change/").status_code == 200
     assert owner.get("/admin/payments/refund/").status_code == 200
+    history = owner.get(f"/admin/payments/payin/{completed_payin['id']}/history/")
+    assert "Refunded 2500 XOF" in history.content.decode()
+    assert "Reason: Order cancelled" in history.content.decode()
 
 
 def test_a_refund_beyond_the_wallet_is_refused_on_the_confirmation_page(
