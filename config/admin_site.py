@@ -47,6 +47,7 @@ class CowryAdminSite(UnfoldAdminSite):
         also on the platform's totals and the ledger check."""
         from config import worklist
         from merchants import dashboard
+        from payments import selectors as payment_selectors
 
         now = timezone.now()
         context = dict(extra_context or {})
@@ -59,5 +60,5 @@ class CowryAdminSite(UnfoldAdminSite):
             context["worklist"] = worklist.support_worklist(now=now)
         if request.user.is_superuser:
             context["platform_totals"] = worklist.platform_totals()
-            context["ledger_check"] = worklist.ledger_check_last()
+            context["ledger_check"] = payment_selectors.ledger_check_last()
         return super().index(request, context)

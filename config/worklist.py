@@ -8,7 +8,6 @@ from datetime import datetime, time
 from typing import Any
 
 from django.contrib import admin
-from django.core.cache import cache
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.urls import reverse
 from django.utils import timezone
@@ -17,9 +16,6 @@ from kyc.models import KycSubmission, SubmissionOutcome
 from payments.models import Payin, PayinStatus, Payout, PayoutStatus, ProviderDiscrepancy, Wallet
 from transfers.models import LegStatus, Transfer, TransferStatus
 from webhooks.models import Delivery, DeliveryStatus, WebhookEndpoint
-
-LEDGER_CHECK_CACHE_KEY = "ops:check_ledger:last"
-"""Where the beat's ledger check leaves its last result for the ops home page."""
 
 PAYMENTS_IN_FLIGHT = {
     Payin: (PayinStatus.CREATED, PayinStatus.PENDING),
@@ -186,16 +182,3 @@ def platform_totals() -> list[CurrencyTotals]:
         )
         for currency in sorted(set(wallets) | set(payins))
     ]
-
-
-def ledger_check_last() -> dict | None:
-    """The last `check_ledger` result the beat recorded: {"ok", "breaches", "checked_at"}."""
-    return cache.get(LEDGER_CHECK_CACHE_KEY)
-
-
-def record_ledger_check(*, ok: bool, breaches: list[str], at: datetime) -> None:
-    cache.set(
-        LEDGER_CHECK_CACHE_KEY,
-        {"ok": ok, "breaches": breaches[:20], "checked_at": at},
-        timeout=None,
-    )

@@ -12,6 +12,7 @@ from django.db.models.functions import Coalesce
 from config import money, pagination
 from config.exceptions import NotFound
 from merchants.models import Merchant
+from payments.ledger.checks import ledger_check_last as ledger_check_last
 from payments.models import (
     AMOUNT,
     Payin,

@@ -49,7 +49,7 @@ def deliver_provider_answer(
 @shared_task(acks_late=True)
 def check_ledger(**_: object) -> dict:
     """Nightly: verify every ledger invariant; a breach is logged as an error."""
-    report = services.ledger_check()
+    report = services.ledger_check_recorded(at=timezone.now())
     if report["breaches"]:
         logger.error("Ledger check found %d breaches: %s", len(report["breaches"]), report)
     return report

@@ -62,6 +62,8 @@ from payments.ledger.checks import (
     breaches_register,
     ledger_breaches,
     ledger_check,
+    ledger_check_last,
+    ledger_check_recorded,
 )
 from payments.ledger.discrepancies import (
     provider_discrepancy_record,
@@ -102,6 +104,8 @@ __all__ = [
     "journal_exists",
     "ledger_breaches",
     "ledger_check",
+    "ledger_check_last",
+    "ledger_check_recorded",
     "post_journal",
     "provider_clearing",
     "provider_discrepancy_record",

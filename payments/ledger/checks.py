@@ -5,9 +5,11 @@ with breaches_register() from their AppConfig.ready()."""
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
+from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Sum
 
@@ -170,6 +172,23 @@ def ledger_check() -> dict:
             "journals": Journal.objects.count(),
             "wallets": Wallet.objects.count(),
         }
+
+
+LAST_CHECK_CACHE_KEY = "payments:ledger_check:last"
+"""Where the last check's result waits for the ops home page (the last 20 breaches)."""
+
+
+def ledger_check_recorded(*, at: datetime) -> dict:
+    """ledger_check(), its outcome kept for the ops home page (ledger_check_last)."""
+    report = ledger_check()
+    outcome = {"ok": report["ok"], "breaches": report["breaches"][:20], "checked_at": at}
+    cache.set(LAST_CHECK_CACHE_KEY, outcome, timeout=None)
+    return report
+
+
+def ledger_check_last() -> dict | None:
+    """The last recorded check: {"ok", "breaches", "checked_at"}, or None."""
+    return cache.get(LAST_CHECK_CACHE_KEY)
 
 
 @contextmanager

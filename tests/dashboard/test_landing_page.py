@@ -1,3 +1,4 @@
+import io
 import re
 from decimal import Decimal
 
@@ -50,3 +51,33 @@ def test_the_web_process_serves_the_dashboards_css_and_js(client):
         response = client.get(asset)
         assert response.status_code == 200, asset
         assert b"".join(response.streaming_content), asset
+
+
+def test_ops_home_shows_the_last_ledger_check_the_command_or_beat_ran(db):
+    from django.contrib.auth import get_user_model
+    from django.core.cache import cache
+    from django.core.management import call_command
+    from django.test import Client
+
+    from payments import tasks
+    from payments.ledger.checks import LAST_CHECK_CACHE_KEY
+
+    cache.delete(LAST_CHECK_CACHE_KEY)
+    get_user_model().objects.create_superuser("ops-home", "o@example.com", "ops-password-long")
+    client = Client()
+    assert client.login(username="ops-home", password="ops-password-long")
+
+    def ledger_card() -> str:
+        page = client.get("/admin/").content.decode()
+        return page.split('id="ledger-check"')[1].split("</section>")[0]
+
+    assert "not run yet" in ledger_card()
+
+    call_command("check_ledger", stdout=io.StringIO())
+    card = ledger_card()
+    assert "balanced" in card
+    assert re.search(r"at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", card)
+
+    cache.delete(LAST_CHECK_CACHE_KEY)
+    tasks.check_ledger()
+    assert "balanced" in ledger_card()

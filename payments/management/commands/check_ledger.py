@@ -1,4 +1,5 @@
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from config.ops import OpsCommand
 from payments import services
@@ -8,7 +9,7 @@ class Command(OpsCommand):
     help = "Verify every ledger invariant; exits non-zero on a breach."
 
     def run(self, **_) -> None:
-        report = services.ledger_check()
+        report = services.ledger_check_recorded(at=timezone.now())
         if report["ok"]:
             text = f"Ledger OK: {report['journals']} journals, {report['wallets']} wallets."
         else:
