@@ -15,7 +15,7 @@ from config.exceptions import DomainError
 from config.fields import country_date
 from customers.models import Customer, KycStatus
 from customers.selectors import CustomerNotFound
-from kyc import fetching, selectors, tasks
+from kyc import fetching, selectors
 from kyc import status as kyc_status
 from kyc.models import (
     DocumentStatus,
@@ -47,6 +47,8 @@ def kyc_submit(
     """Record a new submission (documents validated by KycSubmitInput), put the customer in
     review (kyc_status pending) and fetch each document's files after commit. A submission
     while an earlier one is still in review supersedes it."""
+    from kyc import tasks
+
     with transaction.atomic():
         customer = (
             Customer.objects.select_for_update(no_key=True)
@@ -171,6 +173,8 @@ def _schedule_review_when_settled(*, submission_id: UUID) -> None:
     """Inside the caller's transaction: enqueue the review (after commit, with the review
     delay) once no document of the submission waits for its files. The review is idempotent,
     so a second schedule from a repeated fetch does no harm."""
+    from kyc import tasks
+
     submission = KycSubmission.objects.get(pk=submission_id)
     if submission.outcome != SubmissionOutcome.PENDING:
         return
@@ -288,6 +292,8 @@ def kyc_resume_stalled(*, now: datetime, grace: timedelta = KYC_STALL_GRACE) -> 
     """Beat sweep: a submission still pending `grace` after it arrived lost its fetch or review
     message (broker down, worker killed). Enqueue the work again; both tasks are idempotent.
     Returns how many submissions were resumed."""
+    from kyc import tasks
+
     stalled = KycSubmission.objects.filter(
         outcome=SubmissionOutcome.PENDING, created_at__lt=now - grace
     ).prefetch_related("documents")

@@ -18,6 +18,7 @@ from payments.ledger import (
     wallet_credit,
     wallet_debit,
 )
+from payments.services.enqueue import submission_enqueue
 from payments.services.parties import (
     BANK_FIELDS,
     MOBILE_MONEY_FIELDS,
@@ -65,7 +66,6 @@ from payments.services.submission import (
     payout_submit,
     provider_reference_store,
     refund_submit,
-    submission_enqueue,
 )
 from payments.services.sweeps import (
     RESUBMIT_AFTER_SECONDS,

@@ -12,7 +12,7 @@ from config import money
 from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import Payin, PayinHistory, PayinStatus
-from payments.services import parties, submission
+from payments.services import enqueue, parties
 from payments.services.transitions import InvalidTransition, late_answer_ignored
 from quotes import services as quote_services
 from quotes.models import FlowType
@@ -63,7 +63,7 @@ def payin_create(
         )
         payin.history_entries = [created]
         payin.refund_ids, payin.refunded_total = [], Decimal(0)  # as the selectors annotate
-        submission.submission_enqueue_on_commit(payin)
+        enqueue.submission_enqueue_on_commit(payin)
     return payin
 
 

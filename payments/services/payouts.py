@@ -13,7 +13,7 @@ from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import Payout, PayoutHistory, PayoutStatus
-from payments.services import parties, submission
+from payments.services import enqueue, parties
 from payments.services.transitions import (
     REASON_MARKED_FAILED,
     InvalidTransition,
@@ -81,7 +81,7 @@ def payout_create(
         )
         payout.history_entries = [pending]
         _payout_reserve(payout)
-        submission.submission_enqueue_on_commit(payout)
+        enqueue.submission_enqueue_on_commit(payout)
     return payout
 
 

@@ -15,7 +15,7 @@ from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import Payin, PayinStatus, Refund, RefundHistory, RefundStatus
 from payments.selectors import PayinNotFound
-from payments.services import parties, submission
+from payments.services import enqueue, parties
 from payments.services.transitions import InvalidTransition, late_answer_ignored
 from webhooks import services as webhook_services
 
@@ -108,7 +108,7 @@ def refund_create(
             ],
             at=None,  # when the wallet is locked: after any credit this debit relies on
         )
-        submission.submission_enqueue_on_commit(refund)
+        enqueue.submission_enqueue_on_commit(refund)
     return refund
 
 

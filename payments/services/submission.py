@@ -1,13 +1,11 @@
 """Provider submissions of payins, payouts and refunds (a refund is a disbursement as a payout
-is), shared: enqueued after commit, each call recorded before it starts, no lock held during it,
-the receipt's answer applied through the state machine."""
+is), shared: each call recorded before it starts, no lock held during it, the receipt's answer
+applied through the state machine. Enqueued after commit by payments.services.enqueue."""
 
-import logging
 from datetime import datetime
 from uuid import UUID
 
 from django.db import models, transaction
-from kombu.exceptions import OperationalError as BrokerError
 
 from payments import provider
 from payments.models import Payin, PayinStatus, Payout, Refund
@@ -18,33 +16,6 @@ from payments.services.transitions import (
     REASON_SUBMITTED,
     REFUND_CALLBACK,
 )
-
-logger = logging.getLogger("cowry.payments")
-
-
-def submission_enqueue(payment: Payin | Payout | Refund) -> None:
-    """Enqueue the payment's provider submission. A broker that is down must not turn a
-    committed payment into a 500: the sweep of lost submissions resubmits it."""
-    from payments import tasks
-
-    try:
-        if isinstance(payment, Payin):
-            tasks.submit_payin.delay(payin_id=str(payment.id))
-        elif isinstance(payment, Refund):
-            tasks.submit_refund.delay(refund_id=str(payment.id))
-        else:
-            tasks.submit_payout.delay(payout_id=str(payment.id))
-    except BrokerError:
-        logger.warning(
-            "Broker unreachable; %s %s left to the sweep of lost submissions",
-            type(payment).__name__.lower(),
-            payment.id,
-        )
-
-
-def submission_enqueue_on_commit(payment: Payin | Payout | Refund) -> None:
-    # robust: whatever the enqueue raises is logged, never a 500 for a committed payment
-    transaction.on_commit(lambda: submission_enqueue(payment), robust=True)
 
 
 def provider_reference_store(

@@ -120,6 +120,6 @@ def submission_lost(monkeypatch):
     """Each payment's enqueue after commit is lost (the broker gone at that moment): new
     payments wait in the database for the submission the test delivers, as the sweep of lost
     submissions would deliver it."""
-    from payments.services import submission
+    from payments.services import enqueue
 
-    monkeypatch.setattr(submission, "submission_enqueue", lambda payment: None)
+    monkeypatch.setattr(enqueue, "submission_enqueue", lambda payment: None)

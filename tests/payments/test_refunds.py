@@ -310,10 +310,10 @@ def test_a_lost_answer_is_asked_of_the_provider_and_applied(
 def test_a_lost_submission_is_found_by_the_sweep_and_sent(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, monkeypatch
 ):
-    from payments.services import submission
+    from payments.services import enqueue
 
     payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
-    monkeypatch.setattr(submission, "submission_enqueue", lambda payment: None)  # broker gone
+    monkeypatch.setattr(enqueue, "submission_enqueue", lambda payment: None)  # broker gone
     with django_capture_on_commit_callbacks(execute=True):
         refund = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "3000"}).json()
     assert Refund.objects.get(pk=refund["id"]).submitted_at is None

@@ -1,0 +1,36 @@
+"""A payment's provider submission, enqueued after its creation commits (the sending is in
+payments.services.submission)."""
+
+import logging
+
+from django.db import transaction
+from kombu.exceptions import OperationalError as BrokerError
+
+from payments.models import Payin, Payout, Refund
+
+logger = logging.getLogger("cowry.payments")
+
+
+def submission_enqueue(payment: Payin | Payout | Refund) -> None:
+    """Enqueue the payment's provider submission. A broker that is down must not turn a
+    committed payment into a 500: the sweep of lost submissions resubmits it."""
+    from payments import tasks
+
+    try:
+        if isinstance(payment, Payin):
+            tasks.submit_payin.delay(payin_id=str(payment.id))
+        elif isinstance(payment, Refund):
+            tasks.submit_refund.delay(refund_id=str(payment.id))
+        else:
+            tasks.submit_payout.delay(payout_id=str(payment.id))
+    except BrokerError:
+        logger.warning(
+            "Broker unreachable; %s %s left to the sweep of lost submissions",
+            type(payment).__name__.lower(),
+            payment.id,
+        )
+
+
+def submission_enqueue_on_commit(payment: Payin | Payout | Refund) -> None:
+    # robust: whatever the enqueue raises is logged, never a 500 for a committed payment
+    transaction.on_commit(lambda: submission_enqueue(payment), robust=True)
