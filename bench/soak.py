@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import loadgen, recorder
 from bench.stack import (
+    BENCH_DB,
     OUT,
     PG_DSN,
     PY,
@@ -349,7 +350,7 @@ def main() -> int:
     stack = Stack(extra_env={"WEBHOOK_RETRY_SCHEDULE": "1,1,1,1,1,1"})
     receiver = None
     try:
-        log(f"soak: {SECONDS:g}s, {CONCURRENCY} clients; database cowry_bench; logs in {OUT}")
+        log(f"soak: {SECONDS:g}s, {CONCURRENCY} clients; database {BENCH_DB}; logs in {OUT}")
         stack.recreate_database()
         stack.manage("migrate", "--no-input")
         receiver_port = free_port()
