@@ -20,9 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import bulkload, loadgen, recorder
 from bench.stack import (
+    BENCH_DB,
     OUT,
     PG_DSN,
     PY,
+    REDIS_BROKER_URL,
+    REDIS_CACHE_URL,
     ROOT,
     WORKER_CONCURRENCY,
     Stack,
@@ -469,7 +472,8 @@ def start(stack: Stack) -> tuple[dict, str, subprocess.Popen, str]:
     """A fresh cowry_bench database migrated by the stack's app, the seeded merchant, the
     webhook receiver, web and worker up, one customer: (merchant, customer id, receiver
     process, receiver URL); the caller stops the receiver."""
-    log(f"recreating database cowry_bench and Redis DBs 12/13; logs in {stack.out}")
+    log(f"recreating database {BENCH_DB}, {REDIS_CACHE_URL} and {REDIS_BROKER_URL}")
+    log(f"logs in {stack.out}")
     stack.recreate_database()
     stack.manage("migrate", "--no-input")
     stack.create_floor_table()

@@ -1,12 +1,15 @@
 # ruff: noqa: S603, S310 - a developer harness: fixed argv and loopback URLs it builds itself
 """`make soak`: SOAK_SECONDS (default 600) of mixed traffic against the production-like stack
 (gunicorn, Celery worker, beat) with a flaky webhook receiver (~30% answered 500), some
-provider declines (phones ending 000), then drain and check:
+provider declines (phones ending 000), refunds (bench/soak_refunds.py) and operator
+predictions (bench/soak_predictions.py), then drain and check:
 
 - zero 5xx answers;
 - `check_ledger` clean;
-- every terminal payin/payout (and transfer, when the transfers API exists) has its terminal
-  event, and every event of a terminal resource has been delivered (2xx from the receiver).
+- every terminal payin/payout/refund (and transfer, when the transfers API exists) has its
+  terminal event, and every event of a terminal resource has been delivered (2xx from the
+  receiver);
+- no payin refunded beyond its amount, refunds and predictions answered as expected.
 
 Webhook retries run on WEBHOOK_RETRY_SCHEDULE=1,1,1,1,1,1 so they finish within the drain; the
 drain also runs `manage.py deliver_webhooks` itself. SOAK_CONCURRENCY (default 8) clients."""
@@ -26,8 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import loadgen, recorder
+from bench import loadgen, recorder, soak_predictions, soak_refunds
 from bench.stack import (
+    BENCH_DB,
     OUT,
     PG_DSN,
     PY,
@@ -43,6 +47,7 @@ SECONDS = float(os.environ.get("SOAK_SECONDS", "600"))
 CONCURRENCY = int(os.environ.get("SOAK_CONCURRENCY", "8"))
 FAIL_RATE = float(os.environ.get("SOAK_WEBHOOK_FAIL_RATE", "0.3"))
 DECLINE_SHARE = 0.15
+PAYS_IN_ONLY_SHARE = 0.1  # payins from a payer whose refunds the sandbox declines
 
 OK_PHONE = "+221770001234"
 DECLINED_PHONE = "+221770001000"
@@ -70,6 +75,8 @@ class Traffic:
         self.created: dict[str, list[str]] = {"payin": [], "payout": [], "transfer": []}
         self.replays_ok = 0
         self.replays_bad: list[str] = []
+        self.refunds = soak_refunds.Refunds(api, self.rec)
+        self.predictions = soak_predictions.Predictions(api, self.rec)
 
     def phone(self) -> str:
         return DECLINED_PHONE if random.random() < DECLINE_SHARE else OK_PHONE
@@ -111,10 +118,13 @@ class Traffic:
         quote = c and await self.quote("payin", c["id"])
         if not quote:
             return
-        body = {"quote_id": quote["id"], "customer_id": c["id"], "source": {"phone": self.phone()}}
+        pays_in_only = random.random() < PAYS_IN_ONLY_SHARE
+        phone = soak_refunds.PAYS_IN_ONLY_PHONE if pays_in_only else self.phone()
+        body = {"quote_id": quote["id"], "customer_id": c["id"], "source": {"phone": phone}}
         status, data = await self.api.call(self.rec, "POST /payins", "POST", "/payins", body)
         if status == 201:
             self.created["payin"].append(data["id"])
+            self.refunds.add_payin(data, pays_in_only=pays_in_only)
             await self.api.call(self.rec, "GET /payins/{id}", "GET", f"/payins/{data['id']}")
 
     async def payout(self) -> None:
@@ -228,8 +238,21 @@ class Traffic:
         else:
             self.replays_bad.append(f"{s1} {s2}")
 
+    async def refund(self) -> None:
+        await self.refunds.refund()
+
+    async def over_refund(self) -> None:
+        await self.refunds.over_refund()
+
+    async def predict(self) -> None:
+        await self.predictions.predict()
+
     def weighted(self) -> list[tuple[str, int]]:
         flows = [("customer", 2), ("payin", 6), ("payout", 4), ("replay", 1)]
+        if "/payins/{payin_id}/refunds" in self.paths:
+            flows += [("refund", 3), ("over_refund", 1)]
+        if "/operators/predict" in self.paths:
+            flows.append(("predict", 2))
         if "/transfers" in self.paths:
             flows.append(("transfer", 3))
         if "/customers/{customer_id}/kyc" in self.paths:
@@ -275,6 +298,7 @@ TERMINAL = {
     "payments_payin": ("payin", ("completed", "failed")),
     "payments_payout": ("payout", ("completed", "failed")),
     "transfers_transfer": ("transfer", ("completed", "failed")),
+    "payments_refund": ("refund", ("completed", "failed")),
 }
 
 
@@ -344,34 +368,114 @@ def event_checks() -> dict:
     return report
 
 
+def start_receiver(port: int, secret: str) -> subprocess.Popen:
+    """The flaky webhook receiver: checks signatures, answers 500 to some deliveries."""
+    argv = [PY, "bench/receiver.py", str(port), "--secret", secret]
+    argv += ["--fail-rate", str(FAIL_RATE), "--max-failures-per-id", "3"]
+    return subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=open(OUT / "soak-receiver.log", "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def ledger_check(stack: Stack) -> dict:
+    """`check_ledger --json`'s report; ok is False when it failed or said nothing readable."""
+    ledger = subprocess.run(
+        [PY, "manage.py", "check_ledger", "--json"],
+        cwd=ROOT,
+        env=stack.env,
+        capture_output=True,
+        text=True,
+    )
+    try:
+        report = json.loads(ledger.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"ok": False, "error": (ledger.stderr or ledger.stdout)[-500:]}
+    return {**report, "ok": ledger.returncode == 0 and report.get("ok") is True}
+
+
+def after_traffic(stack: Stack, traffic: Traffic, elapsed: float, receiver_url: str) -> dict:
+    """Drain, then everything the checks read: the ledger, events, deliveries, refunds."""
+    log("traffic stopped; draining payments and webhook deliveries")
+    drain_seconds, still_open = drain(stack)
+    with urllib.request.urlopen(f"{receiver_url}/arrivals", timeout=30) as resp:
+        arrivals = json.loads(resp.read())
+    answers = Counter(a[4] for a in arrivals["arrivals"])
+    failed = q("SELECT count(*) FROM webhooks_delivery WHERE status = 'failed'")[0][0]
+    stack.sample_rss()
+    latencies = traffic.rec.all_latencies()
+    return {
+        "seconds": round(elapsed, 1),
+        "concurrency": CONCURRENCY,
+        "flows": dict(traffic.flows),
+        "requests": traffic.rec.requests,
+        "statuses": {str(k): v for k, v in sorted(traffic.rec.statuses.items())},
+        "unexpected_answers": dict(traffic.rec.errors),
+        "unexpected_samples": traffic.rec.error_samples,
+        "p50_ms": recorder.percentile(latencies, 50),
+        "p99_ms": recorder.percentile(latencies, 99),
+        "created": {k: len(v) for k, v in traffic.created.items()},
+        "drain_seconds": drain_seconds,
+        "still_open": still_open,
+        "ledger": ledger_check(stack),
+        "events": event_checks(),
+        "receiver_answers": {str(k): v for k, v in answers.items()},
+        "bad_signatures": arrivals["bad"],
+        "failed_deliveries": failed,
+        "replays_ok": traffic.replays_ok,
+        "replays_bad": traffic.replays_bad,
+        "refunds": {**traffic.refunds.summary(), "db": soak_refunds.db_checks(q)},
+        "predictions": traffic.predictions.summary(),
+        "peak_rss_kib": stack.peak_kib,
+    }
+
+
+def checks(s: dict) -> dict[str, bool]:
+    statuses = {int(k): v for k, v in s["statuses"].items()}
+    events, refunds, refunds_db = s["events"], s["refunds"], s["refunds"]["db"]
+    predictions = s["predictions"]["answers"]
+    return {
+        "zero 5xx": sum(v for k, v in statuses.items() if k >= 500) == 0,
+        "no transport errors": statuses.get(0, 0) == 0,
+        "check_ledger clean": s["ledger"]["ok"],
+        "payments drained": not any(s["still_open"].values()),
+        "every terminal payment and refund has its terminal event": all(
+            v["missing_terminal_event"] == 0 for k, v in events.items() if k != "transfer"
+        ),
+        "every event of a terminal resource delivered": all(
+            v["undelivered_events"] == 0 for v in events.values()
+        ),
+        "no delivery marked failed": s["failed_deliveries"] == 0,
+        "signatures verified by the receiver": s["bad_signatures"] == 0,
+        "idempotent replays": not s["replays_bad"],
+        "no payin refunded beyond its amount": refunds_db["payins_over_refunded"] == 0,
+        "refunds only of completed payins": refunds_db["refunds_of_payins_not_completed"] == 0,
+        "refunds end as the sandbox says (998 declined)": (
+            refunds_db["outcomes_not_the_sandboxs"] == 0
+        ),
+        "refunds and over-refund races answered as expected": refunds["unexpected_count"] == 0,
+        "predictions answered 200/400 as expected": (
+            s["predictions"]["unexpected_count"] == 0
+            and all(key.endswith((" 200", " 400")) for key in predictions)
+        ),
+    }
+
+
 def main() -> int:
     install_signal_handlers()
     stack = Stack(extra_env={"WEBHOOK_RETRY_SCHEDULE": "1,1,1,1,1,1"})
     receiver = None
     try:
-        log(f"soak: {SECONDS:g}s, {CONCURRENCY} clients; database cowry_bench; logs in {OUT}")
+        log(f"soak: {SECONDS:g}s, {CONCURRENCY} clients; database {BENCH_DB}; logs in {OUT}")
         stack.recreate_database()
         stack.manage("migrate", "--no-input")
         receiver_port = free_port()
         receiver_url = f"http://127.0.0.1:{receiver_port}"
         merchant = seed_merchant(stack, receiver_url=f"{receiver_url}/hook", name="Soak Merchant")
-        receiver = subprocess.Popen(
-            [
-                PY,
-                "bench/receiver.py",
-                str(receiver_port),
-                "--secret",
-                merchant["signing_secret"],
-                "--fail-rate",
-                str(FAIL_RATE),
-                "--max-failures-per-id",
-                "3",
-            ],
-            cwd=ROOT,
-            stdout=open(OUT / "soak-receiver.log", "ab"),  # noqa: SIM115
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        receiver = start_receiver(receiver_port, merchant["signing_secret"])
         stack.start_web()
         stack.start_worker(concurrency=4)
         stack.start_beat()
@@ -380,70 +484,11 @@ def main() -> int:
         paths = schema_paths(stack.base_url)
         log("traffic: " + ", ".join(sorted(p for p in paths if not p.startswith("/bench"))))
         traffic, elapsed = asyncio.run(_traffic(stack, merchant, paths, receiver_url))
-
-        log("traffic stopped; draining payments and webhook deliveries")
-        drain_seconds, still_open = drain(stack)
-        ledger = subprocess.run(
-            [PY, "manage.py", "check_ledger", "--json"],
-            cwd=ROOT,
-            env=stack.env,
-            capture_output=True,
-            text=True,
-        )
-        try:
-            ledger_report = json.loads(ledger.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            ledger_report = {"ok": False, "error": (ledger.stderr or ledger.stdout)[-500:]}
-        events = event_checks()
-        with urllib.request.urlopen(f"{receiver_url}/arrivals", timeout=30) as resp:
-            arrivals = json.loads(resp.read())
-        answers = Counter(a[4] for a in arrivals["arrivals"])
-        failed_deliveries = q("SELECT count(*) FROM webhooks_delivery WHERE status = 'failed'")[0][
-            0
-        ]
-        stack.sample_rss()
-
-        statuses = traffic.rec.statuses
-        fivexx = sum(v for k, v in statuses.items() if k >= 500)
-        checks = {
-            "zero 5xx": fivexx == 0,
-            "no transport errors": statuses.get(0, 0) == 0,
-            "check_ledger clean": ledger.returncode == 0 and ledger_report.get("ok") is True,
-            "payments drained": not any(still_open.values()),
-            "every terminal payment has its terminal event": all(
-                v["missing_terminal_event"] == 0 for k, v in events.items() if k != "transfer"
-            ),
-            "every event of a terminal resource delivered": all(
-                v["undelivered_events"] == 0 for v in events.values()
-            ),
-            "no delivery marked failed": failed_deliveries == 0,
-            "signatures verified by the receiver": arrivals["bad"] == 0,
-            "idempotent replays": not traffic.replays_bad,
-        }
-        summary = {
-            "seconds": round(elapsed, 1),
-            "concurrency": CONCURRENCY,
-            "flows": dict(traffic.flows),
-            "requests": traffic.rec.requests,
-            "statuses": {str(k): v for k, v in sorted(statuses.items())},
-            "unexpected_answers": dict(traffic.rec.errors),
-            "unexpected_samples": traffic.rec.error_samples,
-            "p50_ms": recorder.percentile(traffic.rec.all_latencies(), 50),
-            "p99_ms": recorder.percentile(traffic.rec.all_latencies(), 99),
-            "created": {k: len(v) for k, v in traffic.created.items()},
-            "drain_seconds": drain_seconds,
-            "still_open": still_open,
-            "ledger": ledger_report,
-            "events": events,
-            "receiver_answers": {str(k): v for k, v in answers.items()},
-            "failed_deliveries": failed_deliveries,
-            "replays_ok": traffic.replays_ok,
-            "peak_rss_kib": stack.peak_kib,
-            "checks": checks,
-        }
+        summary = after_traffic(stack, traffic, elapsed, receiver_url)
+        summary["checks"] = checks(summary)
         (OUT / "soak-results.json").write_text(json.dumps(summary, indent=2, default=str))
         print_summary(summary)
-        return 0 if all(checks.values()) else 1
+        return 0 if all(summary["checks"].values()) else 1
     finally:
         log("stopping the stack")
         stack.close()
@@ -476,6 +521,19 @@ def print_summary(s: dict) -> None:
         f"webhooks   receiver answered {s['receiver_answers']};"
         f" deliveries failed: {s['failed_deliveries']}"
     )
+    refunds, db = s["refunds"], s["refunds"]["db"]
+    print(
+        f"refunds    {refunds['kinds']}; {refunds['created']} created"
+        f" ({refunds['of_pays_in_only_payers']} to payers ending 998), by status"
+        f" {db['by_status']}; races {refunds['races']}; payins over-refunded"
+        f" {db['payins_over_refunded']}; unexpected {refunds['unexpected_count']}"
+    )
+    for line in refunds["unexpected"][:5]:
+        print(f"           {line}")
+    predictions = s["predictions"]
+    print(f"predict    {predictions['answers']}; unexpected {predictions['unexpected_count']}")
+    for line in predictions["unexpected"][:5]:
+        print(f"           {line}")
     ledger = s["ledger"]
     print(
         f"ledger     ok={ledger.get('ok')} journals={ledger.get('journals')}"

@@ -2,8 +2,10 @@
 """The service stack of `make bench` and `make soak`, started the way production starts it:
 gunicorn (sync workers, 2 x cores + 1), a Celery worker on every queue, optionally beat,
 PostgreSQL database `cowry_bench` (dropped and recreated each run) and Redis DBs 12 (cache,
-rate limits) and 13 (broker). Every process runs in its own process group and is stopped by
-Stack.close(), which the harnesses call from `finally` and on SIGINT/SIGTERM."""
+rate limits) and 13 (broker); BENCH_DB_NAME, BENCH_REDIS_CACHE_DB and BENCH_REDIS_BROKER_DB
+override them, BENCH_OUT the logs' directory (var/bench). Every process runs in its own process
+group and is stopped by Stack.close(), which the harnesses call from `finally` and on
+SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
@@ -22,14 +24,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".venv" / "bin"
 PY = str(BIN / "python")
-OUT = ROOT / "var" / "bench"
+# Overridable so a second run (a soak beside a bench) shares no database, Redis DB or logs.
+OUT = Path(os.environ.get("BENCH_OUT") or ROOT / "var" / "bench")
 
-BENCH_DB = "cowry_bench"  # the only database the harness ever drops
+BENCH_DB = os.environ.get("BENCH_DB_NAME", "cowry_bench")  # the only database it ever drops
 PG_ADMIN_DSN = os.environ.get("BENCH_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{BENCH_DB}"
 PG_DSN = f"postgresql://postgres@127.0.0.1:5432/{BENCH_DB}"
-REDIS_CACHE_URL = "redis://127.0.0.1:6379/12"
-REDIS_BROKER_URL = "redis://127.0.0.1:6379/13"
+REDIS_CACHE_URL = f"redis://127.0.0.1:6379/{int(os.environ.get('BENCH_REDIS_CACHE_DB', '12'))}"
+REDIS_BROKER_URL = f"redis://127.0.0.1:6379/{int(os.environ.get('BENCH_REDIS_BROKER_DB', '13'))}"
 
 
 def pg_count(sql: str) -> int:
@@ -340,6 +343,7 @@ class Stack:
             if proc.poll() is None:
                 pids = [proc.pid, *_children(proc.pid)]
                 out[name] = sum(_cpu_ticks(p) for p in pids)
+        # the label stays as results.json has always keyed it, whatever the database
         out["postgres (cowry_bench)"] = sum(_cpu_ticks(p) for p in _pg_backends(BENCH_DB))
         out["load generator"] = _cpu_ticks(os.getpid())
         for label, pid in self.extra_pids.items():

@@ -75,18 +75,36 @@ def _expires_at(now: datetime) -> datetime:
 
 
 def run_idempotent(request: Request, handler: Callable[[], Response]) -> Response:
-    """The handler's response under the request's Idempotency-Key: claim the key, run the
-    handler in a transaction, store its 2xx response in the claimed record in that same
-    transaction; a failure or a non-2xx answer releases the key."""
+    """The handler's response under the request's Idempotency-Key (run_keyed)."""
     key = _key_of(request)
-    merchant: Merchant = request.merchant
     body = request.data  # parse first: malformed JSON is a 400 that claims nothing
-    # Path ids are taken in either case: a retry that spells one in capitals is the same request.
-    path = request.path.lower()
-    fingerprint = request_fingerprint(method=request.method, path=path, body=body)
-    claimed = _claim(
-        merchant=merchant, key=key, method=request.method, path=path, fingerprint=fingerprint
+    return run_keyed(
+        merchant=request.merchant,
+        key=key,
+        method=request.method,
+        path=request.path,
+        body=body,
+        handler=handler,
     )
+
+
+def run_keyed(
+    *,
+    merchant: Merchant,
+    key: str,
+    method: str,
+    path: str,
+    body: object,
+    handler: Callable[[], Response],
+) -> Response:
+    """The handler's response under `key` (an Idempotency-Key, or a dashboard form's one-time
+    token): claim the key, run the handler in a transaction, store its 2xx response in the
+    claimed record in that same transaction; a failure or a non-2xx answer releases the key.
+    A request that comes again with the key gets the stored response, replayed."""
+    # Path ids are taken in either case: a retry that spells one in capitals is the same request.
+    path = path.lower()
+    fingerprint = request_fingerprint(method=method, path=path, body=body)
+    claimed = _claim(merchant=merchant, key=key, method=method, path=path, fingerprint=fingerprint)
     if isinstance(claimed, IdempotencyRecord):
         return _answer_held(claimed, key=key, fingerprint=fingerprint)
     try:

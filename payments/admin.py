@@ -26,8 +26,8 @@ from merchants.dashboard import (
     ScopedInlineMixin,
     known_values_filter,
 )
-from merchants.models import MembershipRole, Merchant
-from payments import provider, selectors, services, statements
+from merchants.models import Merchant
+from payments import admin_refunds, provider, selectors, services, statements
 from payments.models import (
     Journal,
     JournalLine,
@@ -185,18 +185,8 @@ class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
         )
 
 
-def may_refund(request, payin: Payin) -> bool:
-    """Only the payin's merchant's owner refunds it, and only a completed payin."""
-    user = request.user
-    return (
-        payin.status == "completed"
-        and dashboard.merchant_of(user) == payin.merchant
-        and dashboard.role_of(user) == MembershipRole.OWNER
-    )
-
-
 @admin.register(Payin)
-class PayinAdmin(PaymentAdmin):
+class PayinAdmin(admin_refunds.PayinRefunds, PaymentAdmin):
     list_display = PAYMENT_LIST
     list_filter = PAYMENT_FILTERS
     search_fields = [
@@ -215,92 +205,8 @@ class PayinAdmin(PaymentAdmin):
         fields = list(super().get_readonly_fields(request, obj))
         if obj is None:
             return fields
-        return [*fields, "refunds_and_button" if may_refund(request, obj) else "refunds"]
-
-    @admin.display(description="Refunds")
-    @display.computed_once
-    def refunds(self, obj) -> str:
-        rows = [
-            (
-                format_html('<a href="{}">{}</a>', _refund_url(refund), refund.pk),
-                refund.status,
-                f"{money.format_amount(refund.amount)} {refund.currency}",
-                refund.created_at.isoformat(timespec="seconds"),
-            )
-            for refund in obj.refunds.order_by("created_at", "id")
-        ]
-        return dashboard.html_table(["refund", "status", "amount", "created"], rows)
-
-    @admin.display(description="Refunds")
-    @display.computed_once
-    def refunds_and_button(self, obj) -> str:
-        button = format_html(
-            '<p><a class="button" href="{}">Refund</a></p>',
-            reverse("admin:payments_payin_refund", args=[obj.pk]),
-        )
-        return format_html("{}{}", self.refunds(obj), button)
-
-    def get_urls(self):
-        refund = path(
-            "<path:object_id>/refund/",
-            self.admin_site.admin_view(self.refund_view),
-            name="payments_payin_refund",
-        )
-        return [refund, *super().get_urls()]
-
-    def refund_view(self, request, object_id):
-        """The owner's confirmation of a refund: it says what leaves the wallet, then creates
-        the refund through the service."""
-        payin = self.get_object(request, object_id)
-        if payin is None or not self.has_view_permission(request, payin):
-            raise PermissionDenied
-        if not may_refund(request, payin):
-            raise PermissionDenied
-        form = RefundForm(request.POST if request.method == "POST" else None)
-        if form.is_bound and form.is_valid():
-            try:
-                refund = services.refund_create(
-                    merchant=payin.merchant,
-                    payin_id=payin.pk,
-                    amount=form.cleaned_data["amount"],
-                    reason=form.cleaned_data["reason"],
-                    now=timezone.now(),
-                )
-            except DomainError as exc:
-                form.add_error("amount", exc.message)
-            else:
-                shown = f"{money.format_amount(refund.amount)} {refund.currency}"
-                why = form.cleaned_data["reason"] or "none given"
-                self.log_change(request, payin, f"Refunded {shown} ({refund.pk}). Reason: {why}")
-                self.message_user(
-                    request, f"Refund of {shown} created; it is pending until the provider pays it."
-                )
-                return redirect(_refund_url(refund))
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Refund the payin",
-            "form": form,
-            "payin": payin,
-            "payer": payin.source.get("phone") or payin.source.get("account_number", ""),
-            "paid": money.format_amount(payin.send_amount),
-            "remainder": money.format_amount(services.refundable_remainder(payin)),
-            "opts": self.model._meta,
-        }
-        return TemplateResponse(request, "admin/payments/payin/refund.html", context)
-
-
-def _refund_url(refund: Refund) -> str:
-    return reverse("admin:payments_refund_change", args=[refund.pk])
-
-
-class RefundForm(forms.Form):
-    amount = forms.DecimalField(
-        required=False,
-        min_value=0,
-        decimal_places=2,
-        help_text="Leave empty to refund all that remains refundable.",
-    )
-    reason = forms.CharField(required=False, max_length=255)
+        refunds = "refunds_and_button" if admin_refunds.may_refund(request, obj) else "refunds"
+        return [*fields, refunds]
 
 
 @admin.register(Refund)

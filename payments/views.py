@@ -1,3 +1,4 @@
+from decimal import Decimal
 from uuid import UUID
 
 from django.utils import timezone
@@ -11,6 +12,7 @@ from config import pagination
 from config.content import JsonErrors
 from config.schema import ErrorResponseSerializer
 from merchants.idempotency import idempotent
+from merchants.models import Merchant
 from payments import selectors, services, statements
 from payments.serializers import (
     BalanceListOutput,
@@ -203,14 +205,23 @@ class RefundCreateView(APIView):
         serializer = RefundCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        refund = services.refund_create(
+        return refund_created(
             merchant=request.merchant,
             payin_id=payin_id,
             amount=data.get("amount"),
             reason=data.get("reason", ""),
-            now=timezone.now(),
         )
-        return Response(RefundOutput(refund).data, status=201)
+
+
+def refund_created(
+    *, merchant: Merchant, payin_id: UUID, amount: Decimal | None, reason: str
+) -> Response:
+    """The refund created and its 201 answer: the API's and the dashboard's Refund button's,
+    each under its idempotency key (merchants.idempotency)."""
+    refund = services.refund_create(
+        merchant=merchant, payin_id=payin_id, amount=amount, reason=reason, now=timezone.now()
+    )
+    return Response(RefundOutput(refund).data, status=201)
 
 
 class RefundListView(APIView):

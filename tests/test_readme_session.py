@@ -1,5 +1,6 @@
 """The README's curl session, from a customer to a completed payin and on through payouts,
-transfers and KYC, replayed command by command against the service: it must work as written."""
+refunds, transfers and KYC, replayed command by command against the service (and the reads its
+comments send the reader to, "then GET ..."): it must work as written."""
 
 import json
 import re
@@ -12,19 +13,25 @@ pytestmark = pytest.mark.django_db
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
-# Which placeholder a successful POST's id fills in for the commands after it.
+# Which placeholder a successful POST's id fills in for the commands after it (by its path as
+# the README writes it).
 ID_OF = {
     "/customers": "<customer_id>",
     "/quotes/payin": "<quote_id>",
     "/payins": "<payin_id>",
+    "/payins/<payin_id>/refunds": "<refund_id>",
     "/quotes/payout": "<payout quote id>",
     "/quotes/transfer": "<transfer quote id>",
     "/transfers": "<transfer_id>",
 }
 
 
+READ_MENTION = re.compile(r"\bGET (/[^\s,;]+)")
+
+
 def _session_commands() -> list[list[str]]:
-    """Each curl command of the session's sh blocks, as words (a body may span lines)."""
+    """Each curl command of the session's sh blocks, as words (a body may span lines), and
+    each read a comment sends the reader to ("then GET /refunds/<refund_id>") as a curl GET."""
     text = README.read_text()
     section = text[text.index("## Calling the API") : text.index("### Lists, balances, events")]
     commands = []
@@ -35,13 +42,15 @@ def _session_commands() -> list[list[str]]:
                 chunks.append([line])
             elif line.startswith("#") or not line.strip():
                 chunks.append([])  # a comment line ends the command before it
+                chunks += [[f"curl $COWRY{path}"] for path in READ_MENTION.findall(line)]
             elif chunks:
                 chunks[-1].append(line)
         commands += [shlex.split("\n".join(c), comments=True) for c in chunks if c]
     return commands
 
 
-def _request(words: list[str], ids: dict[str, str]) -> tuple[str, str, dict, dict | None]:
+def _request(words: list[str], ids: dict[str, str]) -> tuple[str, str, str, dict, dict | None]:
+    """(method, path as written, path with the ids filled in, headers, body)."""
     method, headers, body, path = "GET", {}, None, None
     words = iter(words[1:])
     for word in words:
@@ -54,10 +63,11 @@ def _request(words: list[str], ids: dict[str, str]) -> tuple[str, str, dict, dic
             body = next(words)
         elif word.startswith("$COWRY"):
             path = word.removeprefix("$COWRY")
+    written = path
     for placeholder, value in ids.items():
         path = path.replace(placeholder, value)
         body = body.replace(placeholder, value) if body else body
-    return method, path, headers, json.loads(body) if body else None
+    return method, written, path, headers, json.loads(body) if body else None
 
 
 def test_the_readme_session_works_as_written(
@@ -68,8 +78,9 @@ def test_the_readme_session_works_as_written(
     assert len(commands) >= 10, "the README's curl session was not found"
     ids: dict[str, str] = {}
     answers = []
+    sent, read = {}, {}  # by the path as written: the bodies POSTed, the GETs' answers
     for words in commands:
-        method, path, headers, body = _request(words, ids)
+        method, written, path, headers, body = _request(words, ids)
         assert "<" not in path and "<" not in json.dumps(body), f"unfilled placeholder: {words}"
         with django_capture_on_commit_callbacks(execute=True):
             if method == "POST":
@@ -85,12 +96,22 @@ def test_the_readme_session_works_as_written(
             assert response.json()["error"]["reason"] == "transfer_not_relaunchable"
             continue
         assert 200 <= response.status_code < 300, (method, path, response.json())
-        if method == "POST" and path in ID_OF:
-            ids[ID_OF[path]] = response.json()["id"]
+        if method == "POST":
+            sent[written] = body
+        else:
+            read[written] = response.json()
+        if method == "POST" and written in ID_OF:
+            ids[ID_OF[written]] = response.json()["id"]
 
     assert set(ID_OF.values()) <= set(ids), answers
     payin = enabled_api.get(f"/payins/{ids['<payin_id>']}").json()
     assert payin["status"] == "completed"
     assert [h["status"] for h in payin["history"]] == ["created", "pending", "completed"]
+    # the refund step: the reads its comment names show it completed, the payin refunded
+    refund_id = ids["<refund_id>"]
+    assert read["/refunds/<refund_id>"]["status"] == "completed"
+    assert [r["id"] for r in read["/refunds"]["data"]] == [refund_id]
+    refunded = sent["/payins/<payin_id>/refunds"]["amount"]
+    assert (payin["refunded_amount"], payin["refunds"]) == (refunded, [refund_id])
     transfer = enabled_api.get(f"/transfers/{ids['<transfer_id>']}").json()
     assert transfer["status"] == "completed"

@@ -1,3 +1,4 @@
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -9,6 +10,7 @@ from django.utils import timezone
 from merchants import services
 from payments import services as payment_services
 from payments.models import ProviderDiscrepancy
+from tests.payments.conftest import create_customer, create_quote, payin_body
 
 
 def late_completion(
@@ -104,3 +106,18 @@ def shown_choices(spec, cl) -> list[str]:
         elif "display" in choice:
             shown.append(str(choice["display"]))
     return shown
+
+
+@pytest.fixture
+def completed_payin(enabled_api, django_capture_on_commit_callbacks) -> dict:
+    customer = create_customer(enabled_api)
+    with django_capture_on_commit_callbacks(execute=True):
+        payin = enabled_api.post(
+            "/payins", payin_body(create_quote(enabled_api, "payin"), customer)
+        ).json()
+    return enabled_api.get(f"/payins/{payin['id']}").json()
+
+
+def page_token(page) -> str:
+    """The one-time token of a payin's refund confirmation page."""
+    return re.search(r'name="token" value="([^"]+)"', page.content.decode()).group(1)

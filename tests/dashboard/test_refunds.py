@@ -6,19 +6,14 @@ import pytest
 
 from payments import selectors
 from payments.models import Refund
-from tests.payments.conftest import create_customer, create_quote, payin_body
+from tests.dashboard.conftest import page_token
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def completed_payin(enabled_api, django_capture_on_commit_callbacks) -> dict:
-    customer = create_customer(enabled_api)
-    with django_capture_on_commit_callbacks(execute=True):
-        payin = enabled_api.post(
-            "/payins", payin_body(create_quote(enabled_api, "payin"), customer)
-        ).json()
-    return enabled_api.get(f"/payins/{payin['id']}").json()
+def confirm(client, refund_url: str, data: dict):
+    """The confirmation page shown, then submitted with `data` and the page's one-time token."""
+    return client.post(refund_url, {**data, "token": page_token(client.get(refund_url))})
 
 
 def test_the_owner_refunds_a_payin_after_a_confirmation_saying_what_leaves_the_wallet(
@@ -34,7 +29,7 @@ def test_the_owner_refunds_a_payin_after_a_confirmation_saying_what_leaves_the_w
     assert "leaves your wallet" in text and "10000 XOF" in text
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = owner.post(refund_url, {"amount": "2500", "reason": "Order cancelled"})
+        response = confirm(owner, refund_url, {"amount": "2500", "reason": "Order cancelled"})
     refund = Refund.objects.get()
     assert response.status_code == 302
     assert response["Location"] == f"/admin/payments/refund/{refund.pk}/change/"
@@ -58,7 +53,7 @@ def test_a_refund_beyond_the_wallet_is_refused_on_the_confirmation_page(
     staff_client, enabled_merchant, completed_payin
 ):
     owner = staff_client(merchant=enabled_merchant, role="owner")
-    response = owner.post(f"/admin/payments/payin/{completed_payin['id']}/refund/", {})
+    response = confirm(owner, f"/admin/payments/payin/{completed_payin['id']}/refund/", {})
     assert response.status_code == 200
     assert "available balance is too low" in response.content.decode()
     assert Refund.objects.count() == 0
@@ -88,7 +83,7 @@ def test_support_sees_every_merchants_refunds_and_staff_only_their_own(
 ):
     owner = staff_client(merchant=enabled_merchant, role="owner")
     with django_capture_on_commit_callbacks(execute=True):
-        owner.post(f"/admin/payments/payin/{completed_payin['id']}/refund/", {"amount": "100"})
+        confirm(owner, f"/admin/payments/payin/{completed_payin['id']}/refund/", {"amount": "100"})
     refund = Refund.objects.get()
     page = f"/admin/payments/refund/{refund.pk}/change/"
     assert staff_client(support=True).get(page).status_code == 200
