@@ -181,6 +181,9 @@ def test_support_relaunches_a_failed_transfers_payout_from_its_page(
     history = wait_for(browser, "#content, main").text
     assert "Relaunch the payout. Reason: Recipient fixed their wallet (ticket 42)" in history
     assert "sam" in history
+    label_shown = "return getComputedStyle(arguments[0], '::before').display"
+    for cell in browser.find_elements(by("CSS_SELECTOR"), "tbody [data-label]"):
+        assert browser.execute_script(label_shown, cell) == "none"  # the header says it once
     shoot(browser, "support-transfer-history")
 
 
