@@ -204,4 +204,5 @@ def test_ops_see_the_platforms_totals(live_server, browser, enabled_merchant):
     assert "500,000 XAF" in totals
     assert "Ledger check" in totals
     assert browser.find_elements(by("CSS_SELECTOR"), "#worklist .worklist-item")
+    assert not browser.find_elements(by("CSS_SELECTOR"), ".module caption")  # the sidebar has them
     shoot(browser, "ops-home")
