@@ -138,6 +138,7 @@ def test_a_merchant_owner_walks_home_lists_team_and_two_factor(
     shoot(browser, "owner-two-factor-setup")
     browser.find_element(by("NAME"), "token").send_keys(f"{totp(key):06d}")
     submit(browser)
+    wait_for(browser, ".recovery-code")  # the click returns before the next page is there
     codes = [c.text for c in browser.find_elements(by("CSS_SELECTOR"), ".recovery-code")]
     assert len(codes) == 10 and all(re.fullmatch(r"\w+", code) for code in codes)
     shoot(browser, "owner-recovery-codes")
