@@ -26,6 +26,16 @@ def _eager_celery(settings):
     app.conf.task_always_eager = False
 
 
+@pytest.fixture(autouse=True)
+def _no_ledger_check_of_another_test():
+    """The ops home shows the last recorded check_ledger outcome: not one an earlier test left."""
+    from django.core.cache import cache
+
+    from payments.ledger.checks import LAST_CHECK_CACHE_KEY
+
+    cache.delete(LAST_CHECK_CACHE_KEY)
+
+
 @pytest.fixture
 def merchant(db):
     return MerchantFactory()

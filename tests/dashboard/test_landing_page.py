@@ -62,7 +62,6 @@ def test_ops_home_shows_the_last_ledger_check_the_command_or_beat_ran(db):
     from payments import tasks
     from payments.ledger.checks import LAST_CHECK_CACHE_KEY
 
-    cache.delete(LAST_CHECK_CACHE_KEY)
     get_user_model().objects.create_superuser("ops-home", "o@example.com", "ops-password-long")
     client = Client()
     assert client.login(username="ops-home", password="ops-password-long")
