@@ -1,6 +1,8 @@
 """Actions on a record's own page: a button, a confirmation page that says what happens to
 the money, a reason, then the service call; the action lands in the record's history (who,
-what, when, why).
+what, when, why). Each confirmation page carries a one-time token, the action's idempotency
+key (merchants.idempotency.run_keyed): sent twice (a double click, back and submit again), the
+action is done once and the second submit says so.
 
     @action(description="Mark failed", url_path="mark-failed", permissions=["support"])
     def mark_failed_detail(self, request, object_id):
@@ -8,6 +10,8 @@ what, when, why).
 
 listed in the admin's `actions_detail` (django-unfold draws the buttons)."""
 
+import re
+import secrets
 from collections.abc import Callable
 
 from django import forms
@@ -18,8 +22,18 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from rest_framework.response import Response
 
 from config.exceptions import DomainError
+from merchants import idempotency
+
+CONFIRMATION_TOKEN = re.compile(r"[A-Za-z0-9_-]{32}")
+KEY_PREFIX = "dashboard-action:"  # the key's namespace beside the merchant's API keys
+
+
+def confirmation_token() -> str:
+    """A new one-time token for a confirmation page (CONFIRMATION_TOKEN's shape)."""
+    return secrets.token_urlsafe(24)
 
 
 class ReasonForm(forms.Form):
@@ -44,19 +58,17 @@ def confirm_then(
     consequence: Callable[[models.Model], str],
     perform: Callable[[models.Model, str], str],
 ) -> HttpResponse:
-    """GET: the confirmation page. POST with a reason: `perform(obj, reason)`, whose return is
-    the message shown; a refusal (DomainError) is shown instead and changes nothing."""
+    """GET: the confirmation page. POST with a reason: `perform(obj, reason)` once per page
+    (its token), whose return is the message shown; a refusal (DomainError) is shown instead
+    and changes nothing."""
     obj = model_admin.get_object(request, object_id)  # scoped: another merchant's is a 404
     form = ReasonForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         reason = form.cleaned_data["reason"]
-        try:
-            done = perform(obj, reason)
-        except DomainError as error:
-            model_admin.message_user(request, error.message, messages.ERROR)
-        else:
-            model_admin.log_change(request, obj, f"{title}. Reason: {reason}")
-            model_admin.message_user(request, done, messages.SUCCESS)
+        level, message = _perform_once(
+            model_admin, request, obj, title=title, reason=reason, perform=perform
+        )
+        model_admin.message_user(request, message, level)
         return redirect(change_url(obj))
     context = {
         **model_admin.admin_site.each_context(request),
@@ -66,6 +78,42 @@ def confirm_then(
         "opts": model_admin.model._meta,
         "consequence": consequence(obj),
         "form": form,
+        "token": confirmation_token(),
         "cancel_url": change_url(obj),
     }
     return TemplateResponse(request, "admin/confirm_object_action.html", context)
+
+
+def _perform_once(
+    model_admin: ModelAdmin,
+    request: HttpRequest,
+    obj: models.Model,
+    *,
+    title: str,
+    reason: str,
+    perform: Callable[[models.Model, str], str],
+) -> tuple[int, str]:
+    """(message level, message) of the confirmation's submit: done now, done already by this
+    page's first submit, or refused."""
+    token = request.POST.get("token", "")
+    if not CONFIRMATION_TOKEN.fullmatch(token):
+        return messages.ERROR, "That confirmation page was out of date: nothing was done."
+    try:
+        response = idempotency.run_keyed(
+            merchant=obj.merchant,
+            key=KEY_PREFIX + token,
+            method="POST",
+            path=request.path,
+            body={"reason": reason},
+            handler=lambda: Response({"message": perform(obj, reason)}),
+        )
+    except idempotency.RequestInProgress:
+        return messages.WARNING, "This is already being done (the page was sent twice)."
+    except idempotency.IdempotencyKeyReused:
+        return messages.ERROR, "That page was already confirmed with another reason: nothing more."
+    except DomainError as error:
+        return messages.ERROR, error.message
+    if response.data["_meta"]["idempotency_replayed"]:
+        return messages.WARNING, f"Already done from this page: {response.data['message']}"
+    model_admin.log_change(request, obj, f"{title}. Reason: {reason}")
+    return messages.SUCCESS, response.data["message"]

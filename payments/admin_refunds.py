@@ -3,8 +3,6 @@ under the page's one-time token, taken as the refund's idempotency key (the API'
 merchants.idempotency.run_keyed): the same confirmation sent twice (a double click, or back
 and submit again) creates one refund, and the second submit shows it."""
 
-import re
-import secrets
 from decimal import Decimal
 
 from django import forms
@@ -18,13 +16,12 @@ from django.utils.html import format_html
 
 from config import money
 from config.exceptions import DomainError
-from merchants import dashboard, display, idempotency
+from merchants import dashboard, display, idempotency, object_actions
 from merchants.models import MembershipRole
 from payments import services, views
 from payments.models import Payin
 
 KEY_PREFIX = "dashboard-refund:"  # the key's namespace beside the merchant's API keys
-TOKEN = re.compile(r"[A-Za-z0-9_-]{32}")
 
 
 def may_refund(request, payin: Payin) -> bool:
@@ -121,7 +118,7 @@ class PayinRefunds:
             **self.admin_site.each_context(request),
             "title": "Refund the payin",
             "form": form,
-            "token": secrets.token_urlsafe(24),
+            "token": object_actions.confirmation_token(),
             "payin": payin,
             "payer": payin.source.get("phone") or payin.source.get("account_number", ""),
             "paid": money.format_amount(payin.send_amount),
@@ -134,7 +131,7 @@ class PayinRefunds:
         """The redirect to the refund the submit created (or its first submit did); None to
         show the page again with what was refused."""
         token = request.POST.get("token", "")
-        if not TOKEN.fullmatch(token):
+        if not object_actions.CONFIRMATION_TOKEN.fullmatch(token):
             form.add_error(None, "This page is out of date: check the amount and confirm again.")
             return None
         data = form.cleaned_data
