@@ -77,6 +77,12 @@ from payments.ledger.journals import (
     journal_exists,
     post_journal,
 )
+from payments.ledger.reservations import (
+    Reservation,
+    reservation_hold,
+    reservation_pay,
+    reservation_release,
+)
 
 __all__ = [
     "ADJUSTMENTS",
@@ -95,6 +101,7 @@ __all__ = [
     "DiscrepancyNotDebitable",
     "InsufficientBalance",
     "InvalidAdjustment",
+    "Reservation",
     "Settles",
     "UnbalancedJournal",
     "account_balances",
@@ -110,6 +117,9 @@ __all__ = [
     "provider_clearing",
     "provider_discrepancy_record",
     "provider_discrepancy_resolve",
+    "reservation_hold",
+    "reservation_pay",
+    "reservation_release",
     "settlement_register",
     "wallet_credit",
     "wallet_debit",

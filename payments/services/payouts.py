@@ -80,22 +80,18 @@ def payout_create(
             payout=payout, status=PayoutStatus.PENDING, created_at=now
         )
         payout.history_entries = [pending]
-        _payout_reserve(payout)
+        ledger.reservation_hold(_payout_reservation(payout))
         enqueue.submission_enqueue_on_commit(payout)
     return payout
 
 
-def _payout_reserve(payout: Payout) -> None:
-    """What the payout will take moves from the available to the reserved balance
-    (InsufficientBalance when it is short)."""
-    _payout_post(
-        payout,
-        kind="payout_reserved",
-        lines=[
-            (ledger.MERCHANT_AVAILABLE, -payout.debit_amount),
-            (ledger.MERCHANT_RESERVED, payout.debit_amount),
-        ],
-        at=None,  # when the wallet is locked: after any credit this debit relies on
+def _payout_reservation(payout: Payout) -> ledger.Reservation:
+    return ledger.Reservation(
+        merchant_id=payout.merchant_id,
+        currency=payout.send_currency,
+        resource_type="payout",
+        resource_id=payout.id,
+        amount=payout.debit_amount,
     )
 
 
@@ -161,41 +157,18 @@ def payout_transition(
 
 def _payout_settle(payout: Payout, *, at: datetime) -> None:
     """A completed payout: the reservation pays the provider's clearing and the fee."""
-    _payout_post(
-        payout,
-        kind="payout_completed",
-        lines=[
-            (ledger.MERCHANT_RESERVED, -payout.debit_amount),
-            (ledger.provider_clearing(payout.operator_code), payout.send_amount),
-            (ledger.FEE_REVENUE, payout.total_fee),
-        ],
+    ledger.reservation_pay(
+        _payout_reservation(payout),
+        operator_code=payout.operator_code,
+        paid=payout.send_amount,
+        fee=payout.total_fee,
         at=at,
     )
 
 
 def _payout_release(payout: Payout, *, at: datetime) -> None:
     """A failed payout: the reservation goes back to the available balance."""
-    _payout_post(
-        payout,
-        kind="payout_released",
-        lines=[
-            (ledger.MERCHANT_RESERVED, -payout.debit_amount),
-            (ledger.MERCHANT_AVAILABLE, payout.debit_amount),
-        ],
-        at=at,
-    )
-
-
-def _payout_post(payout: Payout, *, kind: str, lines: list, at: datetime | None) -> None:
-    ledger.post_journal(
-        merchant_id=payout.merchant_id,
-        currency=payout.send_currency,
-        kind=kind,
-        resource_type="payout",
-        resource_id=payout.id,
-        lines=lines,
-        at=at,
-    )
+    ledger.reservation_release(_payout_reservation(payout), at=at)
 
 
 def _payout_event_record(payout: Payout, *, at: datetime) -> None:

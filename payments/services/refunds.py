@@ -99,15 +99,7 @@ def refund_create(
             refund=refund, status=RefundStatus.PENDING, created_at=now
         )
         refund.history_entries = [pending]
-        _refund_post(
-            refund,
-            kind="refund_reserved",
-            lines=[
-                (ledger.MERCHANT_AVAILABLE, -refund.amount),
-                (ledger.MERCHANT_RESERVED, refund.amount),
-            ],
-            at=None,  # when the wallet is locked: after any credit this debit relies on
-        )
+        ledger.reservation_hold(_refund_reservation(refund))
         enqueue.submission_enqueue_on_commit(refund)
     return refund
 
@@ -187,42 +179,26 @@ def refund_transition(
         return refund
 
 
+def _refund_reservation(refund: Refund) -> ledger.Reservation:
+    return ledger.Reservation(
+        merchant_id=refund.merchant_id,
+        currency=refund.currency,
+        resource_type="refund",
+        resource_id=refund.id,
+        amount=refund.amount,
+    )
+
+
 def _refund_pay(refund: Refund, *, at: datetime) -> None:
     """A completed refund: the reservation pays the provider's clearing (no fee)."""
-    _refund_post(
-        refund,
-        kind="refund_completed",
-        lines=[
-            (ledger.MERCHANT_RESERVED, -refund.amount),
-            (ledger.provider_clearing(refund.operator_code), refund.amount),
-        ],
-        at=at,
+    ledger.reservation_pay(
+        _refund_reservation(refund), operator_code=refund.operator_code, paid=refund.amount, at=at
     )
 
 
 def _refund_release(refund: Refund, *, at: datetime) -> None:
     """A failed refund: the reservation goes back to the available balance."""
-    _refund_post(
-        refund,
-        kind="refund_released",
-        lines=[
-            (ledger.MERCHANT_RESERVED, -refund.amount),
-            (ledger.MERCHANT_AVAILABLE, refund.amount),
-        ],
-        at=at,
-    )
-
-
-def _refund_post(refund: Refund, *, kind: str, lines: list, at: datetime | None) -> None:
-    ledger.post_journal(
-        merchant_id=refund.merchant_id,
-        currency=refund.currency,
-        kind=kind,
-        resource_type="refund",
-        resource_id=refund.id,
-        lines=lines,
-        at=at,
-    )
+    ledger.reservation_release(_refund_reservation(refund), at=at)
 
 
 def _refund_event_record(refund: Refund, *, at: datetime) -> None:
