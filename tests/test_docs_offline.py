@@ -1,10 +1,11 @@
 """/docs renders in a headless Chromium with the network off: every asset comes from
 the service itself (drf-spectacular-sidecar), none from a CDN."""
 
-import shutil
 from urllib.parse import urlsplit
 
 import pytest
+
+from tests.browsers import headless_chromium
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,32 +19,8 @@ OFFLINE_FLAGS = (
 
 @pytest.fixture
 def offline_browser():
-    chromium = shutil.which("chromium")
-    chromedriver = shutil.which("chromedriver")
-    if not (chromium and chromedriver):
-        pytest.skip("Debian's chromium and chromium-driver are not installed (bin/ensure_browser)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,900",
-        *OFFLINE_FLAGS,
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    with headless_chromium(*OFFLINE_FLAGS, width=1280) as driver:
+        yield driver
 
 
 def _operation_count(client) -> int:

@@ -1,5 +1,4 @@
 import re
-import shutil
 import uuid
 from pathlib import Path
 
@@ -10,6 +9,7 @@ from django.utils import timezone
 from merchants import services
 from payments import services as payment_services
 from payments.models import ProviderDiscrepancy
+from tests.browsers import headless_chromium
 from tests.payments.conftest import create_customer, create_quote, payin_body
 
 
@@ -68,32 +68,8 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 @pytest.fixture
 def browser():
-    chromium = shutil.which("chromium")
-    chromedriver = shutil.which("chromedriver")
-    if not (chromium and chromedriver):
-        pytest.skip("Debian's chromium and chromium-driver are not installed (bin/ensure_browser)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,900",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    with headless_chromium() as driver:
+        yield driver
 
 
 def shown_choices(spec, cl) -> list[str]:
