@@ -62,3 +62,24 @@ def at_once(work, runs: int) -> None:
     for thread in threads:
         thread.join(timeout=60)
     assert not errors, errors
+
+
+def together(work, count: int) -> list:
+    """`work(index)` in `count` threads released at the same moment, each on its own database
+    connection; their results by index (None for one that raised)."""
+    barrier = threading.Barrier(count, timeout=60)
+    results = [None] * count
+
+    def run(index):
+        try:
+            barrier.wait()
+            results[index] = work(index)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results

@@ -1,13 +1,12 @@
 """Real threads on PostgreSQL: the row locks, not luck, keep the ledger right."""
 
-import threading
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 
 from payments import ledger, selectors
 from payments.models import Payin, Payout
+from tests.locks import together
 from tests.payments.conftest import (
     SILENT_PHONE,
     create_customer,
@@ -21,25 +20,6 @@ from tests.support import MerchantClient
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _run_together(work, count):
-    barrier = threading.Barrier(count, timeout=60)
-    results = [None] * count
-
-    def run(index):
-        try:
-            barrier.wait()
-            results[index] = work(index)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
-
-
 def test_concurrent_payouts_never_overdraw_the_wallet(enabled_merchant):
     api = MerchantClient(enabled_merchant)
     customer = create_customer(api)
@@ -51,7 +31,7 @@ def test_concurrent_payouts_never_overdraw_the_wallet(enabled_merchant):
         response = clients[i].post("/payouts", payout_body(quotes[i], customer, SILENT_PHONE))
         return response.status_code, response.json()
 
-    results = _run_together(work, 5)
+    results = together(work, 5)
 
     created = [body for status, body in results if status == 201]
     refused = [body for status, body in results if status == 400]
@@ -76,7 +56,7 @@ def test_two_payments_racing_for_one_quote_have_exactly_one_winner(enabled_merch
         response = clients[i].post("/payins", payin_body(quote, customer, SILENT_PHONE))
         return response.status_code, response.json()
 
-    results = _run_together(work, 4)
+    results = together(work, 4)
 
     statuses = sorted(status for status, _ in results)
     assert statuses == [201, 400, 400, 400], results
@@ -108,7 +88,7 @@ def test_concurrent_provider_answers_post_the_ledger_once(enabled_merchant):
             reason="" if i % 2 == 0 else "provider_declined",
         )
 
-    _run_together(work, 6)
+    together(work, 6)
 
     payout = Payout.objects.get(pk=payout_id)
     assert payout.status in ("completed", "failed")
@@ -143,7 +123,7 @@ def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_me
             return "refused"
         return "marked"
 
-    assert sorted(_run_together(work, 4)) == ["marked", "refused", "refused", "refused"]
+    assert sorted(together(work, 4)) == ["marked", "refused", "refused", "refused"]
     assert Payout.objects.get(pk=payout_id).history.count() == 2
     assert AuditLogEntry.objects.filter(target=payout_id).count() == 1
     assert Event.objects.filter(data_id=payout_id).count() == 1
@@ -182,7 +162,7 @@ def test_provider_answers_and_new_payouts_on_one_merchant_never_deadlock(enabled
             return 200
         return clients[i].post("/payouts", payout_body(payout_quotes[i // 2], customer)).status_code
 
-    statuses = _run_together(work, 12)
+    statuses = together(work, 12)
 
     assert statuses.count(201) == 6
     assert Payin.objects.filter(pk__in=payin_ids, status="completed").count() == 6

@@ -1,14 +1,13 @@
 """Real threads on PostgreSQL: concurrent refunds never exceed their payin nor the wallet."""
 
-import threading
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 from django.db.models import Sum
 
 from payments import selectors, services
 from payments.models import Payin, Payout, Refund
+from tests.locks import together
 from tests.payments.conftest import (
     SILENT_PHONE,
     SN_PHONE,
@@ -21,25 +20,6 @@ from tests.payments.conftest import (
 from tests.support import MerchantClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _run_together(work, count):
-    barrier = threading.Barrier(count, timeout=60)
-    results = [None] * count
-
-    def run(index):
-        try:
-            barrier.wait()
-            results[index] = work(index)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
 
 
 def _completed_payin(api, customer, phone: str = SN_PHONE) -> str:
@@ -62,7 +42,7 @@ def test_ten_concurrent_refunds_of_one_payin_never_refund_more_than_it(enabled_m
         response = clients[i].post(f"/payins/{payin_id}/refunds", {"amount": "3000"})
         return response.status_code, response.json()
 
-    results = _run_together(work, 10)
+    results = together(work, 10)
 
     created = [body for status, body in results if status == 201]
     refused = [body for status, body in results if status == 400]
@@ -93,7 +73,7 @@ def test_concurrent_refunds_and_payouts_never_overdraw_the_wallet(enabled_mercha
         response = clients[i].post(path, body)
         return response.status_code, response.json()
 
-    results = _run_together(work, 6)
+    results = together(work, 6)
 
     created = [body for status, body in results if status == 201]
     refused = [body for status, body in results if status == 400]
