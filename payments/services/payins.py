@@ -12,7 +12,7 @@ from config import money
 from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import Payin, PayinHistory, PayinStatus
-from payments.services import enqueue, parties
+from payments.services import enqueue, parties, transitions
 from payments.services.transitions import InvalidTransition, late_answer_ignored
 from quotes import services as quote_services
 from quotes.models import FlowType
@@ -115,42 +115,15 @@ def payin_move_locked(
 ) -> Payin:
     """payin_transition's move of a payin whose row the caller's transaction has just locked
     (the submission, which decides under the same lock whether to move it)."""
-    if payin.status == to:
-        if provider_reference and not payin.provider_reference:
-            payin.provider_reference = provider_reference
-            payin.save(update_fields=["provider_reference"])
-        return payin
-    if to not in PAYIN_ALLOWED.get(payin.status, ()):
-        raise InvalidTransition(f"A {payin.status} payin cannot become {to}.")
-    fields = _payin_moved(payin, to=to, reason=reason, at=at, provider_reference=provider_reference)
-    payin.save(update_fields=fields)
-    PayinHistory.objects.create(payin=payin, status=to, reason=reason, created_at=at)
-    for effect in _PAYIN_EFFECTS.get(to, ()):
-        effect(payin, at=at)
-    return payin
-
-
-def _payin_moved(
-    payin: Payin, *, to: str, reason: str, at: datetime, provider_reference: str
-) -> list[str]:
-    """Set what a move of the payin to `to` changes on the instance; returns those fields."""
-    fields = ["status", "updated_at"]
-    if provider_reference and not payin.provider_reference:
-        payin.provider_reference = provider_reference
-        fields.append("provider_reference")
-    payin.status = to
-    payin.updated_at = at
-    if to == PayinStatus.PENDING:
-        payin.submitted_at = at
-        fields.append("submitted_at")
-    elif to == PayinStatus.COMPLETED:
-        payin.completed_at = at
-        fields.append("completed_at")
-    elif to == PayinStatus.FAILED:
-        payin.failed_at = at
-        payin.failure_reason = reason
-        fields += ["failed_at", "failure_reason"]
-    return fields
+    return transitions.payment_move_locked(
+        payin,
+        to=to,
+        reason=reason,
+        at=at,
+        provider_reference=provider_reference,
+        allowed=PAYIN_ALLOWED,
+        effects=_PAYIN_EFFECTS,
+    )
 
 
 def _payin_post_completion(payin: Payin, *, at: datetime) -> None:

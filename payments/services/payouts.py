@@ -13,7 +13,7 @@ from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import Payout, PayoutHistory, PayoutStatus
-from payments.services import enqueue, parties
+from payments.services import enqueue, parties, transitions
 from payments.services.transitions import (
     REASON_MARKED_FAILED,
     InvalidTransition,
@@ -129,30 +129,15 @@ def payout_transition(
         payout = Payout.objects.select_for_update(of=("self",)).filter(pk=payout_id).first()
         if payout is None:
             raise Payout.DoesNotExist(f"No payout {payout_id}.")
-        fields = ["status", "updated_at"]
-        if provider_reference and not payout.provider_reference:
-            payout.provider_reference = provider_reference
-            fields.append("provider_reference")
-        if payout.status == to:
-            if len(fields) > 2:
-                payout.save(update_fields=fields[2:])
-            return payout
-        if to not in PAYOUT_ALLOWED.get(payout.status, ()):
-            raise InvalidTransition(f"A {payout.status} payout cannot become {to}.")
-        payout.status = to
-        payout.updated_at = at
-        if to == PayoutStatus.COMPLETED:
-            payout.completed_at = at
-            fields.append("completed_at")
-        else:
-            payout.failed_at = at
-            payout.failure_reason = reason
-            fields += ["failed_at", "failure_reason"]
-        payout.save(update_fields=fields)
-        PayoutHistory.objects.create(payout=payout, status=to, reason=reason, created_at=at)
-        for effect in _PAYOUT_EFFECTS[to]:
-            effect(payout, at=at)
-        return payout
+        return transitions.payment_move_locked(
+            payout,
+            to=to,
+            reason=reason,
+            at=at,
+            provider_reference=provider_reference,
+            allowed=PAYOUT_ALLOWED,
+            effects=_PAYOUT_EFFECTS,
+        )
 
 
 def _payout_settle(payout: Payout, *, at: datetime) -> None:

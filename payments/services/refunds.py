@@ -15,7 +15,7 @@ from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import Payin, PayinStatus, Refund, RefundHistory, RefundStatus
 from payments.selectors import PayinNotFound
-from payments.services import enqueue, parties
+from payments.services import enqueue, parties, transitions
 from payments.services.transitions import InvalidTransition, late_answer_ignored
 from webhooks import services as webhook_services
 
@@ -153,30 +153,15 @@ def refund_transition(
         refund = Refund.objects.select_for_update(of=("self",)).filter(pk=refund_id).first()
         if refund is None:
             raise Refund.DoesNotExist(f"No refund {refund_id}.")
-        fields = ["status", "updated_at"]
-        if provider_reference and not refund.provider_reference:
-            refund.provider_reference = provider_reference
-            fields.append("provider_reference")
-        if refund.status == to:
-            if len(fields) > 2:
-                refund.save(update_fields=fields[2:])
-            return refund
-        if to not in REFUND_ALLOWED.get(refund.status, ()):
-            raise InvalidTransition(f"A {refund.status} refund cannot become {to}.")
-        refund.status = to
-        refund.updated_at = at
-        if to == RefundStatus.COMPLETED:
-            refund.completed_at = at
-            fields.append("completed_at")
-        else:
-            refund.failed_at = at
-            refund.failure_reason = reason
-            fields += ["failed_at", "failure_reason"]
-        refund.save(update_fields=fields)
-        RefundHistory.objects.create(refund=refund, status=to, reason=reason, created_at=at)
-        for effect in _REFUND_EFFECTS[to]:
-            effect(refund, at=at)
-        return refund
+        return transitions.payment_move_locked(
+            refund,
+            to=to,
+            reason=reason,
+            at=at,
+            provider_reference=provider_reference,
+            allowed=REFUND_ALLOWED,
+            effects=_REFUND_EFFECTS,
+        )
 
 
 def _refund_reservation(refund: Refund) -> ledger.Reservation:

@@ -1,7 +1,9 @@
-"""What the payin, payout and refund state machines share: their refusal, the reasons they record,
-the provider's callbacks, and what a late answer leaves behind."""
+"""What the payin, payout and refund state machines share: the locked move itself, their
+refusal, the reasons they record, the provider's callbacks, and what a late answer leaves
+behind."""
 
 import logging
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from config.exceptions import DomainError
@@ -21,11 +23,62 @@ REASON_MARKED_FAILED = "marked_failed_by_support"
 
 TERMINAL = {"completed", "failed"}
 
+Payment = Payin | Payout | Refund
+Effects = Mapping[str, tuple[Callable[..., None], ...]]
+
+# What a move to each status writes beside status and updated_at.
+_STAMPED = {
+    "pending": ("submitted_at",),
+    "completed": ("completed_at",),
+    "failed": ("failed_at", "failure_reason"),
+}
+
 
 class InvalidTransition(DomainError):
     status = 409
     reason = "invalid_transition"
     message = "The resource cannot move to that status."
+
+
+def payment_move_locked(
+    payment: Payment,
+    *,
+    to: str,
+    reason: str,
+    at: datetime,
+    provider_reference: str,
+    allowed: Mapping[str, set[str]],
+    effects: Effects,
+) -> Payment:
+    """Move a payment whose row the caller's transaction has locked: check the move against
+    `allowed` (InvalidTransition), write the status, its time and its history row, then apply
+    `effects[to]` (each `effect(payment, at=at)`). Moving to the current status changes
+    nothing but keeps a provider reference the payment did not have."""
+    fields = ["status", "updated_at"]
+    if provider_reference and not payment.provider_reference:
+        payment.provider_reference = provider_reference
+        fields.append("provider_reference")
+    if payment.status == to:
+        if len(fields) > 2:
+            payment.save(update_fields=fields[2:])
+        return payment
+    if to not in allowed.get(payment.status, ()):
+        kind = payment._meta.model_name
+        raise InvalidTransition(f"A {payment.status} {kind} cannot become {to}.")
+    payment.status = to
+    payment.updated_at = at
+    if to == "pending":
+        payment.submitted_at = at
+    elif to == "completed":
+        payment.completed_at = at
+    else:
+        payment.failed_at = at
+        payment.failure_reason = reason
+    payment.save(update_fields=[*fields, *_STAMPED[to]])
+    payment.history.create(status=to, reason=reason, created_at=at)
+    for effect in effects.get(to, ()):
+        effect(payment, at=at)
+    return payment
 
 
 def late_answer_ignored(
