@@ -95,5 +95,5 @@ def completed_payin(enabled_api, django_capture_on_commit_callbacks) -> dict:
 
 
 def page_token(page) -> str:
-    """The one-time token of a payin's refund confirmation page."""
+    """The one-time token of a confirmation page (a refund, an action on a record's page)."""
     return re.search(r'name="token" value="([^"]+)"', page.content.decode()).group(1)

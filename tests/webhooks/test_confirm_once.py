@@ -1,18 +1,13 @@
 """A confirmation page on a record's page does its action once however often it is sent: its
 one-time token is the action's idempotency key (merchants.object_actions)."""
 
-import re
-
 import pytest
 from django.contrib.admin.models import LogEntry
 
+from tests.dashboard.conftest import page_token
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
-
-
-def page_token(page) -> str:
-    return re.search(r'name="token" value="([^"]+)"', page.content.decode()).group(1)
 
 
 def test_a_test_event_confirmed_twice_is_sent_once_and_the_second_submit_says_so(
