@@ -132,26 +132,20 @@ class PayoutStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class _Payment(models.Model):
-    """What payins and payouts share: the quote's locked amounts and routing, the provider leg."""
+class _ProviderLeg(models.Model):
+    """What payins, payouts and refunds share: the operator's leg, its provider call and times."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    send_amount = models.DecimalField(**AMOUNT)
-    send_currency = models.CharField(max_length=3)
-    receive_amount = models.DecimalField(**AMOUNT)
-    receive_currency = models.CharField(max_length=3)
-    total_fee = models.DecimalField(**AMOUNT)
     country_code = models.CharField(max_length=2)
     rail_type = models.CharField(max_length=16)
     operator_code = models.CharField(max_length=64)
     wallet_impact = models.JSONField(default=dict)
-    pricing = models.JSONField(default=dict)
     provider_reference = models.CharField(max_length=64, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     provider_timeout_at = models.DateTimeField(
         help_text=(
             "Due time: still not final then, the sweep asks the provider and, without an "
-            "answer, fails it with provider_timeout (a payout it cannot ask about waits)."
+            "answer, fails it with provider_timeout (a disbursement it cannot ask about waits)."
         )
     )
     completed_at = models.DateTimeField(null=True, blank=True)
@@ -159,6 +153,20 @@ class _Payment(models.Model):
     failure_reason = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+
+    class Meta:
+        abstract = True
+
+
+class _Payment(_ProviderLeg):
+    """What payins and payouts share beside the provider leg: the quote's locked amounts."""
+
+    send_amount = models.DecimalField(**AMOUNT)
+    send_currency = models.CharField(max_length=3)
+    receive_amount = models.DecimalField(**AMOUNT)
+    receive_currency = models.CharField(max_length=3)
+    total_fee = models.DecimalField(**AMOUNT)
+    pricing = models.JSONField(default=dict)
 
     class Meta:
         abstract = True
@@ -361,11 +369,10 @@ class RefundStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class Refund(models.Model):
+class Refund(_ProviderLeg):
     """Money returned to the payer of a completed payin: `amount` is reserved from the wallet at
     creation, paid to the payin's source as a disbursement, released if it fails."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     merchant = models.ForeignKey(
         Merchant, on_delete=models.PROTECT, related_name="refunds", db_index=False
     )  # refund_merchant_page leads with it
@@ -380,23 +387,6 @@ class Refund(models.Model):
     currency = models.CharField(max_length=3)
     reason = models.CharField(max_length=255, blank=True)
     recipient = models.JSONField(default=dict, help_text="The payin's payer: phone or bank fields.")
-    country_code = models.CharField(max_length=2)
-    rail_type = models.CharField(max_length=16)
-    operator_code = models.CharField(max_length=64)
-    wallet_impact = models.JSONField(default=dict)
-    provider_reference = models.CharField(max_length=64, blank=True)
-    submitted_at = models.DateTimeField(null=True, blank=True)
-    provider_timeout_at = models.DateTimeField(
-        help_text=(
-            "Due time: still pending then, the sweep asks the provider and, with no answer, "
-            "fails it with provider_timeout (one it cannot ask about waits)."
-        )
-    )
-    completed_at = models.DateTimeField(null=True, blank=True)
-    failed_at = models.DateTimeField(null=True, blank=True)
-    failure_reason = models.CharField(max_length=64, blank=True)
-    created_at = models.DateTimeField()
-    updated_at = models.DateTimeField()
 
     class Meta:
         ordering = ["-created_at"]
