@@ -5,6 +5,7 @@ web reads one key, with no round trip through the broker to the workers on each 
 
 import socket
 
+from celery import current_app
 from django.conf import settings
 from django.core.cache import caches
 from django.db import connection
@@ -33,10 +34,8 @@ def database_check() -> str:
 
 
 def broker_check() -> str:
-    from config.celery import app
-
     try:
-        with app.connection_for_write() as conn:
+        with current_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
     except Exception as exc:
         return _failed(exc)

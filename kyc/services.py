@@ -2,6 +2,7 @@
 
 import logging
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -11,6 +12,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Max
 
+from config import jobs
 from config.exceptions import DomainError
 from config.fields import country_date
 from customers.models import Customer, KycStatus
@@ -28,6 +30,9 @@ from merchants import services as merchant_services
 from merchants.models import Merchant
 
 logger = logging.getLogger("cowry.kyc")
+
+FETCH_DOCUMENT = "kyc.tasks.fetch_kyc_document"
+REVIEW_SUBMISSION = "kyc.tasks.review_kyc_submission"
 
 DOCUMENT_FIELDS = (
     "document_type",
@@ -47,8 +52,6 @@ def kyc_submit(
     """Record a new submission (documents validated by KycSubmitInput), put the customer in
     review (kyc_status pending) and fetch each document's files after commit. A submission
     while an earlier one is still in review supersedes it."""
-    from kyc import tasks
-
     with transaction.atomic():
         customer = (
             Customer.objects.select_for_update(no_key=True)
@@ -84,11 +87,8 @@ def kyc_submit(
             submission_id=submission.id,
         )
         for document in created:
-            document_id = str(document.id)
             transaction.on_commit(
-                lambda document_id=document_id: tasks.fetch_kyc_document.delay(
-                    document_id=document_id
-                )
+                partial(jobs.enqueue, FETCH_DOCUMENT, document_id=str(document.id))
             )
         return selectors.KycState(
             customer_id=customer.id, kyc_status=customer.kyc_status, documents=created
@@ -173,17 +173,17 @@ def _schedule_review_when_settled(*, submission_id: UUID) -> None:
     """Inside the caller's transaction: enqueue the review (after commit, with the review
     delay) once no document of the submission waits for its files. The review is idempotent,
     so a second schedule from a repeated fetch does no harm."""
-    from kyc import tasks
-
     submission = KycSubmission.objects.get(pk=submission_id)
     if submission.outcome != SubmissionOutcome.PENDING:
         return
     if submission.documents.filter(status=DocumentStatus.UPLOADED).exists():
         return
     transaction.on_commit(
-        lambda: tasks.review_kyc_submission.apply_async(
-            kwargs={"submission_id": str(submission_id)},
+        partial(
+            jobs.enqueue,
+            REVIEW_SUBMISSION,
             countdown=settings.KYC_REVIEW_DELAY_SECONDS,
+            submission_id=str(submission_id),
         )
     )
 
@@ -292,8 +292,6 @@ def kyc_resume_stalled(*, now: datetime, grace: timedelta = KYC_STALL_GRACE) -> 
     """Beat sweep: a submission still pending `grace` after it arrived lost its fetch or review
     message (broker down, worker killed). Enqueue the work again; both tasks are idempotent.
     Returns how many submissions were resumed."""
-    from kyc import tasks
-
     stalled = KycSubmission.objects.filter(
         outcome=SubmissionOutcome.PENDING, created_at__lt=now - grace
     ).prefetch_related("documents")
@@ -302,9 +300,9 @@ def kyc_resume_stalled(*, now: datetime, grace: timedelta = KYC_STALL_GRACE) -> 
         waiting = [d for d in submission.documents.all() if d.status == DocumentStatus.UPLOADED]
         try:
             for document in waiting:
-                tasks.fetch_kyc_document.delay(document_id=str(document.id))
+                jobs.enqueue(FETCH_DOCUMENT, document_id=str(document.id))
             if not waiting:
-                tasks.review_kyc_submission.delay(submission_id=str(submission.id))
+                jobs.enqueue(REVIEW_SUBMISSION, submission_id=str(submission.id))
         except Exception:  # broker still away: the next sweep tries again
             logger.warning("Could not enqueue stalled KYC submission %s", submission.id)
             continue

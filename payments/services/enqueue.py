@@ -6,6 +6,7 @@ import logging
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerError
 
+from config import jobs
 from payments.models import Payin, Payout, Refund
 
 logger = logging.getLogger("cowry.payments")
@@ -14,15 +15,13 @@ logger = logging.getLogger("cowry.payments")
 def submission_enqueue(payment: Payin | Payout | Refund) -> None:
     """Enqueue the payment's provider submission. A broker that is down must not turn a
     committed payment into a 500: the sweep of lost submissions resubmits it."""
-    from payments import tasks
-
     try:
         if isinstance(payment, Payin):
-            tasks.submit_payin.delay(payin_id=str(payment.id))
+            jobs.enqueue("payments.tasks.submit_payin", payin_id=str(payment.id))
         elif isinstance(payment, Refund):
-            tasks.submit_refund.delay(refund_id=str(payment.id))
+            jobs.enqueue("payments.tasks.submit_refund", refund_id=str(payment.id))
         else:
-            tasks.submit_payout.delay(payout_id=str(payment.id))
+            jobs.enqueue("payments.tasks.submit_payout", payout_id=str(payment.id))
     except BrokerError:
         logger.warning(
             "Broker unreachable; %s %s left to the sweep of lost submissions",

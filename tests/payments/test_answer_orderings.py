@@ -527,7 +527,7 @@ def test_a_transfer_whose_collection_is_submitted_while_the_sweep_looks_has_one_
 
     api = MerchantClient(enabled_merchant)
     with monkeypatch.context() as lost:  # the collection's enqueue after commit is lost
-        lost.setattr(transfer_tasks.submit_transfer_collection, "delay", lambda **_: None)
+        lost.setattr(transfer_tasks.submit_transfer_collection, "apply_async", lambda **_: None)
         transfer = _transfer(api)
     assert transfer.status == "pending"
     _due(Transfer, transfer.id, "leg_timeout_at")
@@ -595,7 +595,7 @@ def test_a_collection_submission_that_finds_the_sweep_has_failed_its_transfer_st
 
     api = MerchantClient(enabled_merchant)
     with monkeypatch.context() as lost:  # the collection's enqueue after commit is lost
-        lost.setattr(transfer_tasks.submit_transfer_collection, "delay", lambda **_: None)
+        lost.setattr(transfer_tasks.submit_transfer_collection, "apply_async", lambda **_: None)
         transfer = _transfer(api)
     _due(Transfer, transfer.id, "leg_timeout_at")
     due = Transfer.objects.get(pk=transfer.id).leg_timeout_at

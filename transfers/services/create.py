@@ -5,11 +5,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 from uuid import UUID
 
 from django.db import transaction
 
+from config import jobs
 from config.exceptions import DomainError
 from customers import selectors as customer_selectors
 from customers.models import Customer, KycStatus
@@ -215,8 +217,6 @@ def _operator_columns(*, payer: Operator, recipient: Operator) -> dict[str, str]
 
 def _created_record(transfer: Transfer, *, at: datetime) -> None:
     """The new transfer's first history row; its collection is submitted after commit."""
-    from transfers import tasks
-
     TransferHistory.objects.create(
         transfer=transfer,
         status=transfer.status,
@@ -225,9 +225,10 @@ def _created_record(transfer: Transfer, *, at: datetime) -> None:
         reason=REASON_CREATED,
         created_at=at,
     )
-    transfer_id = str(transfer.id)
     transaction.on_commit(
-        lambda: tasks.submit_transfer_collection.delay(transfer_id=transfer_id),
+        partial(
+            jobs.enqueue, "transfers.tasks.submit_transfer_collection", transfer_id=str(transfer.id)
+        ),
         robust=True,  # a committed transfer is never a 500; the sweep resubmits
     )
 

@@ -10,11 +10,13 @@ events and posts its journals in the transaction that makes it.
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
 from django.db import transaction
 
+from config import jobs
 from config.exceptions import DomainError
 from payments import services as payment_services
 from transfers.models import (
@@ -297,11 +299,14 @@ def _history_write(
 
 
 def _disbursement_submit_on_commit(transfer: Transfer) -> None:
-    from transfers import tasks
-
     transfer_id, attempt = str(transfer.id), transfer.disbursement_attempt
     transaction.on_commit(
-        lambda: tasks.submit_transfer_disbursement.delay(transfer_id=transfer_id, attempt=attempt),
+        partial(
+            jobs.enqueue,
+            "transfers.tasks.submit_transfer_disbursement",
+            transfer_id=transfer_id,
+            attempt=attempt,
+        ),
         robust=True,  # a broker hiccup is not a failed move: the sweep resubmits
     )
 

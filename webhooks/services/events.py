@@ -13,6 +13,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from kombu.exceptions import OperationalError as BrokerError
 
+from config import jobs
 from config.exceptions import NotFound
 from config.fields import format_timestamp
 from config.transactions import joined_atomic
@@ -52,10 +53,8 @@ def _json_safe(value: Any) -> Any:
 def delivery_enqueue(delivery_id: UUID, *, eta: datetime | None = None) -> None:
     """Hand one delivery to the `webhooks` queue (at `eta`, if given). A broker that is down
     loses nothing: the delivery is in the database and the beat sweep sends it."""
-    from webhooks import tasks
-
     try:
-        tasks.deliver_webhook.apply_async(kwargs={"delivery_id": str(delivery_id)}, eta=eta)
+        jobs.enqueue("webhooks.tasks.deliver_webhook", eta=eta, delivery_id=str(delivery_id))
     except BrokerError:
         logger.warning("Broker unavailable; delivery %s left to the sweep", delivery_id)
 
