@@ -7,6 +7,7 @@ listed beside it). Numbers ported to another network keep their prefix: the pred
 prefix's network, as every provider's is.
 """
 
+import re
 from dataclasses import dataclass
 
 import phonenumbers
@@ -19,6 +20,9 @@ from quotes.models import Operator, RailType
 
 # Longer than any number written with separators; phonenumbers itself refuses past 250.
 MAX_PHONE_LENGTH = 64
+# A number as people write it: one +, the country code, digits and separators. phonenumbers
+# alone would also take "++221...", "tel:+221..." and an extension ("ext 5", ";ext=5").
+WRITTEN_NUMBER = re.compile(r"\s*\(?\+\d[\d ().-]*\s*")
 
 
 class PhoneInvalid(DomainError):
@@ -90,7 +94,7 @@ def network_names_claimed_elsewhere(
 
 def _parse(phone: str) -> phonenumbers.PhoneNumber:
     message = PhoneInvalid.message
-    if len(phone) > MAX_PHONE_LENGTH:
+    if len(phone) > MAX_PHONE_LENGTH or not WRITTEN_NUMBER.fullmatch(phone):
         raise PhoneInvalid(message, fields={"phone": [message]})
     try:
         number = phonenumbers.parse(phone, None)  # no default region: + and country code

@@ -128,7 +128,10 @@ class OperatorPredictInput(InputSerializer):
 
     phone = StrictCharField(
         allow_blank=True,  # refused as phone_invalid, as any other text that is not a number
-        help_text="The number in international form: + and country code (E.164 recommended).",
+        help_text=(
+            "The number in international form: one +, the country code and the number; spaces,"
+            " dots, hyphens and parentheses allowed, no extension (E.164 recommended)."
+        ),
     )
 
 

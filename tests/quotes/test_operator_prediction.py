@@ -125,6 +125,11 @@ def test_a_valid_number_outside_the_catalog_is_operator_unknown(enabled_api, pho
         "+2376700012345",  # one digit too many
         "+22997001234",  # Benin's former 8-digit plan, retired for the 10-digit one
         "+237 67 000 12 34 ext. wat",
+        "+237 67 000 12 34 ext 5",  # a valid number with an extension: not a wallet's
+        "+237670001234;ext=5",
+        "++237670001234",
+        "tel:+237670001234",
+        "+237670001234 +",
         "+0123456789",
         "9" * 300,
     ],
