@@ -98,8 +98,15 @@ while time.monotonic() - started < {seconds}:
     made += 1
     time.sleep(max(0.0, started + made / {rate} - time.monotonic()))
 print(json.dumps({{"payins": made, "backend_ms": backend_ms() - backend_before,
-                  "producer_ms": own_ms() - own_before}}))
+                  "backend_pid": backend, "producer_ms": own_ms() - own_before}}))
 """
+
+
+def _wait_gone(pid: int, timeout: float = 10) -> None:
+    """Until process `pid` has exited (a backend outlives its client's exit by a moment)."""
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _open_work() -> int:
@@ -168,6 +175,7 @@ def main() -> int:
             .splitlines()[-1]
         )
         left = _wait_drained(deadline=time.monotonic() + 120)
+        _wait_gone(produced["backend_pid"])  # the producer's backend is then in neither reading
         after, redis_after = stack.cpu_ticks(), redis_ms()
 
         payins = produced["payins"]
@@ -193,7 +201,7 @@ def main() -> int:
                 "worker main process": per_payin(
                     (_cpu_ticks(worker) - per_process[worker]) * 1000 / tick
                 ),
-                "postgres": per_payin(spent("postgres (cowry_bench)") - produced["backend_ms"]),
+                "postgres": per_payin(spent("postgres (cowry_bench)")),
                 "redis": per_payin(redis_after - redis_before),
                 "receiver": per_payin(spent("receiver")),
             },
