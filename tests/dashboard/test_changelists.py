@@ -264,8 +264,6 @@ def _plan_without_sorting(sql: str) -> str:
 def test_a_changelists_page_is_read_in_an_indexs_order_not_sorted(
     worlds, staff_client, page, table, who
 ):
-    if connection.vendor != "postgresql":
-        pytest.skip("reads PostgreSQL's plan")
     client = (
         staff_client(support=True)
         if who == "support"

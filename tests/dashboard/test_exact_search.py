@@ -128,8 +128,6 @@ def test_merchant_staff_find_their_own_row_by_its_id_and_never_anothers(
 def test_a_pasted_ids_rows_are_read_through_an_index(referenced, staff_client, model):
     """Support's search, the one over every merchant's rows. (Merchant staff's narrows by the
     merchant first: on a test's few rows the planner reads them all through its index.)"""
-    if connection.vendor != "postgresql":
-        pytest.skip("reads PostgreSQL's plan")
     support = staff_client(support=True)
     row = model.objects.filter(merchant=referenced[0]).first()
     _, table = PAGES[model]
