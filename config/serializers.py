@@ -1,15 +1,15 @@
-"""Serializer base classes shared by the apps."""
+"""Serializer base classes shared by the apps. They say what they are in comments, not
+docstrings: drf-spectacular describes a serializer with no docstring by its bases' docstring."""
 
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
 
+# Fields built and bound once per class, not deep-copied for every instance as DRF does (a
+# fifth of the CPU of GET /payins/{id}, a twentieth of POST /payins). Only for serializers none
+# of whose fields reads the serializer's context or instance, or keeps per-request state: every
+# instance shares them, and so do concurrent requests.
 class _FieldsBoundOnce(serializers.Serializer):
-    """Fields built and bound once per class, not deep-copied for every instance as DRF does
-    (a fifth of the CPU of GET /payins/{id}, a twentieth of POST /payins). Only for
-    serializers none of whose fields reads the serializer's context or instance, or keeps
-    per-request state: every instance shares them, and so do concurrent requests."""
-
     @property
     def fields(self) -> BindingDict:
         cls = type(self)
@@ -22,11 +22,26 @@ class _FieldsBoundOnce(serializers.Serializer):
         return fields
 
 
+# Renders an empty string as null in the fields `null_for_blank` names (None: in every field):
+# an optional text that was not given reads null in a response.
+class NullForBlank:
+    null_for_blank: tuple[str, ...] | None = None
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        for name in list(data) if self.null_for_blank is None else self.null_for_blank:
+            if data[name] == "":
+                data[name] = None
+        return data
+
+
+# A response serializer (see _FieldsBoundOnce).
 class OutputSerializer(_FieldsBoundOnce):
-    """A response serializer (see _FieldsBoundOnce)."""
+    pass
 
 
+# A request body serializer of plain fields (see _FieldsBoundOnce): validation state lives on
+# the serializer instance (errors, validated data), never on the shared fields. Not for partial
+# updates: the shared fields see the first instance as their root.
 class InputSerializer(_FieldsBoundOnce):
-    """A request body serializer of plain fields (see _FieldsBoundOnce): validation state lives
-    on the serializer instance (errors, validated data), never on the shared fields. Not for
-    partial updates: the shared fields see the first instance as their root."""
+    pass

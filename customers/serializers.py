@@ -12,6 +12,7 @@ from config.fields import (
     TextLineField,
 )
 from config.schema import IdempotencyMetaSerializer
+from config.serializers import NullForBlank
 from customers.models import CustomerStatus, CustomerType, IdType, KycStatus
 
 
@@ -41,7 +42,7 @@ class CustomerCreateInput(serializers.Serializer):
         return value
 
 
-class CustomerOutput(serializers.Serializer):
+class CustomerOutput(NullForBlank, serializers.Serializer):
     id = serializers.UUIDField()
     merchant_id = serializers.UUIDField()
     external_ref = serializers.CharField(allow_null=True)
@@ -65,10 +66,6 @@ class CustomerOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     _meta = IdempotencyMetaSerializer(read_only=True, required=False, source="idempotency_meta")
-
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        return {key: (None if value == "" else value) for key, value in data.items()}
 
 
 class CustomerListQuery(pagination.ListQueryInput):

@@ -18,6 +18,7 @@ from config.fields import (
     country_date,
     latest_country_date,
 )
+from config.serializers import NullForBlank
 from customers.models import KycStatus
 from kyc.models import DocumentStatus, DocumentType, ReviewStatus
 
@@ -121,7 +122,7 @@ class KycSubmitInput(serializers.Serializer):
     )
 
 
-class KycDocumentOutput(serializers.Serializer):
+class KycDocumentOutput(NullForBlank, serializers.Serializer):
     id = serializers.UUIDField()
     document_type = serializers.ChoiceField(choices=DocumentType.choices)
     document_number = serializers.CharField(allow_null=True)
@@ -145,10 +146,6 @@ class KycDocumentOutput(serializers.Serializer):
         allow_null=True, help_text="Why the review rejected this document."
     )
     created_at = serializers.DateTimeField()
-
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        return {key: (None if value == "" else value) for key, value in data.items()}
 
 
 class KycStatusSerializer(serializers.Serializer):

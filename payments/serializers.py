@@ -13,7 +13,7 @@ from config.fields import (
 )
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
-from config.serializers import InputSerializer, OutputSerializer
+from config.serializers import InputSerializer, NullForBlank, OutputSerializer
 from payments.models import PayinStatus, PayoutStatus, RefundStatus
 from quotes.models import RailType
 
@@ -125,17 +125,14 @@ class PayoutRecipientOutput(_PartyOutput):
     operator_code = serializers.CharField()
 
 
-class PayinHistoryItemOutput(OutputSerializer):
+class PayinHistoryItemOutput(NullForBlank, OutputSerializer):
+    null_for_blank = ("reason",)
+
     status = serializers.CharField(
         help_text="The status entered: created, pending, completed, failed."
     )
     reason = serializers.CharField(allow_null=True)
     created_at = serializers.DateTimeField()
-
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        data["reason"] = data["reason"] or None
-        return data
 
 
 class PayoutHistoryItemOutput(PayinHistoryItemOutput):
@@ -152,7 +149,9 @@ class PayoutWalletImpactOutput(OutputSerializer):
     currency = CurrencyField()
 
 
-class _PaymentOutput(OutputSerializer):
+class _PaymentOutput(NullForBlank, OutputSerializer):
+    null_for_blank = ("provider_reference",)
+
     id = serializers.UUIDField()
     merchant_id = serializers.UUIDField()
     customer_id = serializers.UUIDField()
@@ -169,11 +168,6 @@ class _PaymentOutput(OutputSerializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     _meta = IdempotencyMetaSerializer(read_only=True, required=False, source="idempotency_meta")
-
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        data["provider_reference"] = data["provider_reference"] or None
-        return data
 
 
 class PayinOutput(_PaymentOutput):
@@ -192,18 +186,14 @@ class PayinOutput(_PaymentOutput):
 
 
 class PayoutOutput(_PaymentOutput):
+    null_for_blank = ("provider_reference", "payment_reason_code", "payment_reason_text")
+
     status = serializers.ChoiceField(choices=PayoutStatus.choices)
     wallet_impact = PayoutWalletImpactOutput()
     history = PayoutHistoryItemOutput(many=True, source="history_entries")
     recipient = PayoutRecipientOutput(source="*")
     payment_reason_code = serializers.CharField(allow_null=True)
     payment_reason_text = serializers.CharField(allow_null=True)
-
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        for name in ("payment_reason_code", "payment_reason_text"):
-            data[name] = data[name] or None
-        return data
 
 
 class PayinListQuery(pagination.ListQueryInput):
@@ -241,7 +231,9 @@ class RefundWalletImpactOutput(OutputSerializer):
     currency = CurrencyField()
 
 
-class RefundOutput(OutputSerializer):
+class RefundOutput(NullForBlank, OutputSerializer):
+    null_for_blank = ("reason", "provider_reference", "failure_reason")
+
     id = serializers.UUIDField()
     merchant_id = serializers.UUIDField()
     payin_id = serializers.UUIDField()
@@ -258,12 +250,6 @@ class RefundOutput(OutputSerializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     _meta = IdempotencyMetaSerializer(read_only=True, required=False, source="idempotency_meta")
-
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        for name in ("reason", "provider_reference", "failure_reason"):
-            data[name] = data[name] or None
-        return data
 
 
 class RefundListQuery(pagination.ListQueryInput):

@@ -4,7 +4,7 @@ from config import money, pagination
 from config.fields import CountryCodeField, StrictCharField, StrictUUIDField
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
-from config.serializers import InputSerializer, OutputSerializer
+from config.serializers import InputSerializer, NullForBlank, OutputSerializer
 from quotes.models import CorridorType, FlowType, OperatorStatus, QuoteStatus, RailType
 
 
@@ -34,7 +34,7 @@ class QuoteTransferInput(InputSerializer):
     send_currency = CurrencyField(required=False, help_text="Synonym of payin_currency.")
 
 
-class QuoteOutput(OutputSerializer):
+class QuoteOutput(NullForBlank, OutputSerializer):
     id = serializers.UUIDField()
     customer_id = serializers.UUIDField(allow_null=True)
     flow_type = serializers.ChoiceField(choices=FlowType.choices)
@@ -56,10 +56,6 @@ class QuoteOutput(OutputSerializer):
     created_at = serializers.DateTimeField()
     # Present on POST answers only (added by @idempotent); not required in the schema.
     _meta = IdempotencyMetaSerializer(required=False, source="idempotency_meta")
-
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        return {key: (None if value == "" else value) for key, value in data.items()}
 
 
 class QuoteListQuery(pagination.ListQueryInput):

@@ -15,6 +15,7 @@ from config.fields import (
 )
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
+from config.serializers import NullForBlank
 from quotes.models import CorridorType, RailType
 from transfers.models import LegStatus, TransferStatus
 
@@ -164,7 +165,7 @@ class TransferRecipientOutput(TransferPayerOutput):
     city = serializers.CharField(allow_null=True)
 
 
-class TransferExecutionOutput(serializers.Serializer):
+class TransferExecutionOutput(NullForBlank, serializers.Serializer):
     """The two legs at the provider: references (the provider's) and timestamps. A relaunch
     starts a new disbursement attempt and resets the disbursement fields."""
 
@@ -180,23 +181,18 @@ class TransferExecutionOutput(serializers.Serializer):
     disbursement_failed_at = serializers.DateTimeField(allow_null=True)
     disbursement_failure_reason = serializers.CharField(allow_null=True)
 
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        return {key: (None if value == "" else value) for key, value in data.items()}
 
+class TransferHistoryItemOutput(NullForBlank, serializers.Serializer):
+    null_for_blank = ("reason",)
 
-class TransferHistoryItemOutput(serializers.Serializer):
     status = TransferStatusField()
     reason = serializers.CharField(allow_null=True)
     created_at = serializers.DateTimeField()
 
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        data["reason"] = data["reason"] or None
-        return data
 
+class TransferOutput(NullForBlank, serializers.Serializer):
+    null_for_blank = ("payment_reason_code", "sender_source_of_funds", "sender_occupation")
 
-class TransferOutput(serializers.Serializer):
     id = serializers.UUIDField()
     merchant_id = serializers.UUIDField()
     customer_id = serializers.UUIDField()
@@ -228,9 +224,3 @@ class TransferOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     _meta = IdempotencyMetaSerializer(read_only=True, required=False, source="idempotency_meta")
-
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        for name in ("payment_reason_code", "sender_source_of_funds", "sender_occupation"):
-            data[name] = data[name] or None
-        return data
