@@ -12,9 +12,10 @@ from customers import selectors as customer_selectors
 from merchants.models import Merchant
 from quotes import quote_pricing, selectors
 from quotes.models import Corridor, FlowType, Operator, Quote, QuoteStatus
-
-# The amount errors stay importable from here: transfers checks its own amounts with them.
-from quotes.quote_pricing import AmountAboveMaximum, AmountBelowMinimum, BadRequest  # noqa: F401
+from quotes.quote_pricing import (
+    BadRequest,
+    check_within_limits,  # noqa: F401 - for a relaunched payout
+)
 
 # --- errors --------------------------------------------------------------------------------
 

@@ -19,8 +19,6 @@ from merchants.dashboard import (
     MerchantScopedAdmin,
     ScopedInlineMixin,
     html_table,
-    is_ops,
-    is_support,
     known_values_filter,
 )
 from payments import admin as payment_admin
@@ -163,9 +161,6 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         "events",
         "pricing_json",
     ]
-
-    def has_support_permission(self, request, obj=None) -> bool:
-        return is_ops(request.user) or is_support(request.user)
 
     def get_fieldsets(self, request, obj=None):
         fieldsets = list(super().get_fieldsets(request, obj))

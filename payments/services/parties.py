@@ -114,6 +114,7 @@ def provider_timeout_at(now: datetime) -> datetime:
 
 
 def party_identifier(party: dict[str, Any]) -> dict[str, str]:
+    """What the provider knows a party by: its phone or its account number."""
     return {
         "phone": party.get("phone", ""),
         "account_number": party.get("account_number", ""),

@@ -8,19 +8,15 @@ from transfers.models import Transfer
 from webhooks import services as webhook_services
 
 
-def _fmt(amount) -> str:
-    return money.format_amount(amount)
-
-
 def _leg_snapshot(transfer: Transfer) -> dict[str, Any]:
     return {
         "id": transfer.id,
         "status": transfer.status,
         "payin_status": transfer.payin_status,
         "payout_status": transfer.payout_status,
-        "payin_amount": _fmt(transfer.payin_amount),
+        "payin_amount": money.format_amount(transfer.payin_amount),
         "payin_currency": transfer.payin_currency,
-        "payout_amount": _fmt(transfer.payout_amount),
+        "payout_amount": money.format_amount(transfer.payout_amount),
         "payout_currency": transfer.payout_currency,
         "payer_operator_code": transfer.payer_operator_code,
         "recipient_operator_code": transfer.recipient_operator_code,
@@ -57,9 +53,9 @@ def aggregate_snapshot(transfer: Transfer) -> dict[str, Any]:
         "status": transfer.status,
         "payin_status": transfer.payin_status,
         "payout_status": transfer.payout_status,
-        "send_amount": _fmt(transfer.send_amount),
+        "send_amount": money.format_amount(transfer.send_amount),
         "send_currency": transfer.send_currency,
-        "receive_amount": _fmt(transfer.receive_amount),
+        "receive_amount": money.format_amount(transfer.receive_amount),
         "receive_currency": transfer.receive_currency,
         "corridor_code": transfer.corridor_code,
         "payer_operator_code": transfer.payer_operator_code,

@@ -31,10 +31,6 @@ from transfers.services.transitions import (
 )
 
 
-def _fmt(amount: Decimal) -> str:
-    return money.format_amount(amount)
-
-
 class PayoutAmountAboveOriginal(DomainError):
     status = 400
     reason = "payout_amount_above_original"
@@ -61,8 +57,8 @@ def _relaunch_amount(*, transfer: Transfer, payout_amount: Decimal) -> Decimal:
         raise InvalidPayoutAmount(message, fields={"payout_amount": [message]})
     if payout_amount > transfer.quoted_payout_amount:
         message = (
-            f"payout_amount {_fmt(payout_amount)} is above the original "
-            f"{_fmt(transfer.quoted_payout_amount)} {transfer.payout_currency}."
+            f"payout_amount {money.format_amount(payout_amount)} is above the original "
+            f"{money.format_amount(transfer.quoted_payout_amount)} {transfer.payout_currency}."
         )
         raise PayoutAmountAboveOriginal(message, fields={"payout_amount": [message]})
     return payout_amount
@@ -91,19 +87,6 @@ def _relaunch_operator(*, transfer: Transfer, recipient: dict[str, Any] | None) 
             message, fields={"recipient.operator_code": [message]}
         )
     return operator
-
-
-def _within_limits(*, operator: Operator, amount: Decimal) -> None:
-    if amount < operator.min_amount:
-        raise quote_services.AmountBelowMinimum(
-            f"{_fmt(amount)} is below {operator.code}'s minimum of {_fmt(operator.min_amount)}.",
-            field="payout_amount",
-        )
-    if amount > operator.max_amount:
-        raise quote_services.AmountAboveMaximum(
-            f"{_fmt(amount)} is above {operator.code}'s maximum of {_fmt(operator.max_amount)}.",
-            field="payout_amount",
-        )
 
 
 # The provider answers that stop a failed disbursement's collected money from moving until
@@ -176,7 +159,7 @@ def _relaunch_changes(
         party.setdefault("recipient_type", "individual")
         changes["recipient"] = party
         changes["recipient_operator_code"] = operator.code
-    _within_limits(operator=operator, amount=amount)
+    quote_services.check_within_limits(amount, operator, field="payout_amount")
     return changes
 
 
@@ -233,7 +216,7 @@ def transfer_relaunch_payout(
                 detail={
                     "action": "transfer.relaunch_payout",
                     "disbursement_attempt": transfer.disbursement_attempt,
-                    "payout_amount": _fmt(transfer.payout_amount),
+                    "payout_amount": money.format_amount(transfer.payout_amount),
                 },
             )
     return transfer

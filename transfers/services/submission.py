@@ -36,10 +36,6 @@ COLLECTION_CALLBACK = "transfers.services.transfer_apply_collection_result"
 DISBURSEMENT_CALLBACK = "transfers.services.transfer_apply_disbursement_result"
 
 
-def party_identifier(party: dict[str, Any]) -> dict[str, str]:
-    return {"phone": party.get("phone", ""), "account_number": party.get("account_number", "")}
-
-
 def disbursement_reference(transfer_id: UUID, attempt: int) -> str:
     """Our reference of one disbursement attempt: a relaunch is a new provider transaction."""
     return f"{transfer_id}:{attempt}"
@@ -85,7 +81,7 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
             currency=transfer.payin_currency,
             operator_code=transfer.payer_operator_code,
             callback=COLLECTION_CALLBACK,
-            **party_identifier(transfer.payer),
+            **payment_services.party_identifier(transfer.payer),
         )
     except provider.ProviderRejected as rejected:
         return apply_quietly(
@@ -129,7 +125,7 @@ def transfer_submit_disbursement(*, transfer_id: UUID, attempt: int, now: dateti
             currency=transfer.payout_currency,
             operator_code=transfer.recipient_operator_code,
             callback=DISBURSEMENT_CALLBACK,
-            **party_identifier(transfer.recipient),
+            **payment_services.party_identifier(transfer.recipient),
         )
     except provider.ProviderRejected as rejected:
         return apply_quietly(

@@ -17,7 +17,6 @@ from transfers.services.submission import (
     DISBURSEMENT_CALLBACK,
     apply_quietly,
     disbursement_reference,
-    party_identifier,
 )
 from transfers.services.transitions import (
     COLLECTION_FAILED,
@@ -43,14 +42,14 @@ def _ask(
             kind=provider.DISBURSEMENT,
             reference=disbursement_reference(transfer_id, attempt),
             callback=DISBURSEMENT_CALLBACK,
-            party=party_identifier(recipient),
+            party=payment_services.party_identifier(recipient),
             at=at,
         )
     return provider.answer_before_timeout(
         kind=provider.COLLECTION,
         reference=str(transfer_id),
         callback=COLLECTION_CALLBACK,
-        party=party_identifier(payer),
+        party=payment_services.party_identifier(payer),
         at=at,
     )
 
