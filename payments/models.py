@@ -157,6 +157,12 @@ class _ProviderLeg(models.Model):
     class Meta:
         abstract = True
 
+    @cached_property
+    def history_entries(self) -> list:
+        """The status history, oldest first: prefetched by the selectors, or set by the
+        service that just wrote it, so a response never reads it back."""
+        return list(self.history.all())
+
 
 class _Payment(_ProviderLeg):
     """What payins and payouts share beside the provider leg: the quote's locked amounts."""
@@ -170,12 +176,6 @@ class _Payment(_ProviderLeg):
 
     class Meta:
         abstract = True
-
-    @cached_property
-    def history_entries(self) -> list:
-        """The status history, oldest first: prefetched by the selectors, or set by the
-        service that just wrote it, so a response never reads it back."""
-        return list(self.history.all())
 
 
 class Payin(_Payment):
@@ -416,11 +416,6 @@ class Refund(_ProviderLeg):
 
     def __str__(self) -> str:
         return f"refund {self.id} ({self.status})"
-
-    @cached_property
-    def history_entries(self) -> list:
-        """The status history, oldest first (prefetched by the selectors, or set on creation)."""
-        return list(self.history.all())
 
 
 class RefundHistory(models.Model):
