@@ -4,11 +4,9 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.views import PasswordResetConfirmView
-from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse_lazy
 
-from config.exceptions import DomainError
 from merchants import dashboard, team
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import MembershipRole, MerchantMembership
@@ -105,20 +103,6 @@ class MerchantMembershipAdmin(MerchantScopedAdmin):
             team.teammate_remove(membership=obj, by=request.user)
         else:
             super().delete_model(request, obj)
-
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except DomainError as error:
-            self.message_user(request, error.message, messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
-
-    def delete_view(self, request, object_id, extra_context=None):
-        try:
-            return super().delete_view(request, object_id, extra_context)
-        except DomainError as error:
-            self.message_user(request, error.message, messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
 
 
 class InviteAcceptView(PasswordResetConfirmView):

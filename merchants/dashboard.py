@@ -222,6 +222,14 @@ class MerchantScopedAdmin(unfold_admin.ModelAdmin):
             self.message_user(request, error.message, messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
 
+    def delete_view(self, request, object_id, extra_context=None):
+        # As on save: a rule a service enforces on delete (removing oneself) is a message.
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except DomainError as error:
+            self.message_user(request, error.message, messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
     def get_object(self, request, object_id, from_field=None):
         obj = super().get_object(request, object_id, from_field)
         if obj is None:
