@@ -110,11 +110,8 @@ class ApiKeyAdmin(MerchantScopedAdmin):
             return "expiring"
         return "active"
 
-    def _can_manage(self, request) -> bool:
-        return dashboard.is_ops(request.user) or dashboard.can_manage_credentials(request.user)
-
     def has_add_permission(self, request, *args) -> bool:
-        return self._can_manage(request)
+        return dashboard.can_change_credentials(request.user)
 
     def has_change_permission(self, request, obj=None) -> bool:
         # A key changes only by rotation or revocation; save_model issues a key, so a Save on
@@ -195,7 +192,7 @@ class ApiKeyAdmin(MerchantScopedAdmin):
 
     def rotate_view(self, request, key_id: int):
         api_key = self._scoped_key(request, key_id)
-        if not self._can_manage(request):
+        if not dashboard.can_change_credentials(request.user):
             raise PermissionDenied
         form = RotateForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
@@ -228,7 +225,7 @@ class ApiKeyAdmin(MerchantScopedAdmin):
 
     def revoke_view(self, request, key_id: int):
         api_key = self._scoped_key(request, key_id)
-        if not self._can_manage(request):
+        if not dashboard.can_change_credentials(request.user):
             raise PermissionDenied
         if request.method == "POST":
             try:
@@ -251,7 +248,7 @@ class ApiKeyAdmin(MerchantScopedAdmin):
         )
 
     def render_change_form(self, request, context, *args, **kwargs):
-        context["can_manage_keys"] = self._can_manage(request)
+        context["can_manage_keys"] = dashboard.can_change_credentials(request.user)
         return super().render_change_form(request, context, *args, **kwargs)
 
 

@@ -71,6 +71,12 @@ def can_manage_credentials(user: AbstractBaseUser) -> bool:
     return role_of(user) in (MembershipRole.OWNER, MembershipRole.DEVELOPER)
 
 
+def can_change_credentials(user: AbstractBaseUser) -> bool:
+    """Who may add, rotate or revoke keys and endpoints: their merchant's managers, and ops
+    (who never see a secret: revealing one is can_manage_credentials alone)."""
+    return is_ops(user) or can_manage_credentials(user)
+
+
 SECRET_FIELDS = frozenset({"signing_secret", "secret_hash"})
 
 

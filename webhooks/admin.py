@@ -123,10 +123,6 @@ class WebhookEndpointForm(forms.ModelForm):
             raise forms.ValidationError(exc.message) from exc
 
 
-def _can_manage(request) -> bool:
-    return dashboard.is_ops(request.user) or dashboard.can_manage_credentials(request.user)
-
-
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(MerchantScopedAdmin):
     form = WebhookEndpointForm
@@ -145,13 +141,13 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
     change_form_template = "admin/webhooks/webhookendpoint/change_form.html"
 
     def has_add_permission(self, request, *args) -> bool:
-        return _can_manage(request)
+        return dashboard.can_change_credentials(request.user)
 
     def has_change_permission(self, request, obj=None) -> bool:
-        return _can_manage(request)
+        return dashboard.can_change_credentials(request.user)
 
     def has_manage_permission(self, request, obj=None) -> bool:
-        return _can_manage(request)
+        return dashboard.can_change_credentials(request.user)
 
     def get_fields(self, request, obj=None):
         if obj is None:
@@ -493,7 +489,7 @@ class EventAdmin(MerchantScopedAdmin):
         return format_html("<pre>{}</pre>", json.dumps(obj.payload, indent=2))
 
     def has_resend_permission(self, request, obj=None) -> bool:
-        return _can_manage(request) or dashboard.is_support(request.user)
+        return dashboard.can_change_credentials(request.user) or dashboard.is_support(request.user)
 
     @unfold_action(description="Re-send this event", url_path="resend", permissions=["resend"])
     def resend_event_detail(self, request, object_id):
