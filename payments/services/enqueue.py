@@ -11,17 +11,20 @@ from payments.models import Payin, Payout, Refund
 
 logger = logging.getLogger("cowry.payments")
 
+# Each kind of payment's submission task, and the keyword that names the payment.
+SUBMIT_TASKS = {
+    Payin: ("payments.tasks.submit_payin", "payin_id"),
+    Payout: ("payments.tasks.submit_payout", "payout_id"),
+    Refund: ("payments.tasks.submit_refund", "refund_id"),
+}
+
 
 def submission_enqueue(payment: Payin | Payout | Refund) -> None:
     """Enqueue the payment's provider submission. A broker that is down must not turn a
     committed payment into a 500: the sweep of lost submissions resubmits it."""
+    task, keyword = SUBMIT_TASKS[type(payment)]
     try:
-        if isinstance(payment, Payin):
-            jobs.enqueue("payments.tasks.submit_payin", payin_id=str(payment.id))
-        elif isinstance(payment, Refund):
-            jobs.enqueue("payments.tasks.submit_refund", refund_id=str(payment.id))
-        else:
-            jobs.enqueue("payments.tasks.submit_payout", payout_id=str(payment.id))
+        jobs.enqueue(task, **{keyword: str(payment.id)})
     except BrokerError:
         logger.warning(
             "Broker unreachable; %s %s left to the sweep of lost submissions",

@@ -26,12 +26,14 @@ TERMINAL = {"completed", "failed"}
 Payment = Payin | Payout | Refund
 Effects = Mapping[str, tuple[Callable[..., None], ...]]
 
-# What a move to each status writes beside status and updated_at.
-_STAMPED = {
-    "pending": ("submitted_at",),
-    "completed": ("completed_at",),
-    "failed": ("failed_at", "failure_reason"),
-}
+
+def _stamps(to: str, *, at: datetime, reason: str) -> dict[str, object]:
+    """What a move to `to` writes beside status and updated_at."""
+    if to == "pending":
+        return {"submitted_at": at}
+    if to == "completed":
+        return {"completed_at": at}
+    return {"failed_at": at, "failure_reason": reason}
 
 
 class InvalidTransition(DomainError):
@@ -54,27 +56,21 @@ def payment_move_locked(
     `allowed` (InvalidTransition), write the status, its time and its history row, then apply
     `effects[to]` (each `effect(payment, at=at)`). Moving to the current status changes
     nothing but keeps a provider reference the payment did not have."""
-    fields = ["status", "updated_at"]
+    kept = []
     if provider_reference and not payment.provider_reference:
         payment.provider_reference = provider_reference
-        fields.append("provider_reference")
+        kept = ["provider_reference"]
     if payment.status == to:
-        if len(fields) > 2:
-            payment.save(update_fields=fields[2:])
+        if kept:
+            payment.save(update_fields=kept)
         return payment
     if to not in allowed.get(payment.status, ()):
         kind = payment._meta.model_name
         raise InvalidTransition(f"A {payment.status} {kind} cannot become {to}.")
-    payment.status = to
-    payment.updated_at = at
-    if to == "pending":
-        payment.submitted_at = at
-    elif to == "completed":
-        payment.completed_at = at
-    else:
-        payment.failed_at = at
-        payment.failure_reason = reason
-    payment.save(update_fields=[*fields, *_STAMPED[to]])
+    changes = {"status": to, "updated_at": at, **_stamps(to, at=at, reason=reason)}
+    for name, value in changes.items():
+        setattr(payment, name, value)
+    payment.save(update_fields=[*kept, *changes])
     payment.history.create(status=to, reason=reason, created_at=at)
     for effect in effects.get(to, ()):
         effect(payment, at=at)
