@@ -1,6 +1,8 @@
 """Serializer base classes shared by the apps. They say what they are in comments, not
 docstrings: drf-spectacular describes a serializer with no docstring by its bases' docstring."""
 
+from collections.abc import Mapping
+
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
@@ -35,6 +37,18 @@ class NullForBlank:
         return data
 
 
+# A request body (or an object in one) refuses a field it does not know, naming it: a misspelt
+# optional field would otherwise be dropped without a word (`amout` refunding the whole payin).
+class RejectUnknownFields(serializers.Serializer):
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            unknown = sorted(str(name) for name in data if name not in self.fields)
+            if unknown:
+                message = f"Unknown field: this takes {', '.join(self.fields)}."
+                raise serializers.ValidationError({name: [message] for name in unknown})
+        return super().to_internal_value(data)
+
+
 # A response serializer (see _FieldsBoundOnce).
 class OutputSerializer(_FieldsBoundOnce):
     pass
@@ -43,5 +57,5 @@ class OutputSerializer(_FieldsBoundOnce):
 # A request body serializer of plain fields (see _FieldsBoundOnce): validation state lives on
 # the serializer instance (errors, validated data), never on the shared fields. Not for partial
 # updates: the shared fields see the first instance as their root.
-class InputSerializer(_FieldsBoundOnce):
+class InputSerializer(RejectUnknownFields, _FieldsBoundOnce):
     pass

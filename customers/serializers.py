@@ -12,11 +12,11 @@ from config.fields import (
     TextLineField,
 )
 from config.schema import IdempotencyMetaSerializer
-from config.serializers import NullForBlank
+from config.serializers import NullForBlank, RejectUnknownFields
 from customers.models import CustomerStatus, CustomerType, IdType, KycStatus
 
 
-class CustomerCreateInput(serializers.Serializer):
+class CustomerCreateInput(RejectUnknownFields):
     external_ref = TextLineField(required=False, max_length=128)
     customer_type = serializers.ChoiceField(
         choices=CustomerType.choices, required=False, default=CustomerType.INDIVIDUAL

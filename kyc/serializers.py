@@ -18,7 +18,7 @@ from config.fields import (
     country_date,
     latest_country_date,
 )
-from config.serializers import NullForBlank
+from config.serializers import NullForBlank, RejectUnknownFields
 from customers.models import KycStatus
 from kyc.models import DocumentStatus, DocumentType, ReviewStatus
 
@@ -81,7 +81,7 @@ class KycDocumentTypeField(serializers.ChoiceField):
         super().__init__(choices=DocumentType.choices, **kwargs)
 
 
-class KycDocumentInput(serializers.Serializer):
+class KycDocumentInput(RejectUnknownFields):
     document_type = KycDocumentTypeField()
     document_number = TextLineField(required=False, max_length=64)
     issue_country_code = CountryCodeField(required=False)
@@ -116,7 +116,7 @@ class KycDocumentInput(serializers.Serializer):
         return attrs
 
 
-class KycSubmitInput(serializers.Serializer):
+class KycSubmitInput(RejectUnknownFields):
     documents = KycDocumentInput(
         many=True, allow_empty=False, max_length=MAX_DOCUMENTS_PER_SUBMISSION
     )

@@ -12,9 +12,10 @@ from customers import selectors as customer_selectors
 from merchants.models import Merchant
 from quotes import quote_pricing, selectors
 from quotes.models import Corridor, FlowType, Operator, Quote, QuoteStatus
-from quotes.quote_pricing import (
+from quotes.quote_pricing import (  # noqa: F401 - the last two for refunds and relaunches
     BadRequest,
-    check_within_limits,  # noqa: F401 - for a relaunched payout
+    InvalidAmountPrecision,
+    check_within_limits,
 )
 
 # --- errors --------------------------------------------------------------------------------

@@ -1,5 +1,3 @@
-from collections.abc import Mapping
-
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
@@ -15,7 +13,7 @@ from config.fields import (
 )
 from config.money import AmountField, CurrencyField
 from config.schema import IdempotencyMetaSerializer
-from config.serializers import NullForBlank
+from config.serializers import NullForBlank, RejectUnknownFields
 from quotes.models import CorridorType, RailType
 from transfers.models import LegStatus, TransferStatus
 
@@ -61,7 +59,7 @@ class TransferLegStatusFieldSchema(_NamedEnumSchema):
     values = LegStatus.values
 
 
-class TransferPayerInput(serializers.Serializer):
+class TransferPayerInput(RejectUnknownFields):
     """RailParty. country_code, rail_type and operator_code may be omitted (they come from the
     quote) and must match the quote when sent. phone for mobile_money; bank_name, bank_code,
     account_name, account_number for bank_transfer (the other rail's fields are refused)."""
@@ -93,7 +91,7 @@ class TransferRecipientInput(TransferPayerInput):
     city = TextLineField(required=False, max_length=100)
 
 
-class TransferCreateInput(serializers.Serializer):
+class TransferCreateInput(RejectUnknownFields):
     quote_id = StrictUUIDField()
     customer_id = StrictUUIDField()
     payment_reason_code = TextLineField(required=False, max_length=64)
@@ -103,19 +101,8 @@ class TransferCreateInput(serializers.Serializer):
     recipient = TransferRecipientInput()
 
 
-class TransferRelaunchPayoutInput(serializers.Serializer):
-    """Both optional; no body retries with the transfer's recipient and payout amount. Unlike
-    other bodies, an unknown field is refused: with both fields optional, a misspelt
-    `payout_amont` would relaunch the whole amount to the old recipient, money that may not
-    come back."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, Mapping):
-            unknown = sorted(str(name) for name in data if name not in self.fields)
-            if unknown:
-                message = "Unknown field: a relaunch takes payout_amount and recipient only."
-                raise serializers.ValidationError({name: [message] for name in unknown})
-        return super().to_internal_value(data)
+class TransferRelaunchPayoutInput(RejectUnknownFields):
+    """Both optional; no body retries with the transfer's recipient and payout amount."""
 
     payout_amount = AmountField(
         required=False, help_text="Not above the transfer's original payout amount."

@@ -2,6 +2,7 @@ from rest_framework import serializers
 
 from config import pagination
 from config.schema import IdempotencyMetaSerializer
+from config.serializers import RejectUnknownFields
 from webhooks.selectors import EventDeliveryStatus
 from webhooks.services import EVENT_TYPES
 
@@ -37,7 +38,7 @@ class EventListQuery(pagination.ListQueryInput):
 EventPageOutput = pagination.page_serializer("EventPageOutput", EventOutput)
 
 
-class EventResendFailedInput(serializers.Serializer):
+class EventResendFailedInput(RejectUnknownFields):
     since = serializers.DateTimeField(
         help_text=(
             "ISO 8601 time: re-send the failed deliveries created at or after it, and send the "

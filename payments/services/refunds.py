@@ -17,6 +17,8 @@ from payments.models import Payin, PayinStatus, Refund, RefundHistory, RefundSta
 from payments.selectors import PayinNotFound
 from payments.services import enqueue, parties, transitions
 from payments.services.transitions import InvalidTransition, late_answer_ignored
+from quotes import selectors as quote_selectors
+from quotes import services as quote_services
 from webhooks import services as webhook_services
 
 REFUND_ALLOWED = {
@@ -34,12 +36,6 @@ class RefundExceedsPayin(DomainError):
     status = 400
     reason = "refund_exceeds_payin"
     message = "The refund is more than what remains refundable of the payin."
-
-
-class RefundAmountInvalid(DomainError):
-    status = 400
-    reason = "invalid_request"
-    message = "The request is invalid."
 
 
 def refundable_remainder(payin: Payin) -> Decimal:
@@ -105,19 +101,22 @@ def refund_create(
 
 
 def _refund_amount(payin: Payin, amount: Decimal | None) -> Decimal:
-    """The amount asked for, checked against the payin's currency and refundable remainder."""
+    """The amount asked for (None: the refundable remainder), in whole units of the payin's
+    currency, within the remainder and within the operator's limits (a refund is paid by the
+    operator as any disbursement)."""
+    if amount is not None and not money.has_valid_precision(amount, payin.send_currency):
+        message = f"{payin.send_currency} has no minor unit: send a whole amount."
+        raise quote_services.InvalidAmountPrecision(message, field="amount")
     remainder = refundable_remainder(payin)
-    if amount is None:
-        amount = remainder
-    elif amount <= 0 or not money.has_valid_precision(amount, payin.send_currency):
-        message = f"Give a positive amount in {payin.send_currency}'s unit."
-        raise RefundAmountInvalid(message, fields={"amount": [message]})
-    if amount > remainder or amount <= 0:
+    if remainder <= 0 or (amount is not None and amount > remainder):
         raise RefundExceedsPayin(
             f"At most {money.format_amount(max(remainder, Decimal(0)))} {payin.send_currency} "
             "of this payin can still be refunded."
         )
-    return money.quantize(amount, payin.send_currency)
+    amount = remainder if amount is None else money.quantize(amount, payin.send_currency)
+    operator = quote_selectors.operator_get(code=payin.operator_code)
+    quote_services.check_within_limits(amount, operator, field="amount")
+    return amount
 
 
 def refund_snapshot(refund: Refund) -> dict[str, Any]:

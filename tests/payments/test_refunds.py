@@ -187,15 +187,20 @@ def test_refund_body_is_validated(
 ):
     payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
     path = f"/payins/{payin['id']}/refunds"
-    for body in (
-        {"amount": 100},
-        {"amount": "0"},
-        {"amount": "10.5"},
-        {"reason": "x" * 256},
-        {"currency": "XOF"},
+    for body, reason, field in (
+        ({"amount": 100}, "invalid_request", "amount"),
+        ({"amount": "0"}, "amount_below_minimum", "amount"),
+        ({"amount": "99"}, "amount_below_minimum", "amount"),
+        ({"amount": "10.5"}, "invalid_amount_precision", "amount"),
+        ({"reason": "x" * 256}, "invalid_request", "reason"),
+        # a misspelt optional field would otherwise refund the whole payin
+        ({"amout": "100"}, "invalid_request", "amout"),
+        ({"amount": "100", "currency": "XOF"}, "invalid_request", "currency"),
     ):
         response = enabled_api.post(path, body)
         assert response.status_code == 400, (body, response.json())
+        error = response.json()["error"]
+        assert (error["reason"], list(error["fields"])) == (reason, [field]), body
     assert enabled_api.post(path, {"amount": "10"}, idempotency_key=None).status_code == 400
     assert Refund.objects.count() == 0
 
