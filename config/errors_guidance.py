@@ -29,11 +29,11 @@ GUIDANCE: dict[str, tuple[str, str]] = {
     "malformed_json": ("The body is not valid JSON.", "Send a JSON object, UTF-8 encoded."),
     "body_too_large": ("The body is larger than the accepted maximum.", "Send a smaller body."),
     "idempotency_key_missing": (
-        "The POST needs an Idempotency-Key header.",
+        "The POST needs an Idempotency-Key header (absent, empty or only spaces).",
         "Send a unique key per business intent (a UUID) and reuse it only to retry.",
     ),
     "idempotency_key_invalid": (
-        "The Idempotency-Key is empty, longer than 255 or not printable ASCII.",
+        "The Idempotency-Key is longer than 255 characters or not printable ASCII.",
         "Use 1 to 255 printable ASCII characters; a UUID is a good choice.",
     ),
     "idempotency_key_reused": (

@@ -351,6 +351,8 @@ def test_set_webhook_accepts_http_only_when_allowed(merchant, settings):
     assert _run("set_webhook", str(merchant.pk), "http://hooks.example.com/x")["url"] == (
         "http://hooks.example.com/x"
     )
+    with pytest.raises(CommandError, match="must use http or https"):
+        call_command("set_webhook", str(merchant.pk), "ftp://hooks.example.com/x")
 
 
 def test_set_webhook_refuses_a_short_secret(merchant):

@@ -97,7 +97,8 @@ def webhook_url_validate(url: str) -> str:
     if not url or len(url) > MAX_URL_LENGTH:
         raise refuse(f"Give a URL of at most {MAX_URL_LENGTH} characters.")
     if not netguard.url_scheme_allowed(url, allow_http=settings.WEBHOOK_ALLOW_HTTP):
-        raise refuse("The webhook URL must use https.")
+        allowed = "http or https" if settings.WEBHOOK_ALLOW_HTTP else "https"
+        raise refuse(f"The webhook URL must use {allowed}.")
     try:
         URLValidator(schemes=["http", "https"])(url)
     except DjangoValidationError as exc:
