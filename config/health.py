@@ -1,7 +1,10 @@
 """What /health checks: the database, the broker, the shared Redis and that a Celery worker
-answered recently. A worker's consumer records a heartbeat every WORKER_HEARTBEAT_SECONDS
-(config.celery.Heartbeat) in the "health" cache, where it lasts WORKER_SILENT_AFTER_SECONDS: the
-web reads one key, with no round trip through the broker to the workers on each request."""
+answered recently. Only the database and the broker decide its status (REQUIRED): the web
+serves without the others, so they are reported, as "degraded", never a 503.
+
+A worker's consumer records a heartbeat every WORKER_HEARTBEAT_SECONDS (config.celery.Heartbeat)
+in the "health" cache, where it lasts WORKER_SILENT_AFTER_SECONDS: the web reads one key, with
+no round trip through the broker to the workers on each request."""
 
 import socket
 
@@ -11,6 +14,8 @@ from django.core.cache import caches
 from django.db import connection
 
 HEARTBEAT_KEY = "worker-heartbeat"
+# The checks /health's status and code follow; the others (redis, worker) only inform.
+REQUIRED = ("database", "broker")
 
 
 def heartbeat_record() -> None:
@@ -54,3 +59,18 @@ def redis_and_worker_checks() -> dict[str, str]:
 
 def checks() -> dict[str, str]:
     return {"database": database_check(), "broker": broker_check(), **redis_and_worker_checks()}
+
+
+def report() -> tuple[bool, dict]:
+    """Whether the required checks pass, and /health's body: `status` from the required checks
+    only, `degraded` naming the optional ones that did not answer "ok", and every check."""
+    results = checks()
+    healthy = all(results[name] == "ok" for name in REQUIRED)
+    degraded = [name for name, value in results.items() if name not in REQUIRED and value != "ok"]
+    body = {
+        "status": "ok" if healthy else "unavailable",
+        "version": "1.0.0",
+        "degraded": degraded,
+        "checks": results,
+    }
+    return healthy, body

@@ -373,7 +373,8 @@ SESSION_COOKIE_AGE = DASHBOARD_SESSION_SECONDS
 BENCH_FLOOR_ENABLED = env.bool("BENCH_FLOOR_ENABLED", default=False)
 
 # Health -------------------------------------------------------------------------------------
-# /health (config.health) is 503 unless a Celery worker wrote its heartbeat within this long;
+# /health (config.health) reports the worker check "error: silent for Ns", and "worker" in its
+# `degraded` list (still 200), unless a Celery worker wrote its heartbeat within this long;
 # each worker writes it every WORKER_HEARTBEAT_SECONDS, to the shared Redis (a file under var/
 # in embedded mode, where the processes share the machine).
 WORKER_HEARTBEAT_SECONDS = _duration(
@@ -384,8 +385,8 @@ WORKER_SILENT_AFTER_SECONDS = int(
 )
 if WORKER_SILENT_AFTER_SECONDS <= WORKER_HEARTBEAT_SECONDS:
     raise ImproperlyConfigured(
-        "Set WORKER_SILENT_AFTER_SECONDS above WORKER_HEARTBEAT_SECONDS, or a live worker fails "
-        "/health between two heartbeats."
+        "Set WORKER_SILENT_AFTER_SECONDS above WORKER_HEARTBEAT_SECONDS, or /health reports a "
+        "live worker silent between two heartbeats."
     )
 CACHES["health"] = (
     {

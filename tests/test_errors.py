@@ -76,6 +76,7 @@ def test_health_reports_database_broker_redis_and_worker(worker_heartbeat):
     response = APIClient().get("/health")
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
+    assert response.json()["degraded"] == []
     assert response.json()["checks"] == {
         "database": "ok",
         "broker": "ok",

@@ -144,6 +144,7 @@ def test_health_is_503_while_the_database_is_away_and_200_when_it_is_back(
     assert health.status_code == 503
     assert health.json()["status"] == "unavailable"
     assert health.json()["checks"]["database"].startswith("error")
+    assert health.json()["degraded"] == []  # the database is required, not an optional part
     assert read.status_code in (500, 503)
     assert read["Content-Type"].startswith("application/json")
     assert read.json()["error"]["code"] in ("internal_error", "service_unavailable")

@@ -6,9 +6,11 @@ The broker is a private redis-server started for this test, never the shared one
 from datetime import timedelta
 
 import pytest
+from django.core.cache import caches
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from config.health import HEARTBEAT_KEY
 from payments import ledger, provider, services, tasks
 from payments.models import Payin
 from tests.faults.conftest import WORKER_ENV
@@ -100,10 +102,24 @@ def test_health_is_503_while_the_broker_is_away_and_200_when_it_is_back(
     assert health.json()["status"] == "unavailable"
     assert health.json()["checks"]["database"] == "ok"
     assert health.json()["checks"]["broker"].startswith("error")
+    assert health.json()["degraded"] == []  # the broker is required, not an optional part
 
     isolated_broker.start()  # back, without a restart
     assert anonymous.get("/health").json() == {
         "status": "ok",
         "version": "1.0.0",
+        "degraded": [],
         "checks": {"database": "ok", "broker": "ok", "redis": "ok", "worker": "ok"},
     }
+
+
+def test_health_is_503_while_the_broker_is_away_even_with_a_silent_worker(isolated_broker):
+    """The optional checks never decide the code, either way: broker away and no worker is a
+    503 naming both."""
+    caches["health"].delete(HEARTBEAT_KEY)
+    isolated_broker.stop()
+    health = APIClient(raise_request_exception=False).get("/health")
+    assert health.status_code == 503
+    assert health.json()["status"] == "unavailable"
+    assert health.json()["checks"]["broker"].startswith("error")
+    assert health.json()["degraded"] == ["worker"]
