@@ -52,6 +52,10 @@ GUIDANCE: dict[str, tuple[str, str]] = {
     "csrf_failed": ("A dashboard form was posted without its CSRF token.", "Reload the page."),
     "not_found": ("The resource does not exist for this merchant.", "Check the id and the key."),
     "method_not_allowed": ("This method is not served here.", "See /docs for the methods."),
+    "unsupported_media_type": (
+        "The body's Content-Type is not application/json.",
+        "Send the body as JSON with `Content-Type: application/json`.",
+    ),
     "rate_limited": ("Too many requests for this API key.", "Wait `Retry-After` seconds."),
     "internal_error": (
         "An unexpected fault; the request's changes were rolled back.",

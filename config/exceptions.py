@@ -130,6 +130,12 @@ def build_error_response(exc: Exception) -> Response | None:
         body = error_body(429, "Too many requests.", reason="rate_limited")
         if exc.wait is not None:  # whole seconds already (DRF rounds the wait up)
             headers["Retry-After"] = str(max(1, int(exc.wait)))
+    elif isinstance(exc, drf_exceptions.MethodNotAllowed):
+        body = error_body(405, str(exc.detail), reason="method_not_allowed")
+        status = 405
+    elif isinstance(exc, drf_exceptions.UnsupportedMediaType):
+        body = error_body(415, str(exc.detail), reason="unsupported_media_type")
+        status = 415
     elif isinstance(exc, drf_exceptions.APIException):
         status = exc.status_code
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)

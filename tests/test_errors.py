@@ -28,9 +28,15 @@ def test_unknown_path_without_credentials_is_json_not_html():
     _assert_error(response, 404, "not_found")
 
 
-def test_wrong_method_is_405(api):
-    response = api.client.delete("/customers")
-    _assert_error(response, 405, "method_not_allowed")
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("delete", "/customers"), ("get", "/operators/predict"), ("put", "/payins")],
+)
+def test_wrong_method_is_405_with_its_documented_reason(api, method, path):
+    response = getattr(api.client, method)(path)
+    error = _assert_error(response, 405, "method_not_allowed")
+    assert error["reason"] == "method_not_allowed"
+    assert method.upper() in error["message"]
 
 
 def test_malformed_json_is_400_and_creates_nothing(api):
@@ -51,7 +57,8 @@ def test_wrong_content_type_is_415(api):
         content_type="application/x-www-form-urlencoded",
         HTTP_IDEMPOTENCY_KEY="k1",
     )
-    _assert_error(response, 415, "unsupported_media_type")
+    error = _assert_error(response, 415, "unsupported_media_type")
+    assert error["reason"] == "unsupported_media_type"
 
 
 def test_validation_error_names_the_field(api):
