@@ -9,7 +9,6 @@ CODE_MEANINGS = {
     "forbidden": "Not allowed (dashboard and CSRF only; the API answers 401 or 404).",
     "not_found": "No such resource for this merchant: another merchant's, or a malformed path id.",
     "method_not_allowed": "The path exists; the HTTP method does not.",
-    "not_acceptable": "The Accept header asks for something other than JSON.",
     "conflict": "The request clashes with the resource's state or with an Idempotency-Key.",
     "unsupported_media_type": "A body that is not `application/json` (KYC files are URLs).",
     "rate_limited": "Too many requests for this API key; wait `Retry-After` seconds.",

@@ -21,7 +21,6 @@ CODE_BY_STATUS = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
-    406: "not_acceptable",
     409: "conflict",
     415: "unsupported_media_type",
     429: "rate_limited",

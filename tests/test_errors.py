@@ -229,3 +229,13 @@ def test_a_lone_surrogate_echoed_in_an_error_message_is_400_json(api):
     )
     error = _assert_error(response, 400, "bad_request")
     assert "country_code" in error["fields"]
+
+
+def test_no_406_is_documented_since_any_accept_gets_json(api):
+    """JsonWhateverTheAccept answers JSON whatever the Accept: the reference lists no 406."""
+    response = api.client.get("/customers", HTTP_ACCEPT="application/xml")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/json")
+    description = APIClient().get("/schema?format=json").json()["info"]["description"]
+    assert "| 406 |" not in description
+    assert "not_acceptable" not in description
