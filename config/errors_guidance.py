@@ -13,7 +13,7 @@ CODE_MEANINGS = {
     "unsupported_media_type": "A body that is not `application/json` (KYC files are URLs).",
     "rate_limited": "Too many requests for this API key; wait `Retry-After` seconds.",
     "internal_error": "A fault on our side; nothing was half-done. Retry with the same key.",
-    "service_unavailable": "The database or broker is unreachable; retry later.",
+    "service_unavailable": "The database is unreachable; retry after `Retry-After` seconds.",
 }
 
 FIX_INPUT = "Fix the request as `message` and `fields` say; retrying it unchanged fails again."
@@ -59,6 +59,10 @@ GUIDANCE: dict[str, tuple[str, str]] = {
     "internal_error": (
         "An unexpected fault; the request's changes were rolled back.",
         "Retry with the same Idempotency-Key; report the X-Request-Id if it persists.",
+    ),
+    "service_unavailable": (
+        "The database could not be reached or dropped the connection; nothing was half-done.",
+        "Retry with the same Idempotency-Key after `Retry-After` seconds.",
     ),
     # --- not found ---
     "customer_not_found": ("No such customer for this merchant.", "Create the customer first."),

@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db import connections, transaction
+from django.db import InterfaceError, OperationalError, connections, transaction
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
@@ -14,6 +14,12 @@ from rest_framework.response import Response
 logger = logging.getLogger("cowry.errors")
 
 AUTH_CHALLENGE = 'ApiKey realm="cowry"'  # X-Api-Key and X-Api-Secret (docs/api.md, Authentication)
+
+# What a 503 for an unreachable database tells the client to wait before retrying.
+DATABASE_RETRY_AFTER_SECONDS = 5
+# PostgreSQL states that say the connection, not the statement, failed: class 08 (connection
+# exception) and the server shutting down, terminating the backend or not accepting connections.
+_CONNECTION_LOST_SQLSTATES = ("08", "57P01", "57P02", "57P03")
 
 CODE_BY_STATUS = {
     400: "bad_request",
@@ -146,6 +152,19 @@ def build_error_response(exc: Exception) -> Response | None:
     return Response(body, status=status, headers=headers)
 
 
+def database_unreachable(exc: BaseException) -> bool:
+    """The database could not be reached, or dropped the connection: Django's InterfaceError (a
+    closed connection), or an OperationalError from psycopg's connection layer (no SQLSTATE: it
+    could not connect, or the server went away) or with a connection-loss SQLSTATE. A statement
+    that failed on a working connection (a deadlock, a timeout) is not this."""
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith(_CONNECTION_LOST_SQLSTATES)
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response:
     response = build_error_response(exc)
     if response is None:
@@ -156,9 +175,21 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
             getattr(request, "path", "?"),
             exc_info=exc,
         )
-        response = Response(
-            error_body(500, "An internal error occurred.", reason="internal_error"), status=500
-        )
+        if database_unreachable(exc):
+            response = Response(
+                error_body(
+                    503,
+                    "The database is unreachable; retry later.",
+                    reason="service_unavailable",
+                ),
+                status=503,
+                headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
+            )
+        else:
+            response = Response(
+                error_body(500, "An internal error occurred.", reason="internal_error"),
+                status=500,
+            )
     # Like DRF: with ATOMIC_REQUESTS the request's transaction must not commit half a change.
     for connection in connections.all(initialized_only=True):
         if connection.settings_dict.get("ATOMIC_REQUESTS") and connection.in_atomic_block:
