@@ -128,17 +128,19 @@ def _http_level() -> list[Entry]:
     return entries
 
 
-def discover() -> dict[str, Entry]:
-    """Every reason, keyed by reason; django.setup() must have run."""
+def discover() -> dict[tuple[int, str], Entry]:
+    """Every (status, reason) the code can answer, in that order; django.setup() must have run.
+    A reason answered with two statuses (customer_not_found: 404 for a path id, 400 for an id
+    in the body) is two entries, each from an error class that declares its status."""
     from config.exceptions import CODE_BY_STATUS, DomainError
 
     _import_app_modules()
     classes = [DomainError, *_subclasses(DomainError)]
-    entries: dict[str, Entry] = {}
+    entries: dict[tuple[int, str], Entry] = {}
 
     def add(reason: str, status: int, message: str, raised_by: str) -> None:
         entry = entries.setdefault(
-            reason, Entry(reason, status, CODE_BY_STATUS.get(status, "error"), message)
+            (status, reason), Entry(reason, status, CODE_BY_STATUS.get(status, "error"), message)
         )
         entry.raised_by.add(raised_by)
 
@@ -151,9 +153,14 @@ def discover() -> dict[str, Entry]:
         cls = by_name[name]
         add(reason, cls.status, "", f"{module} ({name})")
     for entry in _http_level():
-        existing = entries.setdefault(entry.reason, entry)
+        existing = entries.setdefault((entry.status, entry.reason), entry)
         existing.raised_by.add("config.exceptions")
-    return dict(sorted(entries.items(), key=lambda item: (item[1].status, item[0])))
+    return dict(sorted(entries.items()))
+
+
+def reasons() -> set[str]:
+    """Every reason the code can answer, whatever its status."""
+    return {reason for _status, reason in discover()}
 
 
 def _cell(text: str) -> str:
@@ -180,7 +187,7 @@ def render_reasons_table() -> str:
     for status, code in sorted(CODE_BY_STATUS.items()):
         lines.append(f"| {status} | `{code}` | {_cell(CODE_MEANINGS[code])} |")
     lines += ["", "| Status | code | reason | Meaning | What to do |", "|---|---|---|---|---|"]
-    for reason, entry in discover().items():
+    for (_status, reason), entry in discover().items():
         meaning, todo = GUIDANCE[reason]
         lines.append(
             f"| {entry.status} | `{entry.code}` | `{reason}` | {_cell(meaning)} | {_cell(todo)} |"

@@ -11,12 +11,17 @@ class CustomerNotFound(NotFound):
     reason = "customer_not_found"
     message = "The customer does not exist."
 
-    def __init__(self, *, field: str | None = None) -> None:
-        """`field`: the request body's field that named the customer, for a new quote or
-        payment: then a 400 naming it (the request is wrong), not a 404."""
-        super().__init__(fields={field: [self.message]} if field else None)
-        if field:
-            self.status = 400
+
+class CustomerNotFoundForPayment(DomainError):
+    """The customer_id in a new quote or payment's body names no customer of the merchant: a
+    400 naming the field (the request is wrong), where a path id is a 404 (CustomerNotFound)."""
+
+    status = 400
+    reason = CustomerNotFound.reason
+    message = CustomerNotFound.message
+
+    def __init__(self) -> None:
+        super().__init__(fields={"customer_id": [self.message]})
 
 
 class CustomerBlocked(DomainError):
@@ -35,10 +40,10 @@ def customer_get(*, merchant: Merchant, customer_id: UUID) -> Customer:
 
 def customer_get_for_payment(*, merchant: Merchant, customer_id: UUID) -> Customer:
     """The customer named by a new quote or payment's customer_id: unknown or blocked is a
-    400 naming customer_id (CustomerNotFound, CustomerBlocked)."""
+    400 naming customer_id (CustomerNotFoundForPayment, CustomerBlocked)."""
     customer = Customer.objects.filter(pk=customer_id, merchant=merchant).first()
     if customer is None:
-        raise CustomerNotFound(field="customer_id")
+        raise CustomerNotFoundForPayment()
     if customer.status != CustomerStatus.ACTIVE:
         raise CustomerBlocked(fields={"customer_id": [CustomerBlocked.message]})
     return customer

@@ -338,8 +338,9 @@ def quote_consume(
     """Lock the merchant's quote, check it can pay for this flow and customer, mark it consumed.
     Runs inside the caller's transaction.atomic(), so the quote is consumed iff the payment is
     created; of two racing payments the second waits for the row lock, then sees `consumed`.
-    The customer is checked first (CustomerNotFound, CustomerBlocked), unless the quote names
-    it and it is still active (read with the quote), then the quote, then its operator."""
+    The customer is checked first (CustomerNotFoundForPayment, CustomerBlocked), unless the
+    quote names it and it is still active (read with the quote), then the quote, then its
+    operator."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("quote_consume() must run inside the caller's transaction.atomic().")
     quote = (

@@ -1,22 +1,26 @@
 """The error reference (docs/errors.md, /schema) covers every reason the code can answer."""
 
+import ast
 import gc
+import inspect
 import json
+import textwrap
+import uuid
 
 from django.test import Client
 
 from config import errors_reference
 from config.errors_guidance import GUIDANCE
-from config.exceptions import DomainError
+from config.exceptions import CODE_BY_STATUS, DomainError
 from config.schema import IDEMPOTENCY_KEY_MAX_LENGTH
 from merchants import idempotency
 
 
 def test_every_reason_in_the_code_has_its_meaning_and_what_to_do():
-    found = errors_reference.discover()
+    found = errors_reference.reasons()
     assert len(found) > 70
-    assert sorted(set(found) - set(GUIDANCE)) == []
-    assert sorted(set(GUIDANCE) - set(found)) == []  # nothing documented that cannot happen
+    assert sorted(found - set(GUIDANCE)) == []
+    assert sorted(set(GUIDANCE) - found) == []  # nothing documented that cannot happen
     assert all(meaning and todo for meaning, todo in GUIDANCE.values())
 
 
@@ -34,22 +38,21 @@ def test_a_new_reason_is_found_wherever_its_class_lives_and_lacks_guidance():
 
     try:
         found = errors_reference.discover()
-        assert found["brand_new_refusal"].status == 409
-        assert found["brand_new_refusal"].code == "conflict"
+        assert found[409, "brand_new_refusal"].code == "conflict"
         assert "brand_new_refusal" not in GUIDANCE  # the first test would fail on it
     finally:
         del BrandNewRefusal
         gc.collect()
-    assert "brand_new_refusal" not in errors_reference.discover()
+    assert "brand_new_refusal" not in errors_reference.reasons()
 
 
 def test_ad_hoc_and_http_level_reasons_are_found():
     found = errors_reference.discover()
-    assert found["invalid_label"].status == 400  # through merchants' length helper
-    assert found["api_key_not_active"].status == 400  # DomainError(..., reason=...)
-    assert found["malformed_json"].status == 400  # config.exceptions
-    assert found["rate_limited"].status == 429
-    assert found["idempotency_key_reused"].code == "conflict"
+    assert (400, "invalid_label") in found  # through merchants' length helper
+    assert (400, "api_key_not_active") in found  # DomainError(..., reason=...)
+    assert (400, "malformed_json") in found  # config.exceptions
+    assert (429, "rate_limited") in found
+    assert found[409, "idempotency_key_reused"].code == "conflict"
 
 
 def test_the_schema_publishes_the_reference_and_describes_every_response(db):
@@ -72,3 +75,57 @@ def test_the_schema_publishes_the_reference_and_describes_every_response(db):
 
 def test_the_idempotency_key_limits_in_the_schema_are_the_servers():
     assert IDEMPOTENCY_KEY_MAX_LENGTH == idempotency.MAX_KEY_LENGTH
+
+
+PAYIN = {
+    "country_code": "CM",
+    "operator_code": "CM_MTN_MOMO",
+    "rail_type": "mobile_money",
+    "send_amount": "10000",
+    "send_currency": "XAF",
+}
+
+
+def _listed(status: int, reason: str) -> bool:
+    """docs/errors.md has the row for this status and reason."""
+    row = f"| {status} | `{CODE_BY_STATUS[status]}` | `{reason}` |"
+    return row in errors_reference.DOC.read_text()
+
+
+def test_a_reason_answered_with_two_statuses_is_listed_under_each(enabled_api):
+    """An unknown id in the path is a 404, in a body a 400: both rows are in the reference."""
+    unknown = str(uuid.uuid4())
+    customer = enabled_api.post("/customers", {"first_name": "Awa"}).json()["id"]
+    answers = [
+        enabled_api.get(f"/customers/{unknown}"),
+        enabled_api.post("/quotes/payin", {**PAYIN, "customer_id": unknown}),
+        enabled_api.get(f"/quotes/{unknown}"),
+        enabled_api.post(
+            "/payins",
+            {"quote_id": unknown, "customer_id": customer, "source": {"phone": "+237670001234"}},
+        ),
+    ]
+    seen = [(r.status_code, r.json()["error"]["reason"]) for r in answers]
+    assert seen == [
+        (404, "customer_not_found"),
+        (400, "customer_not_found"),
+        (404, "quote_not_found"),
+        (400, "quote_not_found"),
+    ]
+    assert all(_listed(status, reason) for status, reason in seen)
+
+
+def test_no_error_class_changes_its_status_at_runtime():
+    """The reference reads each class's declared status: an error that is a 404 here and a 400
+    there is two classes (CustomerNotFound, CustomerNotFoundForPayment)."""
+    errors_reference._import_app_modules()
+    for cls in [DomainError, *errors_reference._subclasses(DomainError)]:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        assigned = [
+            target
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Attribute) and target.attr == "status"
+        ]
+        assert assigned == [], cls
