@@ -9,6 +9,10 @@ CODE_MEANINGS = {
     "forbidden": "Not allowed (dashboard and CSRF only; the API answers 401 or 404).",
     "not_found": "No such resource for this merchant: another merchant's, or a malformed path id.",
     "method_not_allowed": "The path exists; the HTTP method does not.",
+    "uri_too_long": "The request line (path and query) is longer than the server reads.",
+    "expectation_failed": "An `Expect` header other than `100-continue`.",
+    "request_header_fields_too_large": "A header, or all of them, is larger than the server reads.",
+    "not_implemented": "A `Transfer-Encoding` the server does not implement.",
     "conflict": "The request clashes with the resource's state or with an Idempotency-Key.",
     "unsupported_media_type": "A body that is not `application/json` (KYC files are URLs).",
     "rate_limited": "Too many requests for this API key; wait `Retry-After` seconds.",
@@ -26,6 +30,26 @@ GUIDANCE: dict[str, tuple[str, str]] = {
     "bad_request": ("The request could not be read (Django-level 400).", FIX_INPUT),
     "invalid_request": ("A field is missing, malformed or out of range.", FIX_INPUT),
     "malformed_json": ("The body is not valid JSON.", "Send a JSON object, UTF-8 encoded."),
+    "malformed_request": (
+        "The HTTP request could not be parsed (refused before the API read it).",
+        "Send well-formed HTTP/1.1: `Name: value` header lines, a valid request line.",
+    ),
+    "uri_too_long": (
+        "The request line is over the server's limit (4094 bytes by default).",
+        "Shorten the path and query; send long data in a JSON body.",
+    ),
+    "headers_too_large": (
+        "A header line, or the number of headers, is over the server's limit.",
+        "Send fewer or shorter headers (an API key and secret fit easily).",
+    ),
+    "expectation_failed": (
+        "The request's `Expect` header is not `100-continue`.",
+        "Drop the `Expect` header or send `Expect: 100-continue`.",
+    ),
+    "not_implemented": (
+        "The request's `Transfer-Encoding` is not one the server implements.",
+        "Send the body with Content-Length, or `Transfer-Encoding: chunked`.",
+    ),
     "body_too_large": ("The body is larger than the accepted maximum.", "Send a smaller body."),
     "idempotency_key_missing": (
         "The POST needs an Idempotency-Key header (absent, empty or only spaces).",

@@ -1,10 +1,11 @@
 """The error reference: every error `code` and `reason` the service can answer, found in the code.
 
 Reasons come from the DomainError subclasses (found by walking the apps' modules, wherever they
-live), from `DomainError(..., reason="...")` raised ad hoc, and from the HTTP-level errors of
-config/exceptions.py. What each means and what to do is written in GUIDANCE; docs/errors.md is
-this module's output (`python -m config.errors_reference --write`), and a test fails when it is
-stale or a reason has no guidance.
+live), from `DomainError(..., reason="...")` raised ad hoc, from the HTTP-level errors of
+config/exceptions.py, and from what gunicorn refuses before Django (config/gunicorn_worker.py).
+What each means and what to do is written in GUIDANCE; docs/errors.md is this module's output
+(`python -m config.errors_reference --write`), and a test fails when it is stale or a reason
+has no guidance.
 """
 
 import ast
@@ -39,7 +40,7 @@ def _import_app_modules() -> None:
             name = info.name
             if ".migrations" in name or ".management" in name or name.startswith("config.settings"):
                 continue
-            if name in ("config.wsgi", "config.asgi", "config.gunicorn_worker", "config.celery"):
+            if name in ("config.wsgi", "config.asgi", "config.celery"):
                 continue
             importlib.import_module(name)
 
@@ -128,6 +129,16 @@ def _http_level() -> list[Entry]:
     return entries
 
 
+def _gunicorn_level() -> list[Entry]:
+    """The reasons config.gunicorn_worker gives what gunicorn refuses before Django."""
+    from config import exceptions, gunicorn_worker
+
+    return [
+        Entry(reason, status, exceptions.CODE_BY_STATUS[status])
+        for status, reason in gunicorn_worker.REASON_BY_STATUS.items()
+    ]
+
+
 def discover() -> dict[tuple[int, str], Entry]:
     """Every (status, reason) the code can answer, in that order; django.setup() must have run.
     A reason answered with two statuses (customer_not_found: 404 for a path id, 400 for an id
@@ -155,6 +166,9 @@ def discover() -> dict[tuple[int, str], Entry]:
     for entry in _http_level():
         existing = entries.setdefault((entry.status, entry.reason), entry)
         existing.raised_by.add("config.exceptions")
+    for entry in _gunicorn_level():
+        existing = entries.setdefault((entry.status, entry.reason), entry)
+        existing.raised_by.add("config.gunicorn_worker")
     return dict(sorted(entries.items()))
 
 

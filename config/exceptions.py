@@ -28,9 +28,13 @@ CODE_BY_STATUS = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    414: "uri_too_long",  # gunicorn's refusals (config.gunicorn_worker), before Django
     415: "unsupported_media_type",
+    417: "expectation_failed",
     429: "rate_limited",
+    431: "request_header_fields_too_large",
     500: "internal_error",
+    501: "not_implemented",
     503: "service_unavailable",
 }
 

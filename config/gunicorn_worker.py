@@ -3,7 +3,10 @@
 gunicorn answers a request it cannot parse (a request line or a header over its limits, a
 malformed request) before Django sees it, with an HTML page of its own. This worker class
 (the Procfile's `--worker-class`) makes those answers JSON: `{"error": {"code", "message",
-"reason"}}` with gunicorn's status (400, 414, 431, ...). A malformed header line is named by
+"reason"}}` with gunicorn's status (400, 414, 431, ...), the `code` of that status
+(config.exceptions.CODE_BY_STATUS) and the reason below, both in docs/errors.md
+(config.errors_reference reads REASON_BY_STATUS). Importing this module changes nothing; the
+worker installs its writer when it starts. A malformed header line is named by
 its first word only, in the log and the answer: gunicorn quoted the whole line, and in
 "X-Api-Secret cs_..." (a colon missed) that is the secret.
 """
@@ -17,6 +20,7 @@ from gunicorn.workers.sync import SyncWorker
 
 from config.exceptions import CODE_BY_STATUS
 
+# Each status gunicorn answers (gunicorn.workers.base.Worker.handle_error) and its reason.
 REASON_BY_STATUS = {
     400: "malformed_request",
     403: "forbidden",
@@ -29,10 +33,13 @@ REASON_BY_STATUS = {
 
 
 def json_error_write(sock, status_int: int, reason: str, mesg: str) -> None:
+    client_error = status_int < 500
     error = {
-        "code": CODE_BY_STATUS.get(status_int, "bad_request" if status_int < 500 else "error"),
+        "code": CODE_BY_STATUS.get(status_int, "bad_request" if client_error else "internal_error"),
         "message": mesg or reason,
-        "reason": REASON_BY_STATUS.get(status_int, "malformed_request"),
+        "reason": REASON_BY_STATUS.get(
+            status_int, "malformed_request" if client_error else "internal_error"
+        ),
     }
     body = json.dumps({"error": error}).encode("ascii")
     head = (
@@ -42,10 +49,6 @@ def json_error_write(sock, status_int: int, reason: str, mesg: str) -> None:
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode("latin-1")
     util.write_nonblock(sock, head + body)
-
-
-# gunicorn's workers write these answers through util.write_error, looked up at each call.
-util.write_error = json_error_write
 
 
 _HEADER_NAME = re.compile(r"[^\s:]{0,64}")
@@ -63,5 +66,11 @@ def _named_only(exc: Exception) -> Exception:
 
 
 class JsonErrorSyncWorker(SyncWorker):
+    def init_process(self):
+        # gunicorn's workers write these answers through util.write_error, looked up at each
+        # call; patched here, in the worker process, so importing this module does nothing.
+        util.write_error = json_error_write
+        super().init_process()
+
     def handle_error(self, req, client, addr, exc):
         super().handle_error(req, client, addr, _named_only(exc))

@@ -74,38 +74,66 @@ def gunicorn_url(gunicorn_log) -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def _assert_json_error(response: requests.Response, status: int, reason: str) -> None:
+def _listed(status: int, code: str, reason: str) -> bool:
+    """docs/errors.md lists the status with this code, and this reason under it."""
+    reference = (ROOT / "docs" / "errors.md").read_text()
+    return f"| {status} | `{code}` |" in reference and (
+        f"| {status} | `{code}` | `{reason}` |" in reference
+    )
+
+
+def _assert_json_error(response: requests.Response, status: int, code: str, reason: str) -> None:
     assert response.status_code == status
     assert response.headers["Content-Type"] == "application/json"
     error = response.json()["error"]
-    assert error["reason"] == reason
-    assert error["code"] and error["message"]
+    assert (error["code"], error["reason"]) == (code, reason)
+    assert error["message"]
     assert "<html" not in response.text
+    assert _listed(status, code, reason)
+
+
+def _raw(gunicorn_url: str, request: bytes) -> requests.Response:
+    """The answer to bytes sent as they are (requests would not send them malformed)."""
+    port = int(gunicorn_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    response = requests.Response()
+    response.status_code = int(status_line.split()[1])
+    response.headers.update(line.split(": ", 1) for line in header_lines)
+    response._content = body
+    return response
 
 
 def test_a_request_line_over_gunicorns_limit_is_a_json_414(gunicorn_url):
     response = requests.get(f"{gunicorn_url}/customers/{'a' * 5000}", timeout=10)
-    _assert_json_error(response, 414, "uri_too_long")
+    _assert_json_error(response, 414, "uri_too_long", "uri_too_long")
 
 
 def test_a_header_over_gunicorns_limit_is_a_json_431(gunicorn_url):
     response = requests.get(
         f"{gunicorn_url}/customers", headers={"X-Api-Key": "a" * 20_000}, timeout=10
     )
-    _assert_json_error(response, 431, "headers_too_large")
+    _assert_json_error(response, 431, "request_header_fields_too_large", "headers_too_large")
 
 
-def test_a_malformed_request_is_a_json_400(gunicorn_url):
-    port = int(gunicorn_url.rsplit(":", 1)[1])
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
-        connection.sendall(b"GET /customers HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
-        answer = b""
-        while chunk := connection.recv(65536):
-            answer += chunk
-    head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 400")
-    assert b"Content-Type: application/json" in head
-    assert b'"reason": "malformed_request"' in body
+@pytest.mark.parametrize(
+    ("header", "status", "code", "reason"),
+    [
+        (b"Bad Header", 400, "bad_request", "malformed_request"),
+        (b"Expect: something-else", 417, "expectation_failed", "expectation_failed"),
+        (b"Transfer-Encoding: rot13", 501, "not_implemented", "not_implemented"),
+    ],
+)
+def test_a_request_gunicorn_refuses_is_json_with_its_statuss_code(
+    gunicorn_url, header, status, code, reason
+):
+    request = b"GET /customers HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n\r\n"
+    _assert_json_error(_raw(gunicorn_url, request), status, code, reason)
 
 
 def test_a_malformed_secret_header_line_is_not_written_to_the_log_or_echoed(
