@@ -165,9 +165,9 @@ def test_refunds(
     ]
     _count(
         django_assert_num_queries,
-        # as a payout's, less its quote: the payin locked, its refunds summed, the refund and
-        # its history inserted, the reservation posted (wallet and journal)
-        18,
+        # as a payout's, less its quote: the payin locked, its refunds summed, its operator's
+        # limits read, the refund and its history inserted, the reservation posted
+        19,
         lambda: api.post(f"/payins/{payin_ids[2]}/refunds", {"amount": "100"}),
         201,
     )
