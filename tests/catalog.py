@@ -6,6 +6,23 @@ from merchants.models import Merchant, MerchantOperator
 from quotes import catalog
 from quotes.models import Operator
 
+# Valid quote bodies (a merchant with every operator and corridor), for tests to vary.
+PAYIN_QUOTE = {
+    "country_code": "CM",
+    "operator_code": "CM_MTN_MOMO",
+    "rail_type": "mobile_money",
+    "send_amount": "10000",
+    "send_currency": "XAF",
+}
+TRANSFER_QUOTE = {
+    "corridor_code": "CM-SN-XAF-XOF",
+    "payer_operator_code": "CM_MTN_MOMO",
+    "recipient_operator_code": "SN_WAVE_MOMO",
+    "payin_amount": "10000",
+    "payin_currency": "XAF",
+    "payout_currency": "XOF",
+}
+
 
 def load_catalog() -> None:
     """The 12 operators, 25 corridors, platform fee schedules and FX rates (idempotent)."""

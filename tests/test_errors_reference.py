@@ -14,6 +14,7 @@ from config.errors_guidance import GUIDANCE
 from config.exceptions import CODE_BY_STATUS, DomainError
 from config.schema import IDEMPOTENCY_KEY_MAX_LENGTH
 from merchants import idempotency
+from tests.catalog import PAYIN_QUOTE
 
 
 def test_every_reason_in_the_code_has_its_meaning_and_what_to_do():
@@ -77,15 +78,6 @@ def test_the_idempotency_key_limits_in_the_schema_are_the_servers():
     assert IDEMPOTENCY_KEY_MAX_LENGTH == idempotency.MAX_KEY_LENGTH
 
 
-PAYIN = {
-    "country_code": "CM",
-    "operator_code": "CM_MTN_MOMO",
-    "rail_type": "mobile_money",
-    "send_amount": "10000",
-    "send_currency": "XAF",
-}
-
-
 def _listed(status: int, reason: str) -> bool:
     """docs/errors.md has the row for this status and reason."""
     row = f"| {status} | `{CODE_BY_STATUS[status]}` | `{reason}` |"
@@ -98,7 +90,7 @@ def test_a_reason_answered_with_two_statuses_is_listed_under_each(enabled_api):
     customer = enabled_api.post("/customers", {"first_name": "Awa"}).json()["id"]
     answers = [
         enabled_api.get(f"/customers/{unknown}"),
-        enabled_api.post("/quotes/payin", {**PAYIN, "customer_id": unknown}),
+        enabled_api.post("/quotes/payin", {**PAYIN_QUOTE, "customer_id": unknown}),
         enabled_api.get(f"/quotes/{unknown}"),
         enabled_api.post(
             "/payins",

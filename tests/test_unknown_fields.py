@@ -7,6 +7,7 @@ from customers.models import Customer
 from kyc.models import KycDocument
 from payments.models import Payin, Payout
 from quotes.models import Quote
+from tests.catalog import PAYIN_QUOTE, TRANSFER_QUOTE
 from tests.payments.conftest import create_customer, create_quote, fund, payin_body, payout_body
 from tests.transfers.conftest import SENDER_DETAILS, transfer_body
 from tests.transfers.conftest import create_quote as create_transfer_quote
@@ -14,13 +15,6 @@ from transfers.models import Transfer
 
 pytestmark = pytest.mark.django_db
 
-QUOTE_BODY = {
-    "country_code": "SN",
-    "operator_code": "SN_ORANGE_MOMO",
-    "rail_type": "mobile_money",
-    "send_amount": "10000",
-    "send_currency": "XOF",
-}
 DOCUMENT = {"document_type": "passport", "front_file_url": "https://example.com/front.jpg"}
 
 
@@ -49,20 +43,12 @@ def test_customer_body(enabled_api, body, field):
 
 @pytest.mark.parametrize("flow", ["payin", "payout"])
 def test_quote_body(enabled_api, flow):
-    _refused(enabled_api.post(f"/quotes/{flow}", {**QUOTE_BODY, "fee": "0"}), "fee")
+    _refused(enabled_api.post(f"/quotes/{flow}", {**PAYIN_QUOTE, "fee": "0"}), "fee")
     assert not Quote.objects.exists()
 
 
 def test_transfer_quote_body(enabled_api):
-    body = {
-        "corridor_code": "CM-SN-XAF-XOF",
-        "payer_operator_code": "CM_MTN_MOMO",
-        "recipient_operator_code": "SN_WAVE_MOMO",
-        "payin_amount": "10000",
-        "payin_currency": "XAF",
-        "payout_currency": "XOF",
-        "payout_amout": "9000",
-    }
+    body = {**TRANSFER_QUOTE, "payout_amout": "9000"}
     _refused(enabled_api.post("/quotes/transfer", body), "payout_amout")
     assert not Quote.objects.exists()
 

@@ -7,26 +7,13 @@ from django.utils import timezone
 
 from merchants.models import MerchantCorridor, MerchantOperator
 from quotes.models import Corridor, FeeSchedule, FxRate, Operator, Quote
+from tests.catalog import PAYIN_QUOTE, TRANSFER_QUOTE
 from tests.factories import CustomerFactory, MerchantFactory
 from tests.support import MerchantClient
 
 pytestmark = pytest.mark.django_db
 
-PAYIN = {
-    "country_code": "CM",
-    "operator_code": "CM_MTN_MOMO",
-    "rail_type": "mobile_money",
-    "send_amount": "10000",
-    "send_currency": "XAF",
-}
-TRANSFER = {
-    "corridor_code": "CM-SN-XAF-XOF",
-    "payer_operator_code": "CM_MTN_MOMO",
-    "recipient_operator_code": "SN_WAVE_MOMO",
-    "payin_amount": "10000",
-    "payin_currency": "XAF",
-    "payout_currency": "XOF",
-}
+PAYIN, TRANSFER = PAYIN_QUOTE, TRANSFER_QUOTE
 
 
 def assert_rejected(response, reason, field=None):
