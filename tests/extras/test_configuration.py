@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from merchants.models import MerchantCorridor, MerchantOperator
 from quotes.models import Corridor, FeeSchedule, Operator, Quote
+from tests.catalog import TRANSFER_QUOTE
 
 pytestmark = pytest.mark.django_db
 
@@ -131,17 +132,7 @@ def test_a_closed_operator_refuses_quotes_and_shows_closed(enabled_api):
 def test_a_closed_operator_refuses_transfer_quotes_naming_the_leg(enabled_api):
     Operator.objects.filter(code="SN_WAVE_MOMO").update(status="closed")
 
-    response = enabled_api.post(
-        "/quotes/transfer",
-        {
-            "corridor_code": "CM-SN-XAF-XOF",
-            "payer_operator_code": "CM_MTN_MOMO",
-            "recipient_operator_code": "SN_WAVE_MOMO",
-            "payin_amount": "10000",
-            "payin_currency": "XAF",
-            "payout_currency": "XOF",
-        },
-    )
+    response = enabled_api.post("/quotes/transfer", TRANSFER_QUOTE)
 
     assert response.status_code == 400
     assert response.json()["error"]["reason"] == "operator_closed"

@@ -9,6 +9,7 @@ from django.utils import timezone
 from customers.models import Customer
 from merchants import idempotency
 from merchants.models import IdempotencyRecord, IdempotencyStatus
+from tests.catalog import TRANSFER_QUOTE
 from tests.factories import MerchantFactory
 from tests.support import MerchantClient
 
@@ -345,15 +346,7 @@ def test_racing_identical_quote_and_payment_posts_create_one_each(enabled_mercha
         quote_path = "/quotes/payout"
     else:
         customer = transfers.create_customer(api, **transfers.SENDER_DETAILS)
-        quote_body = {
-            "corridor_code": "CM-SN-XAF-XOF",
-            "payer_operator_code": "CM_MTN_MOMO",
-            "recipient_operator_code": "SN_WAVE_MOMO",
-            "payin_amount": "10000",
-            "payin_currency": "XAF",
-            "payout_currency": "XOF",
-            "customer_id": customer["id"],
-        }
+        quote_body = {**TRANSFER_QUOTE, "customer_id": customer["id"]}
         quote_path = "/quotes/transfer"
     responses = _post_together(enabled_merchant, quote_path, quote_body, "quote", count=6)
     _one_created(responses, created=quotes.count(), status=201)
