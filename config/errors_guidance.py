@@ -199,7 +199,8 @@ GUIDANCE: dict[str, tuple[str, str]] = {
     ),
     "balance_out_of_range": ("The balance would pass what the ledger holds.", "Contact support."),
     "invalid_statement_range": (
-        "`from`/`to` are missing, reversed or more than 31 days apart.",
+        "`to` is before `from`, or they are more than 31 days apart (a missing one is "
+        "`invalid_request` naming it).",
         "Ask for at most 31 days per statement and page through longer periods.",
     ),
     "invalid_transition": (

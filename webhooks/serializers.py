@@ -38,6 +38,10 @@ class EventListQuery(pagination.ListQueryInput):
 EventPageOutput = pagination.page_serializer("EventPageOutput", EventOutput)
 
 
+class EventResendInput(RejectUnknownFields):
+    """No fields: a body, when sent, is an empty object."""
+
+
 class EventResendFailedInput(RejectUnknownFields):
     since = serializers.DateTimeField(
         help_text=(

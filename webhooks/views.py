@@ -14,6 +14,7 @@ from webhooks.serializers import (
     EventPageOutput,
     EventResendFailedInput,
     EventResendFailedOutput,
+    EventResendInput,
 )
 
 
@@ -67,6 +68,7 @@ class EventResendView(APIView):
     )
     @idempotent
     def post(self, request, event_id: UUID):
+        EventResendInput(data=request.data).is_valid(raise_exception=True)  # no body parses as {}
         event = services.event_resend_for_merchant(
             merchant=request.merchant, event_id=event_id, now=timezone.now()
         )

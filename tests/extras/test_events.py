@@ -154,6 +154,19 @@ def test_resend_replayed_with_the_same_key_makes_one_delivery(api, hook):
     assert Delivery.objects.filter(event=event).count() == 2  # the original and one re-send
 
 
+@pytest.mark.parametrize("body", [{"foo": 1}, [1, 2]])
+def test_resend_takes_no_body_fields_and_sends_nothing_for_one(api, hook, body):
+    event = record(api.merchant)
+    deliver_all()
+
+    response = api.post(f"/events/{event.id}/resend", body)
+
+    assert response.status_code == 400, response.json()
+    assert response.json()["error"]["reason"] == "invalid_request"
+    assert Delivery.objects.filter(event=event).count() == 1
+    assert api.post(f"/events/{event.id}/resend", {}).status_code == 202
+
+
 def test_resend_without_an_endpoint_is_409_and_creates_nothing(api):
     event = record(api.merchant)
 
