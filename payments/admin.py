@@ -253,7 +253,16 @@ class PayoutAdmin(PaymentAdmin):
     actions = ["mark_failed"]
     actions_detail = ["mark_failed_detail"]
 
-    @unfold_action(description="Mark failed", url_path="mark-failed", permissions=["support"])
+    def has_stuck_permission(self, request, object_id=None) -> bool:
+        """Mark failed and its confirmation show on a payout stuck at the provider; a POST goes
+        to the service, which checks under the payout's lock."""
+        if object_id is None or request.method == "POST":
+            return True
+        return services.payouts_stuck(now=timezone.now()).filter(pk=object_id).exists()
+
+    @unfold_action(
+        description="Mark failed", url_path="mark-failed", permissions=["support", "stuck"]
+    )
     def mark_failed_detail(self, request, object_id):
         def perform(payout: Payout, reason: str) -> str:
             services.payout_mark_failed(payout_id=payout.pk, actor=request.user, now=timezone.now())

@@ -5,6 +5,8 @@ failed disbursement to the merchant's wallet), each written to the audit log wit
 provider's late completion of a failed disbursement is applied from the reconciliation queue
 (payments.admin.ProviderDiscrepancyAdmin)."""
 
+from collections.abc import Callable
+
 from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -227,7 +229,6 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
             ],
         )
 
-    @admin.display(description="Payer")
     @admin.display(description="collection → disbursement")
     def leg_statuses(self, obj: Transfer) -> str:
         """Both legs in one column, so the list fits a laptop's screen."""
@@ -288,7 +289,35 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
             self, request, object_id, title=title, consequence=consequence, perform=perform
         )
 
-    @unfold_action(description="Relaunch payout", url_path="relaunch", permissions=["support"])
+    # A support button and its confirmation page show on a transfer it can act on. A POST goes
+    # to the service, which checks under the transfer's lock (and a confirmation sent twice
+    # answers as the first did).
+    def _transfer_where(self, request, object_id, can: Callable[[Transfer], bool]) -> bool:
+        if object_id is None or request.method == "POST":
+            return True
+        transfer = self.get_object(request, object_id)
+        return transfer is not None and can(transfer)
+
+    def get_object(self, request, object_id, from_field=None):
+        if request.method != "GET":
+            return super().get_object(request, object_id, from_field)
+        read = request.__dict__.setdefault("_transfers_read", {})  # the page and its buttons
+        if (object_id, from_field) not in read:
+            read[object_id, from_field] = super().get_object(request, object_id, from_field)
+        return read[object_id, from_field]
+
+    def has_relaunchable_permission(self, request, object_id=None) -> bool:
+        return self._transfer_where(request, object_id, services.is_relaunchable)
+
+    def has_stuck_disbursement_permission(self, request, object_id=None) -> bool:
+        now = timezone.now()
+        return self._transfer_where(
+            request, object_id, lambda t: services.disbursement_stuck(t, now=now)
+        )
+
+    @unfold_action(
+        description="Relaunch payout", url_path="relaunch", permissions=["support", "relaunchable"]
+    )
     def relaunch_payout_detail(self, request, object_id):
         return self._detail(
             request,
@@ -305,7 +334,9 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         )
 
     @unfold_action(
-        description="Mark disbursement failed", url_path="mark-failed", permissions=["support"]
+        description="Mark disbursement failed",
+        url_path="mark-failed",
+        permissions=["support", "stuck_disbursement"],
     )
     def mark_disbursement_failed_detail(self, request, object_id):
         return self._detail(
@@ -323,7 +354,9 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         )
 
     @unfold_action(
-        description="Return collected funds", url_path="return-funds", permissions=["support"]
+        description="Return collected funds",
+        url_path="return-funds",
+        permissions=["support", "relaunchable"],
     )
     def return_collected_funds_detail(self, request, object_id):
         return self._detail(

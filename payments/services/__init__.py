@@ -50,6 +50,7 @@ from payments.services.payouts import (
     payout_mark_failed,
     payout_snapshot,
     payout_transition,
+    payouts_stuck,
 )
 from payments.services.refunds import (
     REFUND_ALLOWED,
@@ -140,6 +141,7 @@ __all__ = [
     "payout_snapshot",
     "payout_submit",
     "payout_transition",
+    "payouts_stuck",
     "provider_discrepancy_record",
     "provider_discrepancy_resolve",
     "provider_reference_store",

@@ -6,6 +6,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from config import money
 from config.exceptions import DomainError
@@ -182,6 +183,14 @@ class PayoutNotStuck(DomainError):
     )
 
 
+def payouts_stuck(*, now: datetime) -> QuerySet[Payout]:
+    """Pending payouts the provider received (a provider reference) past their provider
+    timeout: what support may mark failed."""
+    return Payout.objects.filter(status=PayoutStatus.PENDING, provider_timeout_at__lte=now).exclude(
+        provider_reference=""
+    )
+
+
 def payout_mark_failed(*, payout_id: UUID, actor: Any, now: datetime) -> Payout:
     """Support: fail a payout stuck at the provider (reason marked_failed_by_support) once the
     provider has confirmed out of band that it did not pay: the reservation is released and
@@ -192,10 +201,7 @@ def payout_mark_failed(*, payout_id: UUID, actor: Any, now: datetime) -> Payout:
     without a lock), and releasing its reservation then would let it be paid unfunded."""
     with transaction.atomic():
         # locked first: of two racing clicks the second sees the payout failed and is refused
-        stuck = Payout.objects.select_for_update().filter(
-            pk=payout_id, status=PayoutStatus.PENDING, provider_timeout_at__lte=now
-        )
-        if not stuck.exclude(provider_reference="").exists():
+        if not payouts_stuck(now=now).select_for_update().filter(pk=payout_id).exists():
             raise PayoutNotStuck()
         payout = payout_transition(
             payout_id=payout_id, to=PayoutStatus.FAILED, reason=REASON_MARKED_FAILED, at=now

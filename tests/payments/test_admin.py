@@ -280,3 +280,21 @@ def test_a_payouts_page_shows_support_its_provider_discrepancy_and_merchant_staf
     assert shown.status_code == 200
     assert link not in shown.content.decode()
     assert "Provider discrepancies" not in shown.content.decode()
+
+
+def test_the_mark_failed_button_shows_only_on_a_stuck_payout(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    fund(enabled_merchant, "50000")
+    support = _support_client()
+    recent = _pending_payout(
+        enabled_api, customer, django_capture_on_commit_callbacks, past_timeout=False
+    )
+    stuck = _pending_payout(enabled_api, customer, django_capture_on_commit_callbacks)
+
+    def page(payout: dict) -> str:
+        return support.get(f"/admin/payments/payout/{payout['id']}/change/").content.decode()
+
+    assert "/mark-failed/" not in page(recent)
+    assert support.get(f"/admin/payments/payout/{recent['id']}/mark-failed/").status_code == 403
+    assert "/mark-failed/" in page(stuck)

@@ -11,7 +11,13 @@ from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
 from payments import services as payment_services
 from payments.provider.simulator import SimulatorGateway
-from tests.transfers.conftest import SN_DECLINED, SN_SILENT, ledger_is_clean, transfer_body
+from tests.transfers.conftest import (
+    SN_DECLINED,
+    SN_SILENT,
+    create_quote,
+    ledger_is_clean,
+    transfer_body,
+)
 from transfers import services
 from transfers.models import Transfer
 from webhooks import services as webhook_services
@@ -252,3 +258,28 @@ def test_the_transfer_page_shows_support_its_provider_discrepancies(
     owner = staff_client(merchant=enabled_merchant, role="owner").get(page)
     assert owner.status_code == 200
     assert link not in owner.content.decode()
+
+
+def test_support_buttons_show_only_where_they_can_act(support, enabled_api, customer, run):
+    def buttons(transfer: Transfer) -> set[str]:
+        change = reverse("admin:transfers_transfer_change", args=[transfer.pk])
+        html = support.get(change).content.decode()
+        return {path for path in ("relaunch", "mark-failed", "return-funds") if f"/{path}/" in html}
+
+    def transfer(**phones) -> Transfer:
+        quote = create_quote(enabled_api, customer_id=customer["id"])
+        return make_transfer(enabled_api, customer, quote, run, **phones)
+
+    completed = transfer()
+    assert completed.status == "completed"
+    assert buttons(completed) == set()
+    relaunch = reverse("admin:transfers_transfer_relaunch_payout_detail", args=[completed.pk])
+    assert support.get(relaunch).status_code == 403  # no confirmation page claiming a payout
+
+    failed = transfer(recipient_phone=SN_DECLINED)
+    assert buttons(failed) == {"relaunch", "return-funds"}
+
+    stuck = transfer(recipient_phone=SN_SILENT)
+    assert buttons(stuck) == set()  # in flight, before its leg timeout
+    _past_leg_timeout(stuck)
+    assert buttons(stuck) == {"mark-failed"}

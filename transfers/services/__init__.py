@@ -32,6 +32,7 @@ from transfers.services.submission import (
 from transfers.services.support import (
     CollectedFundsNotReturnable,
     ProviderCompletionNotApplicable,
+    disbursement_stuck,
     transfer_apply_provider_completion,
     transfer_mark_disbursement_failed,
     transfer_return_collected_funds,
@@ -80,6 +81,7 @@ __all__ = [
     "TransferNotRelaunchable",
     "aggregate_snapshot",
     "disbursement_reference",
+    "disbursement_stuck",
     "is_relaunchable",
     "payin_leg_snapshot",
     "payout_leg_snapshot",

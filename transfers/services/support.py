@@ -99,6 +99,16 @@ def _audit(transfer: Transfer, *, actor: Any, detail: dict[str, Any]) -> None:
     )
 
 
+def disbursement_stuck(transfer: Transfer, *, now: datetime) -> bool:
+    """In flight, received by the provider (it has a disbursement reference) and past its leg
+    timeout: what support may mark failed."""
+    return (
+        state_of(transfer) == DISBURSING
+        and bool(transfer.disbursement_reference)
+        and transfer.leg_timeout_at <= now
+    )
+
+
 def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: datetime) -> Transfer:
     """Support: fail a disbursement leg stuck at the provider (reason marked_failed_by_support),
     recorded in the audit log with who did it. The money stays in transfer_suspense until a
@@ -113,7 +123,7 @@ def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: dat
                 "Only a transfer whose disbursement leg is in flight (disbursing) can have it "
                 f"marked failed; this one is {transfer.status}."
             )
-        if not transfer.disbursement_reference or transfer.leg_timeout_at > now:
+        if not disbursement_stuck(transfer, now=now):
             raise InvalidTransferTransition(
                 "Only a disbursement stuck at the provider can be marked failed: received by "
                 "the provider (it has a disbursement reference) and past its leg timeout."
