@@ -111,7 +111,9 @@ class ApiKeyAdmin(MerchantScopedAdmin):
         return "active"
 
     def has_add_permission(self, request, *args) -> bool:
-        return dashboard.can_change_credentials(request.user)
+        # Adding and rotating show a new secret: only to its merchant's owners and developers
+        # (ops issue a merchant's first key with `create_api_key`, and may revoke any key).
+        return dashboard.can_manage_credentials(request.user)
 
     def has_change_permission(self, request, obj=None) -> bool:
         # A key changes only by rotation or revocation; save_model issues a key, so a Save on
@@ -120,8 +122,6 @@ class ApiKeyAdmin(MerchantScopedAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            if dashboard.is_ops(request.user):
-                return ["merchant", "label", "expires_at"]
             return ["label", "expires_at"]
         return self.readonly_fields
 
@@ -129,9 +129,7 @@ class ApiKeyAdmin(MerchantScopedAdmin):
         return [] if obj is None else self.readonly_fields
 
     def save_model(self, request, obj, form, change) -> None:
-        merchant = (
-            obj.merchant if dashboard.is_ops(request.user) else dashboard.merchant_of(request.user)
-        )
+        merchant = dashboard.merchant_of(request.user)
         issued = services.api_key_create_by(
             merchant=merchant, actor=request.user, label=obj.label, expires_at=obj.expires_at
         )
@@ -192,7 +190,7 @@ class ApiKeyAdmin(MerchantScopedAdmin):
 
     def rotate_view(self, request, key_id: int):
         api_key = self._scoped_key(request, key_id)
-        if not dashboard.can_change_credentials(request.user):
+        if not dashboard.can_manage_credentials(request.user):
             raise PermissionDenied
         form = RotateForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
@@ -248,7 +246,8 @@ class ApiKeyAdmin(MerchantScopedAdmin):
         )
 
     def render_change_form(self, request, context, *args, **kwargs):
-        context["can_manage_keys"] = dashboard.can_change_credentials(request.user)
+        context["can_rotate_keys"] = dashboard.can_manage_credentials(request.user)
+        context["can_revoke_keys"] = dashboard.can_change_credentials(request.user)
         return super().render_change_form(request, context, *args, **kwargs)
 
 

@@ -72,8 +72,9 @@ def can_manage_credentials(user: AbstractBaseUser) -> bool:
 
 
 def can_change_credentials(user: AbstractBaseUser) -> bool:
-    """Who may add, rotate or revoke keys and endpoints: their merchant's managers, and ops
-    (who never see a secret: revealing one is can_manage_credentials alone)."""
+    """Who may revoke keys and add or change endpoints: their merchant's managers, and ops (who
+    never see a secret: adding or rotating a key, or revealing a signing secret, is
+    can_manage_credentials alone)."""
     return is_ops(user) or can_manage_credentials(user)
 
 

@@ -315,3 +315,14 @@ def test_secrets_appear_only_on_their_owners_pages_never_in_logs_history_audit_o
         )
     for secret in secrets:
         assert not any(secret in text for text in kept)
+
+
+def test_ops_revoke_a_merchants_key_but_never_mint_one_they_would_see(merchant, admin_client):
+    issued = services.api_key_create_by(merchant=merchant, actor=None, label="backend")
+    page = admin_client.get(f"/admin/merchants/apikey/{issued.api_key.pk}/change/")
+
+    assert "/revoke/" in page.content.decode() and "/rotate/" not in page.content.decode()
+    assert admin_client.get(KEY_ADD).status_code == 403
+    rotate = f"/admin/merchants/apikey/{issued.api_key.pk}/rotate/"
+    assert admin_client.post(rotate, {"grace_hours": 0}).status_code == 403
+    assert list(ApiKey.objects.filter(merchant=merchant)) == [issued.api_key]
