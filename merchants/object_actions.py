@@ -23,6 +23,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from rest_framework.response import Response
+from unfold.widgets import UnfoldAdminTextareaWidget
 
 from config.exceptions import DomainError
 from merchants import idempotency
@@ -39,7 +40,7 @@ def confirmation_token() -> str:
 class ReasonForm(forms.Form):
     reason = forms.CharField(
         max_length=500,
-        widget=forms.Textarea(attrs={"rows": 3}),
+        widget=UnfoldAdminTextareaWidget(attrs={"rows": 3}),
         help_text="Why: kept in the record's history with your name and the time.",
     )
 

@@ -5,7 +5,7 @@ a second factor (support and ops when DASHBOARD_REQUIRE_2FA_FOR_STAFF, merchant 
 owner requires it) and has none is sent to set one up before anything else."""
 
 import io
-from base64 import b32encode
+from base64 import b32encode, b64encode
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -52,10 +52,12 @@ def secret_text(device: TOTPDevice) -> str:
     return b32encode(device.bin_key).decode()
 
 
-def qr_svg(device: TOTPDevice) -> str:
+def qr_image_src(device: TOTPDevice) -> str:
+    """The key's QR code as an image URL: django-otp writes a standalone SVG document, whose
+    prefixed elements a browser draws only as an image, not inlined in HTML."""
     out = io.BytesIO()
     write_qrcode_image(device.config_url, out)
-    return out.getvalue().decode()
+    return "data:image/svg+xml;base64," + b64encode(out.getvalue()).decode()
 
 
 def confirm(request: HttpRequest, *, device: TOTPDevice, token: str) -> list[str] | None:

@@ -6,13 +6,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils.http import url_has_allowed_host_and_scheme
+from unfold.widgets import UnfoldAdminTextInputWidget
 
 from merchants import two_factor
 
 
 class CodeForm(forms.Form):
     token = forms.CharField(
-        label="Code", max_length=16, widget=forms.TextInput(attrs={"autocomplete": "one-time-code"})
+        label="Code",
+        max_length=16,
+        widget=UnfoldAdminTextInputWidget(attrs={"autocomplete": "one-time-code"}),
     )
 
 
@@ -35,7 +38,7 @@ def setup(request: HttpRequest, *, site) -> HttpResponse:
         **site.each_context(request),
         "title": "Set up two-factor authentication",
         "form": form,
-        "qr_svg": two_factor.qr_svg(device),
+        "qr_src": two_factor.qr_image_src(device),
         "secret": two_factor.secret_text(device),
         "required": two_factor.is_required(user),
     }

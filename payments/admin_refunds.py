@@ -13,6 +13,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from unfold.widgets import UnfoldAdminDecimalFieldWidget, UnfoldAdminTextInputWidget
 
 from config import money
 from config.exceptions import DomainError
@@ -44,8 +45,9 @@ class RefundForm(forms.Form):
         min_value=0,
         decimal_places=2,
         help_text="Leave empty to refund all that remains refundable.",
+        widget=UnfoldAdminDecimalFieldWidget,
     )
-    reason = forms.CharField(required=False, max_length=255)
+    reason = forms.CharField(required=False, max_length=255, widget=UnfoldAdminTextInputWidget)
 
 
 def refund_once(payin: Payin, *, token: str, amount: Decimal | None, reason: str) -> dict:

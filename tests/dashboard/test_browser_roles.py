@@ -1,6 +1,6 @@
 """The dashboard in a real headless Chromium at 1400 px, one walk per role: a merchant owner
-(home, lists, a teammate invited, two-factor set up), support (worklist to a failed transfer,
-its payout relaunched from its page, the action in its history), ops (platform totals).
+(home, lists, a teammate invited, two-factor set up, a refund), support (worklist to a failed
+transfer, its payout relaunched from its page, the action in its history), ops (platform totals).
 Screenshots are kept in test-artifacts/."""
 
 import base64
@@ -135,6 +135,8 @@ def test_a_merchant_owner_walks_home_lists_team_and_two_factor(
     browser.get(f"{base}/admin/two-factor/setup/")
     secret = wait_for(browser, "#totp-secret").text
     key = base64.b32decode(secret)
+    qr = browser.find_element(by("ID"), "totp-qr")
+    assert browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth", qr)
     shoot(browser, "owner-two-factor-setup")
     browser.find_element(by("NAME"), "token").send_keys(f"{totp(key):06d}")
     submit(browser)
@@ -207,3 +209,40 @@ def test_ops_see_the_platforms_totals(live_server, browser, enabled_merchant):
     assert browser.find_elements(by("CSS_SELECTOR"), "#worklist .worklist-item")
     assert not browser.find_elements(by("CSS_SELECTOR"), ".module caption")  # the sidebar has them
     shoot(browser, "ops-home")
+
+
+def test_an_owner_refunds_part_of_a_completed_payin_from_its_page(
+    live_server, browser, enabled_merchant, enabled_api
+):
+    from tests.payments import conftest as payments
+
+    customer = payments.create_customer(enabled_api)
+    response = enabled_api.post(
+        "/payins", payments.payin_body(payments.create_quote(enabled_api, "payin"), customer)
+    )
+    payin = enabled_api.get(f"/payins/{response.json()['id']}").json()
+    assert payin["status"] == "completed"
+    merchant_services.staff_user_create(
+        username="ama", password=PASSWORD, merchant=enabled_merchant, role="owner"
+    )
+    base = live_server.url
+
+    log_in(browser, base, "ama")
+    browser.get(f"{base}/admin/payments/payin/{payin['id']}/refund/")
+    amount = wait_for(browser, "input[name=amount]")
+    assert "border" in amount.get_attribute("class")  # the dashboard's own inputs, visible
+    assert (
+        "leaves your wallet's available balance now"
+        in browser.find_element(by("ID"), "consequence").text
+    )
+    amount.send_keys("4000")
+    browser.find_element(by("NAME"), "reason").send_keys("Two items returned")
+    shoot(browser, "owner-refund-confirm")
+    submit(browser)
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 20).until(expected_conditions.url_contains("/payments/refund/"))
+    refunds = enabled_api.get("/refunds", payin_id=payin["id"]).json()["data"]
+    assert [(r["amount"], r["reason"]) for r in refunds] == [("4000", "Two items returned")]
+    shoot(browser, "owner-refund-done")

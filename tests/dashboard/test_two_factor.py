@@ -1,6 +1,7 @@
 """Two-factor dashboard logins: set up TOTP, log in with a code or a recovery code, required
 for support and ops by a setting and for a merchant's team by its owner, reset by ops."""
 
+import base64
 import json
 import re
 
@@ -23,8 +24,11 @@ def code_for(device: TOTPDevice, *, steps_ahead: int = 0) -> str:
 
 def set_up(client: Client) -> tuple[TOTPDevice, list[str]]:
     page = client.get("/admin/two-factor/setup/").content.decode()
-    assert "<svg" in page and 'id="totp-secret"' in page
+    assert 'id="totp-secret"' in page
     device = TOTPDevice.objects.get(confirmed=False)
+    qr = re.search(r'id="totp-qr" src="data:image/svg\+xml;base64,([^"]+)"', page).group(1)
+    assert device.config_url.encode() not in base64.b64decode(qr)  # drawn, not written out
+    assert b"<svg" in base64.b64decode(qr)
     done = client.post("/admin/two-factor/setup/", {"token": code_for(device)})
     codes = re.findall(r'class="recovery-code"><code>(\w+)</code>', done.content.decode())
     return device, codes
