@@ -68,10 +68,15 @@ def support_worklist(*, now: datetime) -> list[WorkItem]:
     return [
         WorkItem(
             "Failed transfers holding collected funds",
-            Transfer.objects.filter(
-                status=TransferStatus.FAILED, payin_status=LegStatus.COMPLETED
+            Transfer.objects.filter(  # returned funds leave the payout cancelled
+                status=TransferStatus.FAILED,
+                payin_status=LegStatus.COMPLETED,
+                payout_status=LegStatus.FAILED,
             ).count(),
-            _changelist(Transfer, "status__exact=failed&payin_status__exact=completed"),
+            _changelist(
+                Transfer,
+                "status__exact=failed&payin_status__exact=completed&payout_status__exact=failed",
+            ),
             "Relaunch the payout or return the funds to the merchant's wallet.",
         ),
         WorkItem(

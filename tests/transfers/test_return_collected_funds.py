@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from config import worklist
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
 from payments import ledger, provider
@@ -879,3 +880,15 @@ def test_a_return_racing_a_relaunch_has_exactly_one_winner(enabled_api, first):
         assert not AuditLogEntry.objects.filter(target=str(transfer.id)).exists()
         assert _available(enabled_api, "XAF") == "0"
         assert ledger_is_clean()
+
+
+def test_a_transfer_whose_funds_were_returned_leaves_supports_worklist(failed_payout):
+    def holding() -> int:
+        items = worklist.support_worklist(now=timezone.now())
+        return next(i for i in items if i.label == "Failed transfers holding collected funds")
+
+    assert holding().count == 1
+    services.transfer_return_collected_funds(
+        transfer_id=failed_payout.id, actor=None, now=timezone.now()
+    )
+    assert holding().count == 0
