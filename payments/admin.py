@@ -135,7 +135,7 @@ def discrepancies_table(resource_id) -> str:
             format_html(
                 '<a href="{}">{}</a>',
                 reverse("admin:payments_providerdiscrepancy_change", args=[discrepancy.pk]),
-                discrepancy.received_at.isoformat(timespec="seconds"),
+                display.timestamp(discrepancy.received_at),
             ),
             discrepancy.resource_type,
             discrepancy.provider_outcome,

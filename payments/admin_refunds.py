@@ -80,7 +80,7 @@ class PayinRefunds:
                 format_html('<a href="{}">{}</a>', refund_url(refund.pk), refund.pk),
                 refund.status,
                 f"{money.format_amount(refund.amount)} {refund.currency}",
-                refund.created_at.isoformat(timespec="seconds"),
+                display.timestamp(refund.created_at),
             )
             for refund in obj.refunds.order_by("created_at", "id")
         ]

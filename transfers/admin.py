@@ -63,10 +63,6 @@ class TransferDisbursementAttemptInline(ScopedInlineMixin, unfold_admin.TabularI
         return f"{money.format_amount(obj.payout_amount)} {obj.payout_currency}"
 
 
-def _when(value) -> str:
-    return value.isoformat(timespec="seconds") if value else "—"
-
-
 @admin.register(Transfer)
 class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
     # A pasted id or provider reference (either leg's, any attempt's) is found through an
@@ -209,9 +205,9 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
                     f"{money.format_amount(obj.payin_amount)} {obj.payin_currency}",
                     obj.payer_operator_code,
                     obj.collection_reference or "—",
-                    _when(obj.collection_submitted_at),
-                    _when(obj.collection_completed_at),
-                    _when(obj.collection_failed_at),
+                    display.timestamp(obj.collection_submitted_at),
+                    display.timestamp(obj.collection_completed_at),
+                    display.timestamp(obj.collection_failed_at),
                     obj.collection_failure_reason or "—",
                 ),
                 (
@@ -221,9 +217,9 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
                     f" (quoted {money.format_amount(obj.quoted_payout_amount)})",
                     obj.recipient_operator_code,
                     obj.disbursement_reference or "—",
-                    _when(obj.disbursement_submitted_at),
-                    _when(obj.disbursement_completed_at),
-                    _when(obj.disbursement_failed_at),
+                    display.timestamp(obj.disbursement_submitted_at),
+                    display.timestamp(obj.disbursement_completed_at),
+                    display.timestamp(obj.disbursement_failed_at),
                     obj.disbursement_failure_reason or "—",
                 ),
             ],
@@ -253,7 +249,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
     def journals(self, obj: Transfer) -> str:
         rows = [
             (
-                _when(journal.created_at),
+                display.timestamp(journal.created_at),
                 journal.kind,
                 journal.currency,
                 format_html_join(

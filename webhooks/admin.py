@@ -42,7 +42,7 @@ def _attempts_table(delivery: Delivery):
     rows = [
         (
             attempt.number,
-            attempt.started_at.isoformat(timespec="seconds"),
+            display.timestamp(attempt.started_at),
             attempt.response_status if attempt.response_status is not None else "—",
             f"{attempt.duration_ms} ms" if attempt.duration_ms is not None else "—",
             attempt.error or "",
@@ -70,7 +70,7 @@ def events_table(events) -> str:
     endpoint, status and attempt count, linked to the delivery's page."""
     rows = [
         (
-            event.created_at.isoformat(timespec="seconds"),
+            display.timestamp(event.created_at),
             format_html(
                 '<a href="{}">{}</a>',
                 reverse("admin:webhooks_event_change", args=[event.pk]),

@@ -64,6 +64,7 @@ def test_page_shows_legs_history_events_and_journals(support, enabled_api, custo
     assert "provider_declined" in html  # history / execution
     assert transfer.collection_reference in html
     assert transfer.disbursement_reference in html
+    assert "+00:00" not in html  # legs, journals and events show times as ...T12:00:00Z
 
 
 def test_support_relaunches_a_failed_payout_and_it_is_recorded(
