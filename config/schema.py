@@ -197,6 +197,7 @@ ERROR_EXAMPLES = {
         "error": {
             "code": "unsupported_media_type",
             "message": 'Unsupported media type "text/plain" in request.',
+            "reason": "unsupported_media_type",
         }
     },
     "429": {
