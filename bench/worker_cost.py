@@ -147,7 +147,7 @@ def main() -> int:
         stack.wait_worker_ready()
         redis_server = redis.Redis.from_url(REDIS_BROKER_URL)
 
-        def redis_ms() -> float:  # the whole server's: cache, rate limits, wake-ups, broker
+        def redis_ms() -> float:  # the whole server's: cache, rate limits, broker
             cpu = redis_server.info("cpu")
             return (cpu["used_cpu_sys"] + cpu["used_cpu_user"]) * 1000
 

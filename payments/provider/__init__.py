@@ -7,8 +7,7 @@ reference is the same request to the provider) and a `callback`: the dotted path
 that applies the answer. Answers arrive through `deliver_answer()`, which is what a real
 provider's HTTP callback would call too; `outcome` is "completed" or "failed". A provider that
 decides at once (the sandbox with no delay) gives its answer in the receipt instead: the
-submitter applies it, as its callback would (`receipt_answer_deliver`, or for a claimed payin
-one statement without a second read).
+submitter applies it, as its callback would (`receipt_answer_deliver`).
 
 Submitting is network I/O: never call it while holding a database lock.
 """

@@ -92,7 +92,7 @@ def test_a_merchant_limit_of_zero_is_refused_not_read_as_no_limit(merchant):
 def test_the_count_uses_only_commands_redis_6_knows(api):
     """EXPIRE's NX option came with Redis 7.0: on a Redis 6 (Ubuntu 22.04's, many managed
     ones) the count failed on every request, so the limit was never applied, and each failure
-    paused the request path's Redis use (payment wake-ups) for REDIS_PAUSE_SECONDS."""
+    paused the request path's Redis use (the rate limit itself) for REDIS_PAUSE_SECONDS."""
     from merchants.models import ApiKey
 
     counter = f"ratelimit:{ApiKey.objects.get(key=api.api_key).pk}:"
