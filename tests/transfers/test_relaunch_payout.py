@@ -197,6 +197,7 @@ def test_relaunch_with_lower_amount_and_new_recipient_pays_them_and_credits_the_
     assert body["recipient"]["phone"] == SN_OTHER_PHONE
     final = Event.objects.get(data_id=transfer_id, event_type="transfer.completed")
     assert final.payload["data"]["object"]["receive_amount"] == "9000"
+    assert final.payload["data"]["object"]["failure_reason"] is None
     assert final.payload["data"]["object"]["recipient_operator_code"] == "SN_ORANGE_MOMO"
     # 9000 to the new operator; the 800 not paid out goes to the merchant's XOF wallet.
     assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {

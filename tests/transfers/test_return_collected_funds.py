@@ -190,6 +190,7 @@ def test_support_returns_the_collected_funds_and_the_merchant_sees_them_on_its_w
         "completed",
         "cancelled",
     )
+    assert snapshot["failure_reason"] == "collected_funds_returned_by_support"
     # The ledger: the suspense emptied into the wallet, no fee, nothing in the payout currency.
     assert selectors.transfer_suspense_held(transfer=transfer) == 0
     assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {

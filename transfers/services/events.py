@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from config import money
-from transfers.models import Transfer
+from transfers.models import Transfer, TransferStatus
 from webhooks import services as webhook_services
 
 
@@ -46,8 +46,10 @@ def payout_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
     }
 
 
-def aggregate_snapshot(transfer: Transfer) -> dict[str, Any]:
-    """data.object of transfer.completed / transfer.failed."""
+def aggregate_snapshot(transfer: Transfer, *, reason: str = "") -> dict[str, Any]:
+    """data.object of transfer.completed / transfer.failed; `reason` is the final move's, which
+    a failed transfer carries as its `failure_reason`."""
+    failed = transfer.status == TransferStatus.FAILED
     return {
         "id": transfer.id,
         "status": transfer.status,
@@ -61,28 +63,32 @@ def aggregate_snapshot(transfer: Transfer) -> dict[str, Any]:
         "payer_operator_code": transfer.payer_operator_code,
         "recipient_operator_code": transfer.recipient_operator_code,
         "collection_completed_at": transfer.collection_completed_at,
+        "collection_failed_at": transfer.collection_failed_at,
         "disbursement_completed_at": transfer.disbursement_completed_at,
         "disbursement_failed_at": transfer.disbursement_failed_at,
+        "failure_reason": (reason or None) if failed else None,
     }
 
 
-def _snapshot_for(event_type: str, transfer: Transfer) -> dict[str, Any]:
+def _snapshot_for(event_type: str, transfer: Transfer, *, reason: str) -> dict[str, Any]:
     if event_type.startswith("transfer.payin."):
         return payin_leg_snapshot(transfer)
     if event_type.startswith("transfer.payout."):
         return payout_leg_snapshot(transfer)
-    return aggregate_snapshot(transfer)
+    return aggregate_snapshot(transfer, reason=reason)
 
 
-def events_record(transfer: Transfer, event_types: tuple[str, ...], *, at: datetime) -> None:
-    """Record a move's events: a leg event, then the aggregate one, 1 µs apart so created_at
-    orders them."""
+def events_record(
+    transfer: Transfer, event_types: tuple[str, ...], *, at: datetime, reason: str = ""
+) -> None:
+    """Record a move's events (`reason`: the move's): a leg event, then the aggregate one, 1 µs
+    apart so created_at orders them."""
     for offset, event_type in enumerate(event_types):
         webhook_services.event_record(
             merchant_id=transfer.merchant_id,
             event_type=event_type,
             data_type="transfer",
             data_id=transfer.id,
-            data_object=_snapshot_for(event_type, transfer),
+            data_object=_snapshot_for(event_type, transfer, reason=reason),
             at=at + timedelta(microseconds=offset),
         )

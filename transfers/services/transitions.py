@@ -372,7 +372,7 @@ def transfer_transition(
         if spec.answers_attempt:
             ended = _attempt_ended(transfer)
         _history_write(transfer, reason=reason, at=at, attempt=ended)
-        events.events_record(transfer, spec.events, at=at)
+        events.events_record(transfer, spec.events, at=at, reason=reason)
         if spec.submits_disbursement:
             _disbursement_submit_on_commit(transfer)
         return transfer
