@@ -215,6 +215,8 @@ def test_collection_declined_fails_the_transfer_and_never_disburses(
     # Why it failed, in the aggregate event itself: the final move's reason.
     assert obj["failure_reason"] == "provider_declined"
     assert obj["collection_failed_at"] == body["execution"]["collection_failed_at"]
+    leg = Event.objects.get(data_id=transfer_id, event_type="transfer.payin.failed").payload
+    assert leg["data"]["object"]["collection_submitted_at"] is not None
     # Nothing was collected, so nothing was posted.
     assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {}
     assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {}

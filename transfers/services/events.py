@@ -28,6 +28,7 @@ def payin_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
     return {
         **_leg_snapshot(transfer),
         "collection_reference": transfer.collection_reference or None,
+        "collection_submitted_at": transfer.collection_submitted_at,
         "collection_completed_at": transfer.collection_completed_at,
         "collection_failed_at": transfer.collection_failed_at,
         "collection_failure_reason": transfer.collection_failure_reason or None,
@@ -40,6 +41,7 @@ def payout_leg_snapshot(transfer: Transfer) -> dict[str, Any]:
         **_leg_snapshot(transfer),
         "disbursement_attempt": transfer.disbursement_attempt,
         "disbursement_reference": transfer.disbursement_reference or None,
+        "disbursement_submitted_at": transfer.disbursement_submitted_at,
         "disbursement_completed_at": transfer.disbursement_completed_at,
         "disbursement_failed_at": transfer.disbursement_failed_at,
         "disbursement_failure_reason": transfer.disbursement_failure_reason or None,
