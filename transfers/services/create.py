@@ -5,7 +5,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
-from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -225,11 +224,13 @@ def _created_record(transfer: Transfer, *, at: datetime) -> None:
         reason=REASON_CREATED,
         created_at=at,
     )
+    transfer_id = str(transfer.id)
+    # A committed transfer is never a 500 (robust); the sweep resubmits. A function, not a
+    # partial: Django logs a robust callback's failure by its __qualname__, which a partial
+    # lacks (an AttributeError, the 500 again).
     transaction.on_commit(
-        partial(
-            jobs.enqueue, "transfers.tasks.submit_transfer_collection", transfer_id=str(transfer.id)
-        ),
-        robust=True,  # a committed transfer is never a 500; the sweep resubmits
+        lambda: jobs.enqueue("transfers.tasks.submit_transfer_collection", transfer_id=transfer_id),
+        robust=True,
     )
 
 

@@ -10,7 +10,6 @@ events and posts its journals in the transaction that makes it.
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -301,8 +300,8 @@ def _history_write(
 def _disbursement_submit_on_commit(transfer: Transfer) -> None:
     transfer_id, attempt = str(transfer.id), transfer.disbursement_attempt
     transaction.on_commit(
-        partial(
-            jobs.enqueue,
+        # a function, not a partial: Django logs a robust callback's failure by its __qualname__
+        lambda: jobs.enqueue(
             "transfers.tasks.submit_transfer_disbursement",
             transfer_id=transfer_id,
             attempt=attempt,
