@@ -1,13 +1,15 @@
 """Fault-injection helpers: a webhook receiver that can hang until released, a private Redis
-server that can be stopped and started, and PostgreSQL backend inspection."""
+server that can be stopped and started (the broker down for a moment: `broker_down`), and
+PostgreSQL backend inspection."""
 
+import contextlib
 import http.server
 import shutil
 import socket
 import subprocess
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import psycopg
@@ -219,3 +221,29 @@ def isolated_broker(private_redis, settings, monkeypatch) -> Iterator[RedisServe
     _use_broker(private_redis.url)
     yield private_redis
     _use_broker(previous)
+
+
+@pytest.fixture
+def broker_down(isolated_broker) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """`with broker_down():` the broker's Redis (the private one) is stopped and this process
+    publishes to it, eager execution off: every enqueue in the block really fails, as kombu
+    fails it in an outage. After the block Redis is back and tasks run in-process again.
+    Outside tests/faults, import it with isolated_broker and private_redis into the conftest."""
+    from config.celery import app
+
+    # The tasks modules imported now: the first enqueue that has to import them sets Django up
+    # again through Celery's fixup, and its logging with it (caplog's handler gone).
+    app.loader.import_default_modules()
+
+    @contextlib.contextmanager
+    def outage() -> Iterator[None]:
+        eager = app.conf.task_always_eager
+        isolated_broker.stop()
+        app.conf.task_always_eager = False
+        try:
+            yield
+        finally:
+            app.conf.task_always_eager = eager
+            isolated_broker.start()
+
+    return outage

@@ -7,6 +7,11 @@ from django.utils import timezone
 
 from payments import provider, services
 from payments.provider.simulator import SimulatorGateway
+from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped for a moment
+    broker_down,
+    isolated_broker,
+    private_redis,
+)
 from tests.webhooks.conftest import receiver, webhook_settings  # noqa: F401 - a local receiver
 from tests.worker import celery_worker_process  # noqa: F401 - the real-worker fixture
 
@@ -113,13 +118,3 @@ def payout_body(quote: dict, customer: dict, phone: str = SN_PHONE, **recipient)
 @pytest.fixture
 def customer(enabled_api) -> dict:
     return create_customer(enabled_api)
-
-
-@pytest.fixture
-def submission_lost(monkeypatch):
-    """Each payment's enqueue after commit is lost (the broker gone at that moment): new
-    payments wait in the database for the submission the test delivers, as the sweep of lost
-    submissions would deliver it."""
-    from payments.services import enqueue
-
-    monkeypatch.setattr(enqueue, "submission_enqueue", lambda payment: None)

@@ -335,6 +335,17 @@ def _transfer(api, **phones) -> Transfer:
     return Transfer.objects.get(pk=response.json()["id"])
 
 
+def _transfer_whose_collection_enqueue_is_lost(api, broker_down) -> Transfer:
+    """A transfer created while the broker's Redis is stopped: the API answers 201, the
+    collection's enqueue after commit fails, and the transfer waits, pending, for the sweep's
+    resubmission (or the leg's timeout)."""
+    with broker_down():
+        transfer = _transfer(api)
+    assert transfer.status == "pending"
+    assert (transfer.collection_submitted_at, transfer.collection_reference) == (None, "")
+    return transfer
+
+
 def _suspense(transfer_id) -> Decimal:
     from payments.ledger import TRANSFER_SUSPENSE
     from payments.models import JournalLine
@@ -514,7 +525,7 @@ class CollectionOnItsWayGateway:
 
 @pytest.mark.parametrize("submission", ["in time", "late"])
 def test_a_transfer_whose_collection_is_submitted_while_the_sweep_looks_has_one_outcome(
-    enabled_merchant, hooks, settings, monkeypatch, submission
+    enabled_merchant, hooks, settings, broker_down, submission
 ):
     """The collection's submission started just before the leg's timeout (in time) or after it
     (late: a lost enqueue, a queue an hour behind), and the sweep reads the transfer pending
@@ -526,10 +537,7 @@ def test_a_transfer_whose_collection_is_submitted_while_the_sweep_looks_has_one_
     from transfers import tasks as transfer_tasks
 
     api = MerchantClient(enabled_merchant)
-    with monkeypatch.context() as lost:  # the collection's enqueue after commit is lost
-        lost.setattr(transfer_tasks.submit_transfer_collection, "apply_async", lambda **_: None)
-        transfer = _transfer(api)
-    assert transfer.status == "pending"
+    transfer = _transfer_whose_collection_enqueue_is_lost(api, broker_down)
     _due(Transfer, transfer.id, "leg_timeout_at")
     due = Transfer.objects.get(pk=transfer.id).leg_timeout_at
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.CollectionOnItsWayGateway"
@@ -584,19 +592,16 @@ def test_a_transfer_whose_collection_is_submitted_while_the_sweep_looks_has_one_
 
 
 def test_a_collection_submission_that_finds_the_sweep_has_failed_its_transfer_stands_down(
-    enabled_merchant, hooks, settings, monkeypatch, caplog
+    enabled_merchant, hooks, settings, broker_down, caplog
 ):
     """The submission read the transfer pending just before its leg's timeout, and the sweep,
     which read it past its timeout, takes the transfer's row first and fails it. The
     submission then finds a transfer it can no longer submit: it calls no provider and ends
     quietly, the task done (it used to raise InvalidTransferTransition, an error in the
     worker's log for ops and a task failure for a transfer that had ended as it should)."""
-    from transfers import tasks as transfer_tasks
-
     api = MerchantClient(enabled_merchant)
-    with monkeypatch.context() as lost:  # the collection's enqueue after commit is lost
-        lost.setattr(transfer_tasks.submit_transfer_collection, "apply_async", lambda **_: None)
-        transfer = _transfer(api)
+    transfer = _transfer_whose_collection_enqueue_is_lost(api, broker_down)
+    caplog.clear()  # the lost enqueue's error; the race below must log none
     _due(Transfer, transfer.id, "leg_timeout_at")
     due = Transfer.objects.get(pk=transfer.id).leg_timeout_at
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.CollectionOnItsWayGateway"

@@ -313,15 +313,16 @@ def test_a_lost_answer_is_asked_of_the_provider_and_applied(
 
 
 def test_a_lost_submission_is_found_by_the_sweep_and_sent(
-    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, monkeypatch
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, broker_down, caplog
 ):
-    from payments.services import enqueue
-
     payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
-    monkeypatch.setattr(enqueue, "submission_enqueue", lambda payment: None)  # broker gone
-    with django_capture_on_commit_callbacks(execute=True):
-        refund = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "3000"}).json()
-    assert Refund.objects.get(pk=refund["id"]).submitted_at is None
+    with broker_down(), django_capture_on_commit_callbacks(execute=True):
+        response = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "3000"})
+    assert response.status_code == 201, response.json()
+    refund = response.json()
+    assert (refund["status"], Refund.objects.get(pk=refund["id"]).submitted_at) == ("pending", None)
+    lost = f"Broker unreachable; refund {refund['id']} left to the sweep of lost submissions"
+    assert lost in caplog.text
     later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
     assert services.refunds_stale_submissions(now=later) == [uuid.UUID(refund["id"])]
     services.refund_submit(refund_id=uuid.UUID(refund["id"]), now=later)

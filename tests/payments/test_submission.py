@@ -61,14 +61,18 @@ def test_a_provider_outage_leaves_the_payin_pending_for_the_retry_that_completes
 
 
 def test_a_lost_enqueue_leaves_the_payin_created_for_the_sweep_that_submits_it(
-    enabled_merchant, submission_lost
+    enabled_merchant, broker_down, caplog
 ):
     api = MerchantClient(enabled_merchant)
     customer = create_customer(api)
-    response = api.post("/payins", payin_body(create_quote(api, "payin"), customer))
-    assert response.status_code == 201
+    quote = create_quote(api, "payin")
+    with broker_down():  # the enqueue after commit meets a stopped Redis
+        response = api.post("/payins", payin_body(quote, customer))
+    assert response.status_code == 201, response.json()
     payin = Payin.objects.get(pk=response.json()["id"])
-    assert payin.status == "created"
+    assert (response.json()["status"], payin.status) == ("created", "created")
+    lost = f"Broker unreachable; payin {payin.pk} left to the sweep of lost submissions"
+    assert lost in caplog.text
 
     later = payin.created_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
     assert services.payments_stale_submissions(now=later)[0] == [payin.pk]

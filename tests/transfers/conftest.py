@@ -4,6 +4,11 @@ import pytest
 
 from payments import services as payment_services
 from tests.dashboard.conftest import staff_client  # noqa: F401 - dashboard logins
+from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped for a moment
+    broker_down,
+    isolated_broker,
+    private_redis,
+)
 from tests.webhooks.conftest import receiver, webhook_settings  # noqa: F401 - HTTP receiver
 
 CM_PHONE = "+237670001234"
@@ -14,6 +19,7 @@ SILENT_SUFFIX = "999"
 CM_DECLINED = "+237670001000"
 SN_DECLINED = "+221770001000"
 SN_SILENT = "+221770001999"
+CM_SILENT = "+237670001999"
 
 SENDER_DETAILS = {
     "address_line1": "12 rue Joss",

@@ -20,6 +20,7 @@ from tests.payments.conftest import (
     CollectionsCountedGateway,
 )
 from tests.transfers.conftest import (
+    CM_SILENT,
     SENDER_DETAILS,
     SN_DECLINED,
     SN_OTHER_PHONE,
@@ -848,6 +849,48 @@ def test_sweep_resubmits_a_collection_whose_enqueue_was_lost(enabled_api, custom
 
     transfer.refresh_from_db()
     assert transfer.status == "completed"
+    assert services.transfers_stale_submissions(now=later) == []
+    assert ledger_is_clean()
+
+
+def test_sweep_resubmits_a_disbursement_whose_enqueue_met_a_stopped_broker(
+    enabled_api, customer, quote, run, broker_down, caplog
+):
+    """The collection's answer arrives (a provider callback) while the broker's Redis is
+    stopped: the answer is applied, the disbursement's enqueue after commit fails and is
+    logged, never raised to the provider's callback; the beat's sweep resubmits it."""
+    from transfers import tasks
+
+    body = transfer_body(quote, customer, payer_phone=CM_SILENT)
+    transfer = Transfer.objects.get(pk=run(enabled_api.post, "/transfers", body).json()["id"])
+    assert transfer.status == "collecting"
+    with broker_down():
+        run(
+            provider.deliver_answer,
+            callback=services.COLLECTION_CALLBACK,
+            reference=str(transfer.id),
+            provider_reference=transfer.collection_reference,
+            outcome="completed",
+        )
+    transfer.refresh_from_db()
+    assert (transfer.status, transfer.disbursement_submitted_at) == ("disbursing", None)
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("Connection refused" in message for message in errors), errors
+    later = transfer.updated_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS)
+    assert services.transfers_stale_submissions(now=later) == [(transfer.id, 1)]
+
+    # The beat task runs a minute later, the broker back.
+    Transfer.objects.filter(pk=transfer.id).update(
+        updated_at=timezone.now() - timedelta(seconds=services.RESUBMIT_AFTER_SECONDS)
+    )
+    run(tasks.fail_timed_out_transfers)
+
+    transfer.refresh_from_db()
+    assert (transfer.status, transfer.payin_status, transfer.payout_status) == (
+        "completed",
+        "completed",
+        "completed",
+    )
     assert services.transfers_stale_submissions(now=later) == []
     assert ledger_is_clean()
 
