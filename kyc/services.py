@@ -2,7 +2,6 @@
 
 import logging
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -87,9 +86,7 @@ def kyc_submit(
             submission_id=submission.id,
         )
         for document in created:
-            transaction.on_commit(
-                partial(jobs.enqueue, FETCH_DOCUMENT, document_id=str(document.id))
-            )
+            jobs.enqueue_on_commit(FETCH_DOCUMENT, document_id=str(document.id))
         return selectors.KycState(
             customer_id=customer.id, kyc_status=customer.kyc_status, documents=created
         )
@@ -178,13 +175,10 @@ def _schedule_review_when_settled(*, submission_id: UUID) -> None:
         return
     if submission.documents.filter(status=DocumentStatus.UPLOADED).exists():
         return
-    transaction.on_commit(
-        partial(
-            jobs.enqueue,
-            REVIEW_SUBMISSION,
-            countdown=settings.KYC_REVIEW_DELAY_SECONDS,
-            submission_id=str(submission_id),
-        )
+    jobs.enqueue_on_commit(
+        REVIEW_SUBMISSION,
+        countdown=settings.KYC_REVIEW_DELAY_SECONDS,
+        submission_id=str(submission_id),
     )
 
 

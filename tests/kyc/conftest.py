@@ -11,6 +11,11 @@ import pytest
 
 from kyc.fetching import MAX_FILE_BYTES
 from tests.factories import CustomerFactory
+from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped for a moment
+    broker_down,
+    isolated_broker,
+    private_redis,
+)
 
 
 def _png_1x1() -> bytes:

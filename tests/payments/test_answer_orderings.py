@@ -601,7 +601,7 @@ def test_a_collection_submission_that_finds_the_sweep_has_failed_its_transfer_st
     worker's log for ops and a task failure for a transfer that had ended as it should)."""
     api = MerchantClient(enabled_merchant)
     transfer = _transfer_whose_collection_enqueue_is_lost(api, broker_down)
-    caplog.clear()  # the lost enqueue's error; the race below must log none
+    caplog.clear()  # the lost enqueue's warning; the race below must log no error
     _due(Transfer, transfer.id, "leg_timeout_at")
     due = Transfer.objects.get(pk=transfer.id).leg_timeout_at
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.CollectionOnItsWayGateway"

@@ -224,13 +224,8 @@ def _created_record(transfer: Transfer, *, at: datetime) -> None:
         reason=REASON_CREATED,
         created_at=at,
     )
-    transfer_id = str(transfer.id)
-    # A committed transfer is never a 500 (robust); the sweep resubmits. A function, not a
-    # partial: Django logs a robust callback's failure by its __qualname__, which a partial
-    # lacks (an AttributeError, the 500 again).
-    transaction.on_commit(
-        lambda: jobs.enqueue("transfers.tasks.submit_transfer_collection", transfer_id=transfer_id),
-        robust=True,
+    jobs.enqueue_on_commit(
+        "transfers.tasks.submit_transfer_collection", transfer_id=str(transfer.id)
     )
 
 

@@ -298,15 +298,10 @@ def _history_write(
 
 
 def _disbursement_submit_on_commit(transfer: Transfer) -> None:
-    transfer_id, attempt = str(transfer.id), transfer.disbursement_attempt
-    transaction.on_commit(
-        # a function, not a partial: Django logs a robust callback's failure by its __qualname__
-        lambda: jobs.enqueue(
-            "transfers.tasks.submit_transfer_disbursement",
-            transfer_id=transfer_id,
-            attempt=attempt,
-        ),
-        robust=True,  # a broker hiccup is not a failed move: the sweep resubmits
+    jobs.enqueue_on_commit(
+        "transfers.tasks.submit_transfer_disbursement",
+        transfer_id=str(transfer.id),
+        attempt=transfer.disbursement_attempt,
     )
 
 
