@@ -36,7 +36,8 @@ def enqueue_on_commit(name: str, /, *, countdown: float | None = None, **kwargs:
         try:
             enqueue(name, countdown=countdown, **kwargs)
         except BrokerError:
-            logger.warning("Broker unreachable; %s %s left to its sweep", name, kwargs)
+            named = ", ".join(f"{key}={value}" for key, value in kwargs.items())
+            logger.warning("Broker unreachable; %s (%s) left to its sweep", name, named)
 
     # robust: anything else it raises is logged too (a function, not a partial: Django logs a
     # robust callback's failure by its __qualname__)

@@ -18,7 +18,6 @@ from payments.ledger import (
     wallet_credit,
     wallet_debit,
 )
-from payments.services.enqueue import submission_enqueue
 from payments.services.parties import (
     BANK_FIELDS,
     MOBILE_MONEY_FIELDS,
@@ -157,7 +156,6 @@ __all__ = [
     "refunds_stale_submissions",
     "routing_mismatches",
     "same_time",
-    "submission_enqueue",
     "wallet_credit",
     "wallet_debit",
 ]

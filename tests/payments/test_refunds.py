@@ -321,7 +321,7 @@ def test_a_lost_submission_is_found_by_the_sweep_and_sent(
     assert response.status_code == 201, response.json()
     refund = response.json()
     assert (refund["status"], Refund.objects.get(pk=refund["id"]).submitted_at) == ("pending", None)
-    lost = f"Broker unreachable; refund {refund['id']} left to the sweep of lost submissions"
+    lost = f"payments.tasks.submit_refund (refund_id={refund['id']}) left to its sweep"
     assert lost in caplog.text
     later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
     assert services.refunds_stale_submissions(now=later) == [uuid.UUID(refund["id"])]

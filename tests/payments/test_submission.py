@@ -71,7 +71,7 @@ def test_a_lost_enqueue_leaves_the_payin_created_for_the_sweep_that_submits_it(
     assert response.status_code == 201, response.json()
     payin = Payin.objects.get(pk=response.json()["id"])
     assert (response.json()["status"], payin.status) == ("created", "created")
-    lost = f"Broker unreachable; payin {payin.pk} left to the sweep of lost submissions"
+    lost = f"payments.tasks.submit_payin (payin_id={payin.pk}) left to its sweep"
     assert lost in caplog.text
 
     later = payin.created_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
