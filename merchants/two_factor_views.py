@@ -23,7 +23,9 @@ def setup(request: HttpRequest, *, site) -> HttpResponse:
     """Show a new authenticator's QR code and key; its first code confirms it and shows the
     recovery codes once."""
     user = request.user
-    if two_factor.has_second_factor(user) and user.is_verified():
+    if two_factor.has_second_factor(user):
+        if not user.is_verified():  # a password alone must not enrol another authenticator
+            return redirect("admin:two_factor_verify")
         messages.info(request, "Two-factor authentication is already on for your login.")
         return redirect("admin:index")
     device = two_factor.pending_device(user)

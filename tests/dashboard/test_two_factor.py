@@ -117,3 +117,22 @@ def test_ops_reset_a_lost_second_factor(merchant, staff_client, capsys):
 
     assert json.loads(capsys.readouterr().out) == {"username": "owner-c", "devices_removed": 2}
     assert fresh_login("owner-c").get("/admin/").status_code == 200
+
+
+def test_a_password_alone_cannot_enrol_another_authenticator_to_get_in(merchant, staff_client):
+    """The setup page is reached before the code is asked: with a second factor on, a stolen
+    password must not enrol the thief's own authenticator and pass as verified."""
+    owner = staff_client(merchant=merchant, role="owner", username="owner-d")
+    device, codes = set_up(owner)
+
+    thief = fresh_login("owner-d")
+    page = thief.get("/admin/two-factor/setup/")
+    assert page.status_code == 302 and "/admin/two-factor/verify/" in page["Location"]
+    pending = TOTPDevice.objects.filter(user=device.user, confirmed=False).first()
+    token = code_for(pending) if pending else "123456"
+    thief.post("/admin/two-factor/setup/", {"token": token})
+
+    assert thief.get("/admin/").status_code == 302
+    assert list(TOTPDevice.objects.filter(user=device.user)) == [device]
+    owner_again = fresh_login("owner-d")  # the owner's recovery codes were not replaced
+    assert owner_again.post("/admin/two-factor/verify/", {"token": codes[0]}).status_code == 302
