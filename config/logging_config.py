@@ -60,3 +60,23 @@ class MaskPhones(logging.Filter):
         if masked != message:
             record.msg, record.args = masked, None
         return True
+
+
+# A teammate's invitation link (merchants.team, config.urls: admin/invite/<uid>/<token>/) in a
+# request line gunicorn writes: whoever reads the logs could choose the teammate's password.
+_INVITE_TOKEN = re.compile(r"(/admin/invite/[^/\s]+/)(?!choose-password/)[^/\s\"?]+")
+
+
+def mask_invite_tokens(text: str) -> str:
+    return _INVITE_TOKEN.sub(r"\1***", text)
+
+
+class MaskInviteTokens(logging.Filter):
+    """No invitation token in a line, whichever logger wrote it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask_invite_tokens(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True

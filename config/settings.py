@@ -423,6 +423,7 @@ LOGGING = {
             "correlation_id_field": "request_id",
         },
         "mask_phones": {"()": "config.logging_config.MaskPhones"},
+        "mask_invite_tokens": {"()": "config.logging_config.MaskInviteTokens"},
         "no_template_context": {"()": "config.logfilters.DropTemplateContext"},
     },
     "formatters": {
@@ -433,7 +434,7 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": env("LOG_FORMAT", default="json"),
-            "filters": ["request_id", "mask_phones"],
+            "filters": ["request_id", "mask_phones", "mask_invite_tokens"],
         }
     },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},

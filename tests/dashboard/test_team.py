@@ -1,6 +1,7 @@
 """Owners manage their own team in the dashboard: invite, change a role, remove; every change
 is in the merchant's audit log; nobody else's team is reachable."""
 
+import logging
 import re
 
 import pytest
@@ -117,3 +118,24 @@ def test_an_owner_requires_two_factor_for_the_team(merchant, staff_client):
     merchant.refresh_from_db()
     assert merchant.require_two_factor
     assert changes(merchant)[-1] == {"change": "require_two_factor", "to": True}
+
+
+def test_an_invitation_links_token_is_not_written_to_the_access_log(merchant, staff_client):
+    """gunicorn logs each request's path: the link's token in it would let whoever reads the
+    logs choose the teammate's password (an owner's, for an owner's invitation) first."""
+    from urllib.parse import urlsplit
+
+    from tests.logs import console_lines
+
+    owner = staff_client(merchant=merchant, role="owner", username="owner-log")
+    path = urlsplit(invite(owner, "new-owner", role="owner")).path
+    token = path.rstrip("/").rsplit("/", 1)[1]
+    with console_lines() as lines:
+        # the line gunicorn.access writes (config.gunicorn_conf.access_log_format)
+        logging.getLogger("gunicorn.access").info(
+            '%(h)s "%(m)s %(U)s %(H)s" %(s)s',
+            {"h": "10.0.0.1", "m": "GET", "U": path, "H": "HTTP/1.1", "s": "302"},
+        )
+    assert token not in lines[0]["message"]
+    assert lines[0]["message"].startswith('10.0.0.1 "GET /admin/invite/')
+    accept(f"http://testserver{path}")  # the link itself still works
