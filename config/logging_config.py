@@ -51,17 +51,6 @@ def mask_phones(text: str) -> str:
     return _PHONE.sub(lambda m: f"{m[1]}{'*' * len(m[2])}{m[3]}", text)
 
 
-class MaskPhones(logging.Filter):
-    """No full phone number in a line, whichever logger wrote it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        masked = mask_phones(message)
-        if masked != message:
-            record.msg, record.args = masked, None
-        return True
-
-
 # A teammate's invitation link (merchants.team, config.urls: admin/invite/<uid>/<token>/) in a
 # request line gunicorn writes: whoever reads the logs could choose the teammate's password.
 _INVITE_TOKEN = re.compile(r"(/admin/invite/[^/\s]+/)(?!choose-password/)[^/\s\"?]+")
@@ -71,12 +60,12 @@ def mask_invite_tokens(text: str) -> str:
     return _INVITE_TOKEN.sub(r"\1***", text)
 
 
-class MaskInviteTokens(logging.Filter):
-    """No invitation token in a line, whichever logger wrote it."""
+class MaskPrivate(logging.Filter):
+    """No full phone number and no invitation token in a line, whichever logger wrote it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        masked = mask_invite_tokens(message)
+        masked = mask_invite_tokens(mask_phones(message))
         if masked != message:
             record.msg, record.args = masked, None
         return True

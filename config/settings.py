@@ -422,8 +422,7 @@ LOGGING = {
             "()": "django_guid.log_filters.CorrelationId",
             "correlation_id_field": "request_id",
         },
-        "mask_phones": {"()": "config.logging_config.MaskPhones"},
-        "mask_invite_tokens": {"()": "config.logging_config.MaskInviteTokens"},
+        "mask_private": {"()": "config.logging_config.MaskPrivate"},
         "no_template_context": {"()": "config.logfilters.DropTemplateContext"},
     },
     "formatters": {
@@ -434,7 +433,7 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": env("LOG_FORMAT", default="json"),
-            "filters": ["request_id", "mask_phones", "mask_invite_tokens"],
+            "filters": ["request_id", "mask_private"],
         }
     },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
