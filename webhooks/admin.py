@@ -239,7 +239,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
                 detail={"reason": reason},
             )
             self._show_secret_once(request, endpoint, secret)
-            return f"A new signing secret for {endpoint.url} is shown above, once."
+            return f"{endpoint.url} is signed with its new secret from now on."
 
         return object_actions.confirm_then(
             self,
@@ -316,6 +316,14 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
         )
 
     def _show_secret_once(self, request, endpoint: WebhookEndpoint, secret: str) -> None:
+        """The new secret, to the merchant's own managers only: ops never see one."""
+        if not dashboard.can_manage_credentials(request.user):
+            messages.info(
+                request,
+                f"{endpoint.url} has a new signing secret: the merchant's owners and developers "
+                "see it with Reveal.",
+            )
+            return
         messages.warning(
             request,
             f"Signing secret for {endpoint.url}: {secret} — copy it now: it is shown this once.",

@@ -229,9 +229,10 @@ def test_event_list_filters_by_merchant_status_and_type(
     assert str(theirs.pk) not in page
 
 
-def test_rotating_the_secret_in_the_admin_shows_it_once_and_signs_with_it(
+def test_ops_rotate_the_secret_without_seeing_it_and_deliveries_sign_with_it(
     merchant, endpoint, receiver, admin_client, django_capture_on_commit_callbacks
 ):
+    """Ops never see a signing secret in the dashboard: the merchant's managers Reveal it."""
     old_secret = signing_secret(endpoint)
     response = admin_client.post(
         "/admin/webhooks/webhookendpoint/",
@@ -240,7 +241,8 @@ def test_rotating_the_secret_in_the_admin_shows_it_once_and_signs_with_it(
     )
     endpoint.refresh_from_db()
     assert signing_secret(endpoint) != old_secret
-    assert signing_secret(endpoint) in response.content.decode()
+    assert signing_secret(endpoint) not in response.content.decode()
+    assert "owners and developers see it with Reveal" in response.content.decode()
     page = admin_client.get(f"/admin/webhooks/webhookendpoint/{endpoint.pk}/change/")
     assert signing_secret(endpoint) not in page.content.decode()
 
@@ -252,7 +254,7 @@ def test_rotating_the_secret_in_the_admin_shows_it_once_and_signs_with_it(
     assert not verify_signature(payload=received.body, headers=received.headers, secret=old_secret)
 
 
-def test_admin_add_endpoint_refuses_http_and_shows_the_secret_once(
+def test_ops_add_an_endpoint_over_https_only_and_never_see_its_secret(
     merchant, admin_client, settings
 ):
     settings.WEBHOOK_ALLOW_HTTP = False
@@ -272,7 +274,8 @@ def test_admin_add_endpoint_refuses_http_and_shows_the_secret_once(
     endpoint = WebhookEndpoint.objects.get(merchant=merchant)
     assert endpoint.url == "https://hooks.example.com/cowry"
     assert endpoint.enabled
-    assert signing_secret(endpoint) in response.content.decode()
+    assert signing_secret(endpoint) not in response.content.decode()
+    assert "owners and developers see it with Reveal" in response.content.decode()
 
 
 # set_webhook / deliver_webhooks ----------------------------------------------------------
