@@ -1,24 +1,29 @@
 """Fault-injection helpers: a webhook receiver that can hang until released, a private Redis
-server that can be stopped and started (the broker down for a moment: `broker_down`), and
-PostgreSQL backend inspection."""
+server that can be stopped and started (the broker down for a moment: `broker_down`) or whose
+queues the test reads and empties (`broker_queues`), and PostgreSQL backend inspection."""
 
+import base64
 import contextlib
 import http.server
+import json
 import shutil
 import socket
 import subprocess
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import psycopg
 import pytest
+import redis
 from django.utils import timezone
 
 from config import shared_cache
+from config.jobs import registered
 from tests.faults.gateways import CUT_ENV, KILL_ENV, RUN_ENV, requests_key
-from tests.worker import _database_url, wait_until
+from tests.worker import QUEUES, _database_url, wait_until
 from webhooks import services as webhook_services
 
 
@@ -223,6 +228,19 @@ def isolated_broker(private_redis, settings, monkeypatch) -> Iterator[RedisServe
     _use_broker(previous)
 
 
+@contextlib.contextmanager
+def _eager_off() -> Iterator[None]:
+    """This process's enqueues really publish to the broker for the block."""
+    from config.celery import app
+
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = False
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = eager
+
+
 @pytest.fixture
 def broker_down(isolated_broker) -> Callable[[], contextlib.AbstractContextManager[None]]:
     """`with broker_down():` the broker's Redis (the private one) is stopped and this process
@@ -237,13 +255,70 @@ def broker_down(isolated_broker) -> Callable[[], contextlib.AbstractContextManag
 
     @contextlib.contextmanager
     def outage() -> Iterator[None]:
-        eager = app.conf.task_always_eager
         isolated_broker.stop()
-        app.conf.task_always_eager = False
         try:
-            yield
+            with _eager_off():
+                yield
         finally:
-            app.conf.task_always_eager = eager
             isolated_broker.start()
 
     return outage
+
+
+@dataclass
+class BrokerQueues:
+    """The private broker's queues as kombu's Redis transport keeps them: a list per queue,
+    the oldest message last, each a JSON envelope whose base64 body is (args, kwargs, embed).
+    No worker consumes them: the test takes messages off by task name."""
+
+    server: RedisServer
+
+    def _client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.server.url)
+
+    def _messages(self) -> Iterator[tuple[str, bytes, dict]]:
+        client = self._client()
+        for queue in QUEUES.split(","):
+            for raw in reversed(client.lrange(queue, 0, -1)):
+                yield queue, raw, json.loads(raw)
+
+    def waiting(self) -> Counter[str]:
+        """The tasks published and not taken yet, by name."""
+        return Counter(message["headers"]["task"] for _, _, message in self._messages())
+
+    def _take(self, name: str) -> list[tuple[list, dict]]:
+        """Take every waiting message of the task `name` off its queue: (args, kwargs) each."""
+        client = self._client()
+        taken = []
+        for queue, raw, message in list(self._messages()):
+            if message["headers"]["task"] == name and client.lrem(queue, 1, raw):
+                assert message["properties"]["body_encoding"] == "base64"
+                args, kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+                taken.append((args, kwargs))
+        return taken
+
+    def run(self, name: str) -> int:
+        """Run the body of each waiting `name` here, as a worker would (in this process and
+        the test's transaction: call it inside `run` of the transfers' tests to send what it
+        enqueues after commit); how many ran. What they publish waits in the queues."""
+        taken = self._take(name)
+        for args, kwargs in taken:
+            registered(name).apply(args=args, kwargs=kwargs)
+        return len(taken)
+
+    def lose(self, name: str) -> int:
+        """Every waiting `name` is lost, never run (its worker killed, the message gone with
+        it); how many."""
+        return len(self._take(name))
+
+
+@pytest.fixture
+def broker_queues(isolated_broker) -> Iterator[BrokerQueues]:
+    """Eager execution off: every enqueue of this process really publishes to the private
+    Redis, where it waits, consumed by no worker, until the test runs or loses it.
+    Outside tests/faults, import it with isolated_broker and private_redis into the conftest."""
+    from config.celery import app
+
+    app.loader.import_default_modules()  # as broker_down does
+    with _eager_off():
+        yield BrokerQueues(isolated_broker)

@@ -4,8 +4,9 @@ import pytest
 
 from payments import services as payment_services
 from tests.dashboard.conftest import staff_client  # noqa: F401 - dashboard logins
-from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped for a moment
+from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped or read
     broker_down,
+    broker_queues,
     isolated_broker,
     private_redis,
 )
