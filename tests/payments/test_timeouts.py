@@ -155,11 +155,15 @@ class RejectingGateway:
 
 
 def test_a_payin_whose_submission_was_never_enqueued_is_resubmitted_by_the_sweep(
-    enabled_api, customer
+    enabled_api, customer, django_capture_on_commit_callbacks, broker_down, caplog
 ):
     quote = create_quote(enabled_api, "payin")
-    # No on-commit capture: the submission task is never enqueued (a lost broker message).
-    payin_id = enabled_api.post("/payins", payin_body(quote, customer)).json()["id"]
+    with broker_down(), django_capture_on_commit_callbacks(execute=True):  # a lost message
+        response = enabled_api.post("/payins", payin_body(quote, customer))
+    assert response.status_code == 201, response.json()
+    payin_id = response.json()["id"]
+    lost = f"Broker unreachable; payments.tasks.submit_payin (payin_id={payin_id}) left to"
+    assert lost in caplog.text
     assert tasks.fail_timed_out_payments.delay().get() == 0
     assert Payin.objects.get(pk=payin_id).status == "created"  # too recent to resubmit
 
@@ -169,11 +173,17 @@ def test_a_payin_whose_submission_was_never_enqueued_is_resubmitted_by_the_sweep
 
 
 def test_a_payout_whose_submission_was_never_enqueued_is_resubmitted_by_the_sweep(
-    enabled_api, enabled_merchant, customer
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, broker_down, caplog
 ):
     fund(enabled_merchant, "20000")
     quote = create_quote(enabled_api, "payout")
-    payout_id = enabled_api.post("/payouts", payout_body(quote, customer)).json()["id"]
+    with broker_down(), django_capture_on_commit_callbacks(execute=True):  # a lost message
+        response = enabled_api.post("/payouts", payout_body(quote, customer))
+    assert response.status_code == 201, response.json()
+    payout_id = response.json()["id"]
+    lost = f"Broker unreachable; payments.tasks.submit_payout (payout_id={payout_id}) left to"
+    assert lost in caplog.text
+    assert Payout.objects.get(pk=payout_id).submitted_at is None
     Payout.objects.filter(pk=payout_id).update(created_at=timezone.now() - timedelta(minutes=5))
     tasks.fail_timed_out_payments.delay().get()
     assert enabled_api.get(f"/payouts/{payout_id}").json()["status"] == "completed"

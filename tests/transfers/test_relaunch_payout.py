@@ -829,14 +829,20 @@ def test_repeated_provider_answer_changes_nothing(enabled_api, customer, quote, 
     assert ledger_is_clean()
 
 
-def test_sweep_resubmits_a_collection_whose_enqueue_was_lost(enabled_api, customer, quote, run):
+def test_sweep_resubmits_a_collection_whose_enqueue_was_lost(
+    enabled_api, customer, quote, run, broker_down, caplog
+):
     from datetime import timedelta
 
     from transfers import tasks
 
-    response = enabled_api.post("/transfers", transfer_body(quote, customer))  # never enqueued
+    with broker_down():  # the enqueue after commit meets a stopped Redis
+        response = run(enabled_api.post, "/transfers", transfer_body(quote, customer))
+    assert response.status_code == 201, response.json()
     transfer = Transfer.objects.get(pk=response.json()["id"])
-    assert transfer.status == "pending"
+    assert (response.json()["status"], transfer.status) == ("pending", "pending")
+    lost = "Broker unreachable; transfers.tasks.submit_transfer_collection "
+    assert f"{lost}(transfer_id={transfer.id}) left to its sweep" in caplog.text
     assert services.transfers_stale_submissions(now=transfer.updated_at) == []
     later = transfer.updated_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS)
     assert services.transfers_stale_submissions(now=later) == [(transfer.id, None)]

@@ -12,7 +12,13 @@ from django.test import Client
 from django.utils import timezone
 
 from merchants import services as merchant_services
-from tests.faults.conftest import admin_connection, backends_waiting_on_a_lock
+from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped for a moment
+    admin_connection,
+    backends_waiting_on_a_lock,
+    broker_down,
+    isolated_broker,
+    private_redis,
+)
 from tests.worker import wait_until
 from webhooks import selectors, services
 

@@ -371,11 +371,13 @@ def test_set_webhook_for_an_unknown_merchant_fails_clearly(db, merchant_id):
 
 
 def test_deliver_webhooks_command_sends_due_deliveries_without_a_broker(
-    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, broker_down, caplog
 ):
-    with django_capture_on_commit_callbacks(execute=False):
-        event = _record(merchant)
+    with broker_down(), django_capture_on_commit_callbacks(execute=True):
+        event = _record(merchant)  # its enqueue after commit fails: the broker is stopped
     assert receiver.requests == []
+    delivery = event.deliveries.get()
+    assert f"Broker unavailable; delivery {delivery.pk} left to the sweep" in caplog.text
 
     assert _run("deliver_webhooks") == {"attempted": 1}
     assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [str(event.pk)]

@@ -444,13 +444,16 @@ def test_an_answer_whose_body_drips_times_out_at_the_timeout(
 
 
 def test_an_event_recorded_while_the_broker_is_down_is_delivered_by_the_sweep(
-    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, broker_down, caplog
 ):
-    # The on-commit callback that would have published the task never runs: the message is lost.
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+    # The on-commit callback publishes the task to a stopped Redis: the message is lost.
+    with broker_down(), django_capture_on_commit_callbacks(execute=True) as callbacks:
         event = record(merchant)
     assert len(callbacks) == 1
     assert receiver.requests == []
+    delivery = Delivery.objects.get(event=event)
+    assert delivery.status == DeliveryStatus.PENDING
+    assert f"Broker unavailable; delivery {delivery.pk} left to the sweep" in caplog.text
 
     # The broker is back; the next beat sweeps after the hand-off is stale.
     later = timezone.now() + timedelta(seconds=services.lease_seconds() + 1)
