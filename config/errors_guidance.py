@@ -165,7 +165,8 @@ GUIDANCE: dict[str, tuple[str, str]] = {
         "Wait for payin.completed; a failed payin took no money, so there is nothing to return.",
     ),
     "refund_exceeds_payin": (
-        "The amount is more than the payin's amount less its refunds that have not failed.",
+        "The amount is more than the payin's amount less its refunds that have not failed "
+        "(or that the provider paid after they failed).",
         "Refund at most the remainder: GET /payins/{id} shows refunded_amount and refunds.",
     ),
     "refund_not_found": (

@@ -45,6 +45,7 @@ from payments.ledger.accounts import (
 )
 from payments.ledger.adjustments import (
     ADJUSTMENT_REFERENCE_MAX,
+    DEBIT_COMMAND,
     Adjusted,
     AdjustmentReferenceUsed,
     DiscrepancyNotCreditable,
@@ -87,6 +88,7 @@ from payments.ledger.reservations import (
 __all__ = [
     "ADJUSTMENTS",
     "ADJUSTMENT_REFERENCE_MAX",
+    "DEBIT_COMMAND",
     "EXPECTED_JOURNALS",
     "FEE_REVENUE",
     "MERCHANT_AVAILABLE",

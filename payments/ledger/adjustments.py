@@ -108,8 +108,12 @@ _CREDIT = _Adjustment(
 )
 
 
+# The resolved_by of a discrepancy a debit settled: the provider did pay (a refund's payer has
+# the money, so the refund still counts against its payin).
+DEBIT_COMMAND = "debit_wallet"
+
 _DEBIT = _Adjustment(
-    command="debit_wallet",
+    command=DEBIT_COMMAND,
     action="wallet_debited",
     sign=-1,
     settles=[

@@ -7,13 +7,20 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Exists, OuterRef, Q, Sum
 
 from config import money
 from config.exceptions import DomainError
 from merchants.models import Merchant
 from payments import ledger, provider
-from payments.models import Payin, PayinStatus, Refund, RefundHistory, RefundStatus
+from payments.models import (
+    Payin,
+    PayinStatus,
+    ProviderDiscrepancy,
+    Refund,
+    RefundHistory,
+    RefundStatus,
+)
 from payments.selectors import PayinNotFound
 from payments.services import enqueue, parties, transitions
 from payments.services.transitions import InvalidTransition, late_answer_ignored
@@ -39,10 +46,18 @@ class RefundExceedsPayin(DomainError):
 
 
 def refundable_remainder(payin: Payin) -> Decimal:
-    """The payin's send_amount less every refund of it that has not failed."""
+    """The payin's send_amount less every refund of it that has not failed, or that we failed
+    but the provider reported paid ("completed", open or settled by a debit): its payer has
+    that money, and refunding it again would pay them twice."""
+    paid_after_all = ProviderDiscrepancy.objects.filter(
+        Q(resolved_at__isnull=True) | Q(resolved_by=ledger.DEBIT_COMMAND),
+        resource_type="refund",
+        resource_id=OuterRef("pk"),
+        provider_outcome=provider.COMPLETED,
+    )
     refunded = (
         Refund.objects.filter(payin=payin)
-        .exclude(status=RefundStatus.FAILED)
+        .filter(~Q(status=RefundStatus.FAILED) | Exists(paid_after_all))
         .aggregate(total=Sum("amount"))["total"]
     )
     return payin.send_amount - (refunded or Decimal(0))

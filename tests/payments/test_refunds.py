@@ -364,6 +364,40 @@ def test_a_refund_paid_after_its_timeout_is_a_discrepancy_ops_take_back_with_a_d
     _check_ledger()
 
 
+def test_a_failed_refund_the_provider_paid_still_counts_against_the_payin(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+):
+    """The payer has the 3000 of a refund we failed and the provider paid: refunding the payin
+    again may return only the 7000 left, before and after ops take the 3000 back."""
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SilentDisbursementsGateway"
+    fund(enabled_merchant, "20000")
+    refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
+    payin_id = refund["payin_id"]
+    later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    assert services.payments_fail_timed_out(now=later) == 1
+    services.refund_apply_provider_result(
+        reference=refund["id"],
+        provider_reference="SIM-00000000000000000001",
+        outcome="completed",
+        reason="",
+        at=later,
+    )
+    too_much = enabled_api.post(f"/payins/{payin_id}/refunds", {"amount": "7001"})
+    assert too_much.json()["error"]["reason"] == "refund_exceeds_payin", too_much.json()
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=refund["id"])
+    services.wallet_debit(
+        merchant=enabled_merchant,
+        currency="XOF",
+        amount=Decimal("3000"),
+        reason="refund paid after its timeout",
+        discrepancy_id=discrepancy.pk,
+    )
+    rest = enabled_api.post(f"/payins/{payin_id}/refunds")
+    assert rest.status_code == 201, rest.json()
+    assert rest.json()["amount"] == "7000"
+    _check_ledger()
+
+
 def test_refund_events_are_listed_and_delivered_to_endpoints_subscribed_to_them(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
 ):
