@@ -161,8 +161,10 @@ GUIDANCE: dict[str, tuple[str, str]] = {
     ),
     # --- quotes used by payments ---
     "payin_not_refundable": (
-        "Only a completed payin can be refunded; this one is pending or failed.",
-        "Wait for payin.completed; a failed payin took no money, so there is nothing to return.",
+        "Only a completed payin can be refunded; this one is pending or failed (or the "
+        "provider reported its collection failed after all).",
+        "Wait for payin.completed; a failed payin took no money, so there is nothing to return "
+        "(a reversal: contact support).",
     ),
     "refund_exceeds_payin": (
         "The amount is more than the payin's amount less its refunds that have not failed "

@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, Sum
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
 from config import money
 from config.exceptions import DomainError
@@ -74,17 +74,26 @@ def refund_create(
     """Refund `amount` (None: the whole refundable remainder) of the merchant's completed payin
     to its payer: reserved from the wallet at once (400 insufficient_balance, nothing changed,
     when it is short); the provider submission is enqueued when the transaction commits. The
-    payin's row is locked while its refunds are summed, so concurrent refunds never exceed it."""
+    payin's row is locked while its refunds are summed, so concurrent refunds never exceed it.
+    Refused (payin_not_refundable) while the provider says, unreconciled, that the payin's
+    collection failed after all."""
     with transaction.atomic():
         payin = (
             Payin.objects.select_for_update(of=("self",))
             .filter(pk=payin_id, merchant=merchant)
+            .annotate(reported_failed=Exists(_reported_failed()))
             .first()
         )
         if payin is None:
             raise PayinNotFound()
         if payin.status != PayinStatus.COMPLETED:
             raise PayinNotRefundable(f"A {payin.status} payin cannot be refunded.")
+        if payin.reported_failed:
+            raise PayinNotRefundable(
+                "The provider reported this payin's collection as failed after it completed (a "
+                "reversal, say): the payer may never have paid, and a refund would pay out "
+                "money the provider says it does not hold. Support reconciles it first."
+            )
         amount = _refund_amount(payin, amount)
         refund = Refund.objects.create(
             merchant=merchant,
@@ -113,6 +122,17 @@ def refund_create(
         ledger.reservation_hold(_refund_reservation(refund))
         enqueue.submission_enqueue_on_commit(refund)
     return refund
+
+
+def _reported_failed() -> QuerySet[ProviderDiscrepancy]:
+    """The provider's unreconciled "failed" for the (outer) payin: its collection failed after
+    all, though we completed it (a reversal, say)."""
+    return ProviderDiscrepancy.objects.filter(
+        resource_type="payin",
+        resource_id=OuterRef("pk"),
+        provider_outcome=provider.FAILED,
+        resolved_at__isnull=True,
+    )
 
 
 def _refund_amount(payin: Payin, amount: Decimal | None) -> Decimal:

@@ -167,6 +167,42 @@ def test_a_payin_that_is_not_completed_cannot_be_refunded(
     assert _balances(enabled_merchant) == (Decimal("20000"), Decimal("0"))
 
 
+def test_a_payin_the_provider_reported_failed_after_completing_is_not_refunded(
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+):
+    """A reversal: the provider says the collection failed after all, so the payer may never
+    have paid; refunding them would pay out money the provider says it does not hold, until
+    support reconciles it."""
+    from merchants import services as merchant_services
+
+    fund(enabled_merchant, "20000")
+    payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
+    services.payin_apply_provider_result(
+        reference=payin["id"],
+        provider_reference=payin["provider_reference"],
+        outcome="failed",
+        reason="reversed",
+        at=timezone.now(),
+    )
+    response = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "100"})
+    assert response.status_code == 400, response.json()
+    assert response.json()["error"]["reason"] == "payin_not_refundable"
+    assert Refund.objects.count() == 0
+    assert _balances(enabled_merchant) == (Decimal("29850"), Decimal("0"))
+
+    support = merchant_services.staff_user_create(
+        username="agent", password="pw-1-staff-login", support=True
+    )
+    discrepancy = ProviderDiscrepancy.objects.get(resource_id=payin["id"])
+    services.provider_discrepancy_resolve(
+        discrepancy_id=discrepancy.pk, actor=support, now=timezone.now()
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "100"})
+    assert response.status_code == 201, response.json()
+    _check_ledger()
+
+
 def test_another_merchants_payin_or_refund_is_not_found(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, other_api
 ):
