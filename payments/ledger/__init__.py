@@ -69,6 +69,7 @@ from payments.ledger.checks import (
 from payments.ledger.discrepancies import (
     provider_discrepancy_record,
     provider_discrepancy_resolve,
+    refund_holds_its_payin,
 )
 from payments.ledger.journals import (
     BalanceOutOfRange,
@@ -119,6 +120,7 @@ __all__ = [
     "provider_clearing",
     "provider_discrepancy_record",
     "provider_discrepancy_resolve",
+    "refund_holds_its_payin",
     "reservation_hold",
     "reservation_pay",
     "reservation_release",

@@ -11,9 +11,10 @@ from uuid import UUID
 
 from django.core.cache import cache
 from django.db import connection, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery, Sum
 
 from payments.ledger.accounts import MERCHANT_AVAILABLE, WALLET_COLUMNS
+from payments.ledger.discrepancies import refund_holds_its_payin
 from payments.models import (
     Journal,
     JournalLine,
@@ -130,12 +131,19 @@ def _payment_breaches() -> list[str]:
 
 
 def _refund_breaches() -> list[str]:
-    """No payin is refunded beyond its amount (its refunds that did not fail), and a failed
+    """No payin is refunded beyond its amount (its refunds that hold part of it), and a failed
     refund leaves the merchant's available balance as it was (its journals net to zero there)."""
     breaches = []
-    refunded = Sum("refunds__amount", filter=~Q(refunds__status=RefundStatus.FAILED))
+    held = (
+        Refund.objects.filter(refund_holds_its_payin(), payin=OuterRef("pk"))
+        .order_by()
+        .values("payin")
+        .annotate(total=Sum("amount"))
+        .values("total")
+    )
     beyond = (
-        Payin.objects.annotate(refunded=refunded)
+        Payin.objects.filter(pk__in=Refund.objects.values("payin"))
+        .annotate(refunded=Subquery(held))
         .filter(refunded__gt=F("send_amount"))
         .values_list("id", "send_amount", "refunded")
     )

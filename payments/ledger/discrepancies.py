@@ -6,12 +6,28 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 
 from merchants import services as merchant_services
 from merchants.models import Merchant
-from payments.models import ProviderDiscrepancy
+from payments import provider
+from payments.ledger.adjustments import DEBIT_COMMAND
+from payments.models import ProviderDiscrepancy, RefundStatus
 
 logger = logging.getLogger("cowry.payments")
+
+
+def refund_holds_its_payin() -> Q:
+    """The refunds that hold part of their payin's amount: every one not failed, and one we
+    failed that the provider paid after all (a "completed" discrepancy, open or settled by a
+    debit): its payer has that money, and refunding it again would pay them twice."""
+    paid_after_all = ProviderDiscrepancy.objects.filter(
+        Q(resolved_at__isnull=True) | Q(resolved_by=DEBIT_COMMAND),
+        resource_type="refund",
+        resource_id=OuterRef("pk"),
+        provider_outcome=provider.COMPLETED,
+    )
+    return ~Q(status=RefundStatus.FAILED) | Exists(paid_after_all)
 
 
 def provider_discrepancy_resolve(*, discrepancy_id: UUID, actor: Any, now: datetime) -> bool:

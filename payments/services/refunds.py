@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Exists, OuterRef, QuerySet, Sum
 
 from config import money
 from config.exceptions import DomainError
@@ -46,20 +46,10 @@ class RefundExceedsPayin(DomainError):
 
 
 def refundable_remainder(payin: Payin) -> Decimal:
-    """The payin's send_amount less every refund of it that has not failed, or that we failed
-    but the provider reported paid ("completed", open or settled by a debit): its payer has
-    that money, and refunding it again would pay them twice."""
-    paid_after_all = ProviderDiscrepancy.objects.filter(
-        Q(resolved_at__isnull=True) | Q(resolved_by=ledger.DEBIT_COMMAND),
-        resource_type="refund",
-        resource_id=OuterRef("pk"),
-        provider_outcome=provider.COMPLETED,
-    )
-    refunded = (
-        Refund.objects.filter(payin=payin)
-        .filter(~Q(status=RefundStatus.FAILED) | Exists(paid_after_all))
-        .aggregate(total=Sum("amount"))["total"]
-    )
+    """The payin's send_amount less its refunds that hold part of it."""
+    refunded = Refund.objects.filter(ledger.refund_holds_its_payin(), payin=payin).aggregate(
+        total=Sum("amount")
+    )["total"]
     return payin.send_amount - (refunded or Decimal(0))
 
 

@@ -432,6 +432,10 @@ def test_a_failed_refund_the_provider_paid_still_counts_against_the_payin(
     assert rest.status_code == 201, rest.json()
     assert rest.json()["amount"] == "7000"
     _check_ledger()
+    # The nightly check counts the paid failed refund too: one unit more held is a breach.
+    Refund.objects.filter(pk=rest.json()["id"]).update(amount=Decimal("7001"))
+    beyond = f"payin {payin_id} of 10000.00 has 10001.00 refunded or being refunded"
+    assert beyond in services.ledger_check()["breaches"]
 
 
 def test_refund_events_are_listed_and_delivered_to_endpoints_subscribed_to_them(
