@@ -53,7 +53,7 @@ class Customer(models.Model):
     occupation = models.CharField(max_length=100, blank=True)
     source_of_funds = models.CharField(max_length=100, blank=True)
     kyc_status = models.CharField(
-        max_length=16, choices=KycStatus.choices, default=KycStatus.NOT_STARTED
+        "KYC status", max_length=16, choices=KycStatus.choices, default=KycStatus.NOT_STARTED
     )
     status = models.CharField(
         max_length=16, choices=CustomerStatus.choices, default=CustomerStatus.ACTIVE

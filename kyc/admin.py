@@ -62,7 +62,6 @@ class KycStatusChangeInline(ScopedInlineMixin, unfold_admin.TabularInline):
     can_delete = False
     fields = ["created_at", "from_status", "to_status", "reason", "changed_by", "submission"]
     readonly_fields = fields
-    verbose_name = "KYC status change"
 
 
 def _decide(modeladmin, request, queryset, *, approve: bool) -> None:

@@ -54,6 +54,7 @@ class KycSubmission(models.Model):
     reviewed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "KYC submission"
         ordering = ["-number"]
         constraints = [
             models.UniqueConstraint(
@@ -100,6 +101,7 @@ class KycDocument(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
+        verbose_name = "KYC document"
         ordering = ["created_at", "position"]
         constraints = [
             models.CheckConstraint(
@@ -159,6 +161,7 @@ class KycStatusChange(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
+        verbose_name = "KYC status change"
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:

@@ -113,7 +113,7 @@ class Corridor(models.Model):
     recipient_currency = models.CharField(max_length=3, choices=CURRENCY_CHOICES)
     corridor_type = models.CharField(max_length=16, choices=CorridorType.choices)
     requires_sender_details = models.BooleanField(default=False)
-    requires_kyc = models.BooleanField(default=False)
+    requires_kyc = models.BooleanField("requires KYC", default=False)
     active = models.BooleanField(default=True)
 
     class Meta:
