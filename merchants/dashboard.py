@@ -12,8 +12,10 @@ import uuid
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.contrib.admin.utils import get_fields_from_path
+from django.contrib.admin.options import InlineModelAdmin
+from django.contrib.admin.utils import flatten_fieldsets, get_fields_from_path
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import FieldDoesNotExist
 from django.core.paginator import Paginator
 from django.db.models import BooleanField, DateField, Q, QuerySet, UUIDField
 from django.db.models.constants import LOOKUP_SEP
@@ -157,7 +159,62 @@ class EstimatingPaginator(Paginator):
         return max(int(plan[0]["Plan"]["Plan Rows"]), counted)
 
 
-class MerchantScopedAdmin(unfold_admin.ModelAdmin):
+SHOWN = "_shown"
+
+
+class ShownAsListed:
+    """A read-only record page (or inline) shows times and amounts as the lists do, "4,000 XOF"
+    not "4000.00", and JSON as labelled fields (display.record_value): each such field is shown
+    by the admin's `<field>_shown`, as Django shows any admin method. A page the user may edit
+    keeps Django's form."""
+
+    def view_only(self, request, obj) -> bool:
+        if isinstance(self, InlineModelAdmin):
+            editable = self.has_add_permission(request, obj) or self.has_change_permission(
+                request, obj
+            )
+            return not editable
+        return obj is not None and not self.has_change_permission(request, obj)
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if not self.view_only(request, obj):
+            return fieldsets
+        return [
+            (title, {**opts, "fields": self._shown(opts["fields"])}) for title, opts in fieldsets
+        ]
+
+    def _shown(self, names) -> list:
+        shown = []
+        for name in names:
+            if isinstance(name, (list, tuple)):  # fields on one line
+                name = tuple(self._shown(name))
+            elif isinstance(name, str) and self._field_shown(name) is not None:
+                name = f"{name}{SHOWN}"
+            if name not in shown:
+                shown.append(name)
+        return shown
+
+    def _unshown(self, name: str) -> str:
+        field = name.removesuffix(SHOWN)
+        return field if name.endswith(SHOWN) and self._field_shown(field) else name
+
+    def _field_shown(self, name: str):
+        try:
+            field = self.model._meta.get_field(name)
+        except FieldDoesNotExist:
+            return None
+        return display.record_value(self.model, field) if field.concrete else None
+
+    def __getattr__(self, name: str):
+        render = self._field_shown(name.removesuffix(SHOWN)) if name.endswith(SHOWN) else None
+        if render is None:
+            raise AttributeError(name)
+        render.short_description = self.model._meta.get_field(name.removesuffix(SHOWN)).verbose_name
+        return render
+
+
+class MerchantScopedAdmin(ShownAsListed, unfold_admin.ModelAdmin):
     """Base for every admin of merchant-owned data.
 
     `merchant_path` is the ORM path from the model to its Merchant ("merchant", "payin__merchant").
@@ -353,8 +410,15 @@ class ExactSearchMixin:
         return super().get_search_results(request, queryset, search_term)
 
 
-class ScopedInlineMixin:
+class ScopedInlineMixin(ShownAsListed):
     """Inlines follow their parent's scoping; they are read-only unless a subclass opens them."""
+
+    def get_formset(self, request, obj=None, **kwargs):
+        # An inline's form has the model's fields, each shown by its `_shown` method.
+        if "fields" not in kwargs and self.view_only(request, obj):
+            names = flatten_fieldsets(self.get_fieldsets(request, obj))
+            kwargs["fields"] = [self._unshown(name) for name in names]
+        return super().get_formset(request, obj, **kwargs)
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False

@@ -1,21 +1,27 @@
-"""How the dashboard's lists show ids, amounts and times: one way everywhere.
+"""How the dashboard shows ids, amounts and times: one way everywhere, lists and record pages.
 
 `list_columns` turns a ModelAdmin's list_display into columns that fit a 1400 px screen: ids
 as their first 8 characters (the whole id on hover and in search), amounts as the API's digits
-with thousands separators and their currency, times in ISO 8601 with seconds and zone."""
+with thousands separators and their currency, times in ISO 8601 with seconds and zone.
+`record_value` shows a record page's fields the same way (dashboard.ShownAsListed)."""
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from django.db import models
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 
 from config import money
 
 SHORT_ID_LENGTH = 8
+# A time inside a JSON value (a quote's locked_at): shown as every other time.
+ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+ACRONYMS = {"kyc": "KYC"}
 
 # An amount column and the column holding its currency, where the name alone does not say.
 CURRENCY_OF = {
@@ -24,6 +30,7 @@ CURRENCY_OF = {
     "payin_amount": "payin_currency",
     "payout_amount": "payout_currency",
     "debit_amount": "send_currency",
+    "total_fee": "send_currency",
 }
 
 
@@ -72,21 +79,24 @@ def _column(name: str, label: str, render: Callable[[Any], str], order: str | No
     return column
 
 
+def value_shown(model: type[models.Model], field: models.Field) -> Callable | None:
+    """How a list and a record page show this field of an object: a time as `timestamp`, an
+    amount as `amount` with its currency; None for any other field (Django shows it)."""
+    name = field.name
+    if isinstance(field, models.DateTimeField):
+        return lambda obj: timestamp(getattr(obj, name))
+    if isinstance(field, models.DecimalField):
+        currency = _currency_field(model, name)
+        return lambda obj: amount(getattr(obj, name), getattr(obj, currency) if currency else None)
+    return None
+
+
 def _field_column(model: type[models.Model], field: models.Field) -> Callable | None:
     name, label = field.name, field.verbose_name
     if isinstance(field, models.UUIDField):
         return _column(name, label, lambda obj: short_id(getattr(obj, name)), name)
-    if isinstance(field, models.DateTimeField):
-        return _column(name, label, lambda obj: timestamp(getattr(obj, name)), name)
-    if isinstance(field, models.DecimalField):
-        currency = _currency_field(model, name)
-        return _column(
-            name,
-            label,
-            lambda obj: amount(getattr(obj, name), getattr(obj, currency) if currency else None),
-            name,
-        )
-    return None
+    render = value_shown(model, field)
+    return _column(name, label, render, name) if render else None
 
 
 def list_columns(model: type[models.Model], names: Sequence[Any], *, hide: set[str]) -> list:
@@ -107,9 +117,17 @@ def list_columns(model: type[models.Model], names: Sequence[Any], *, hide: set[s
     return columns
 
 
+def record_value(model: type[models.Model], field: models.Field) -> Callable | None:
+    """How a record page shows this field of an object: as the lists do (`value_shown`), a
+    JSON object as labelled fields; None for any other field (Django shows it)."""
+    if isinstance(field, models.JSONField):
+        return lambda obj: labelled(getattr(obj, field.name))
+    return value_shown(model, field)
+
+
 def labelled(value: Any) -> str:
     """A JSON object (pricing, a party, a wallet impact) as labelled fields, nested objects
-    indented under their label; lists joined."""
+    indented under their label; lists joined; a time written in it as `timestamp`."""
     if isinstance(value, dict):
         if not value:
             return "—"
@@ -117,12 +135,21 @@ def labelled(value: Any) -> str:
             "",
             '<div class="flex gap-4 py-0.5"><dt class="font-semibold" style="min-width: 12rem">'
             "{}</dt><dd>{}</dd></div>",
-            ((key.replace("_", " "), labelled(item)) for key, item in sorted(value.items())),
+            ((_label(key), labelled(item)) for key, item in sorted(value.items())),
         )
         return format_html('<dl class="labelled">{}</dl>', rows)
     if isinstance(value, list):
         return format_html_join(", ", "{}", ((labelled(item),) for item in value)) or "—"
+    if isinstance(value, str) and ISO_TIME.match(value):
+        moment = parse_datetime(value)
+        if moment is not None and moment.tzinfo is not None:
+            return timestamp(moment)
     return "—" if value in (None, "") else str(value)
+
+
+def _label(key: str) -> str:
+    """A JSON key as a label: requires_kyc as "requires KYC"."""
+    return " ".join(ACRONYMS.get(word, word) for word in key.split("_"))
 
 
 def computed_once(method: Callable) -> Callable:

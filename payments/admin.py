@@ -47,32 +47,8 @@ from webhooks import selectors as webhook_selectors
 
 
 class ReadOnlyAdmin(MerchantScopedAdmin):
-    """Amounts, statuses and ledger rows are read-only to everyone, ops included. Their JSON
-    fields (pricing, parties, wallet impact) show as labelled fields, not JSON."""
-
-    LABELLED = "_labelled"
-
-    def get_fields(self, request, obj=None):
-        return [self._shown(name) for name in super().get_fields(request, obj)]
-
-    def get_readonly_fields(self, request, obj=None):
-        return [self._shown(name) for name in super().get_readonly_fields(request, obj)]
-
-    def _shown(self, name):
-        field = next((f for f in self.model._meta.concrete_fields if f.name == name), None)
-        is_json = field is not None and field.get_internal_type() == "JSONField"
-        return f"{name}{self.LABELLED}" if is_json else name
-
-    def __getattr__(self, name: str):
-        if not name.endswith(ReadOnlyAdmin.LABELLED):
-            raise AttributeError(name)
-        field = self.model._meta.get_field(name.removesuffix(ReadOnlyAdmin.LABELLED))
-
-        def shown(obj) -> str:
-            return display.labelled(getattr(obj, field.name))
-
-        shown.short_description = field.verbose_name
-        return shown
+    """Amounts, statuses and ledger rows are read-only to everyone, ops included; their pages
+    show amounts, times and JSON as the lists do (dashboard.ShownAsListed)."""
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False

@@ -79,7 +79,7 @@ class PayinRefunds:
             (
                 format_html('<a href="{}">{}</a>', refund_url(refund.pk), refund.pk),
                 refund.status,
-                f"{money.format_amount(refund.amount)} {refund.currency}",
+                display.amount(refund.amount, refund.currency),
                 display.timestamp(refund.created_at),
             )
             for refund in obj.refunds.order_by("created_at", "id")

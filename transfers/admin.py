@@ -241,7 +241,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
     @display.computed_once
     def suspense_held(self, obj: Transfer) -> str:
         held = selectors.transfer_suspense_held(transfer=obj)
-        shown = f"{money.format_amount(held)} {obj.payin_currency}"
+        shown = display.amount(held, obj.payin_currency)
         return format_html('<span class="suspense-held">{}</span>', shown)
 
     @admin.display(description="Journals")
@@ -256,7 +256,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
                     "",
                     "{}: {}<br>",
                     (
-                        (line.account.code, money.format_amount(line.amount))
+                        (line.account.code, display.amount(line.amount))
                         for line in journal.lines.all()
                     ),
                 ),

@@ -200,7 +200,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
                 ),
                 d.status,
                 d.attempts,
-                format_timestamp(d.created_at),
+                display.timestamp(d.created_at),
             )
             for d in obj.deliveries.select_related("event").order_by("-created_at")[:20]
         ]

@@ -59,7 +59,7 @@ def test_page_shows_legs_history_events_and_journals(support, enabled_api, custo
     html = page.content.decode()
     assert "transfer_collected" in html  # the journal
     assert "transfer_suspense" in html
-    assert "10000 XAF" in html  # held in suspense
+    assert "10,000 XAF" in html  # held in suspense
     assert "transfer.payout.failed" in html  # the events
     assert "provider_declined" in html  # history / execution
     assert transfer.collection_reference in html
