@@ -6,10 +6,11 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.html import format_html
 from unfold import admin as unfold_admin
 
 from config.exceptions import DomainError
-from merchants import dashboard, services
+from merchants import dashboard, display, services
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import ApiKey, AuditLogEntry, Merchant
 
@@ -81,7 +82,7 @@ class RotateForm(forms.Form):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(MerchantScopedAdmin):
-    list_display = ["key", "merchant", "label", "state", "created_at", "last_used_at", "expires_at"]
+    list_display = ["key", "merchant", "label", "state", "created_at", "last_used_at"]
     list_filter = ["merchant"]
     search_fields = ["key", "label", "merchant__name"]
     readonly_fields = [
@@ -99,6 +100,7 @@ class ApiKeyAdmin(MerchantScopedAdmin):
 
     @admin.display(description="state")
     def state(self, obj: ApiKey) -> str:
+        """Its expiry in the state's column, so the list fits 1400 px for support and ops."""
         from django.utils import timezone
 
         now = timezone.now()
@@ -107,7 +109,7 @@ class ApiKeyAdmin(MerchantScopedAdmin):
         if obj.expires_at and obj.expires_at <= now:
             return "expired"
         if obj.expires_at:
-            return "expiring"
+            return format_html("expires {}", display.timestamp(obj.expires_at))
         return "active"
 
     def has_add_permission(self, request, *args) -> bool:

@@ -213,7 +213,12 @@ class RefundAdmin(PaymentAdmin):
 
 @admin.register(Payout)
 class PayoutAdmin(PaymentAdmin):
-    list_display = [*PAYMENT_LIST, "debit_amount"]
+    # A payout's recipient receives its send amount (no receive column: the list fits 1400 px
+    # for support); the debit is what left the wallet, fee included.
+    list_display = [
+        *(name for name in PAYMENT_LIST if name != "receive_amount"),
+        "debit_amount",
+    ]
     list_filter = PAYMENT_FILTERS
     search_fields = [
         "=id",
