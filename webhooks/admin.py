@@ -33,6 +33,7 @@ from merchants.dashboard import (
 )
 from merchants.models import AuditAction
 from webhooks import secrets_at_rest, selectors, services
+from webhooks.admin_deliveries import error_shown, with_errors_in_full  # and their pages
 from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
 
 logger = logging.getLogger("cowry.webhooks")
@@ -45,7 +46,7 @@ def _attempts_table(delivery: Delivery):
             display.timestamp(attempt.started_at),
             attempt.response_status if attempt.response_status is not None else "—",
             f"{attempt.duration_ms} ms" if attempt.duration_ms is not None else "—",
-            attempt.error or "",
+            error_shown(attempt.error, in_full=delivery.errors_in_full),
             attempt.response_body,  # its stored first KiB, as the delivery's page shows it
         )
         for attempt in delivery.attempt_log.all()
@@ -422,18 +423,18 @@ class DeliveryInline(ScopedInlineMixin, unfold_admin.TabularInline):
         "attempts",
         "next_attempt_at",
         "delivered_at",
-        "last_error",
+        "last_error_shown",
         "attempts_log",
     ]
     readonly_fields = fields
 
     def get_queryset(self, request):
-        return (
-            super()
-            .get_queryset(request)
-            .select_related("event", "endpoint")
-            .prefetch_related("attempt_log")
-        )
+        queryset = super().get_queryset(request).select_related("event", "endpoint")
+        return with_errors_in_full(request, queryset.prefetch_related("attempt_log"))
+
+    @admin.display(description="last error")
+    def last_error_shown(self, obj: Delivery) -> str:
+        return error_shown(obj.last_error, in_full=obj.errors_in_full)
 
     @admin.display(description="URL")
     def endpoint_url(self, obj: Delivery) -> str:
@@ -545,6 +546,3 @@ class EventAdmin(MerchantScopedAdmin):
                 self.message_user(request, f"Event {event.pk}: {exc.message}", messages.ERROR)
             else:
                 self.message_user(request, f"Event {event.pk} queued for delivery.")
-
-
-from webhooks import admin_deliveries  # noqa: E402, F401  (registers the delivery pages)

@@ -1,11 +1,65 @@
-"""The delivery pages of the dashboard: each delivery with its attempts."""
+"""The delivery pages of the dashboard: each delivery with its attempts. An attempt's error is
+recorded as the sender wrote it, an exception's text at times; merchant staff read it in plain
+words ("Connection refused"), support and ops read both."""
+
+import re
 
 from django.contrib import admin
+from django.db.models import BooleanField, Value
+from django.utils.html import format_html
 from unfold import admin as unfold_admin
 
+from merchants import dashboard
 from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, known_values_filter
 from webhooks import services
 from webhooks.models import Delivery, DeliveryAttempt
+
+_TLS = re.compile(r"SSLError|\[SSL")
+# What an exception's text says went wrong, in a few words, first match wins.
+_CAUSES = (
+    ("connection refused", "Connection refused"),
+    ("certificate_verify_failed", "TLS error: certificate not trusted"),
+    ("failed to resolve", "Host name not found"),
+    ("name or service not known", "Host name not found"),
+    ("temporary failure in name resolution", "Host name not found"),
+    ("connection reset", "Connection reset by the receiver"),
+    ("remotedisconnected", "Connection closed without an answer"),
+    ("connection aborted", "Connection closed without an answer"),
+    ("network is unreachable", "Network unreachable"),
+    ("no route to host", "Network unreachable"),
+    ("timed out", "Timed out"),
+)
+# Errors Cowry words itself (webhooks.services), a redirect's Location included: already plain.
+_OWN_WORDS = ("HTTP ", "Timed out after ", "Blocked: ", "No result recorded", "Not sent: ")
+
+
+def plain_error(error: str) -> str:
+    """A recorded error in a few plain words: "Could not connect: HTTPConnection(host=...):
+    Failed to establish a new connection: [Errno 111] Connection refused" is "Connection
+    refused"; "HTTP 500" and "Timed out after 10 s" stay as they are."""
+    if not error or error.startswith(_OWN_WORDS):
+        return error
+    lowered = error.lower()
+    cause = next((plain for needle, plain in _CAUSES if needle in lowered), None)
+    if cause is None and _TLS.search(error):
+        cause = "TLS error"
+    return cause or "Could not connect"
+
+
+def error_shown(error: str, *, in_full: bool) -> str:
+    """An error in plain words; for support and ops, as recorded beneath when it differs."""
+    plain = plain_error(error)
+    if not in_full or plain == error:
+        return plain or "—"
+    return format_html(
+        '{}<br><code class="break-all text-base-500 text-xs">{}</code>', plain, error
+    )
+
+
+def with_errors_in_full(request, queryset):
+    """The rows, each knowing whether this user reads its errors as recorded (support, ops)."""
+    in_full = dashboard.is_ops(request.user) or dashboard.is_support(request.user)
+    return queryset.annotate(errors_in_full=Value(in_full, output_field=BooleanField()))
 
 
 class DeliveryAttemptInline(ScopedInlineMixin, unfold_admin.TabularInline):
@@ -19,10 +73,17 @@ class DeliveryAttemptInline(ScopedInlineMixin, unfold_admin.TabularInline):
         "finished_at",
         "response_status",
         "duration_ms",
-        "error",
+        "error_shown",
         "response_body",
     ]
     readonly_fields = fields
+
+    def get_queryset(self, request):
+        return with_errors_in_full(request, super().get_queryset(request))
+
+    @admin.display(description="error")
+    def error_shown(self, obj: DeliveryAttempt) -> str:
+        return error_shown(obj.error, in_full=obj.errors_in_full)
 
 
 @admin.register(Delivery)
@@ -53,7 +114,7 @@ class DeliveryAdmin(MerchantScopedAdmin):
         "next_attempt_at",
         "dispatched_at",
         "delivered_at",
-        "last_error",
+        "last_error_shown",
         "created_at",
         "updated_at",
     ]
@@ -61,7 +122,8 @@ class DeliveryAdmin(MerchantScopedAdmin):
     inlines = [DeliveryAttemptInline]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("event__merchant", "endpoint")
+        queryset = super().get_queryset(request).select_related("event__merchant", "endpoint")
+        return with_errors_in_full(request, queryset)
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -76,3 +138,7 @@ class DeliveryAdmin(MerchantScopedAdmin):
     @admin.display(description="merchant")
     def merchant(self, obj: Delivery):
         return obj.event.merchant
+
+    @admin.display(description="last error")
+    def last_error_shown(self, obj: Delivery) -> str:
+        return error_shown(obj.last_error, in_full=obj.errors_in_full)
