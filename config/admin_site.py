@@ -53,12 +53,15 @@ class CowryAdminSite(UnfoldAdminSite):
         context = dict(extra_context or {})
         merchant = dashboard.merchant_of(request.user)
         if merchant is not None:
+            context["title"] = f"{merchant.name}: merchant dashboard"
             context["merchant_summary"] = worklist.merchant_summary(
                 merchant_id=merchant.pk, now=now
             )
         elif request.user.is_superuser or dashboard.is_support(request.user):
+            context["title"] = "Support dashboard: what needs attention"
             context["worklist"] = worklist.support_worklist(now=now)
         if request.user.is_superuser:
+            context["title"] = "Ops dashboard: the platform and what needs attention"
             context["platform_totals"] = worklist.platform_totals()
             context["ledger_check"] = payment_selectors.ledger_check_last()
         return super().index(request, context)
