@@ -74,16 +74,7 @@ def refund_create(
             .annotate(reported_failed=Exists(_reported_failed()))
             .first()
         )
-        if payin is None:
-            raise PayinNotFound()
-        if payin.status != PayinStatus.COMPLETED:
-            raise PayinNotRefundable(f"A {payin.status} payin cannot be refunded.")
-        if payin.reported_failed:
-            raise PayinNotRefundable(
-                "The provider reported this payin's collection as failed after it completed (a "
-                "reversal, say): the payer may never have paid, and a refund would pay out "
-                "money the provider says it does not hold. Support reconciles it first."
-            )
+        _refundable_check(payin)
         amount = _refund_amount(payin, amount)
         refund = Refund.objects.create(
             merchant=merchant,
@@ -112,6 +103,20 @@ def refund_create(
         ledger.reservation_hold(_refund_reservation(refund))
         enqueue.submission_enqueue_on_commit(refund)
     return refund
+
+
+def _refundable_check(payin: Payin | None) -> None:
+    """The locked payin exists, is completed, and the provider has not since reported it failed."""
+    if payin is None:
+        raise PayinNotFound()
+    if payin.status != PayinStatus.COMPLETED:
+        raise PayinNotRefundable(f"A {payin.status} payin cannot be refunded.")
+    if payin.reported_failed:
+        raise PayinNotRefundable(
+            "The provider reported this payin's collection as failed after it completed (a "
+            "reversal, say): the payer may never have paid, and a refund would pay out money "
+            "the provider says it does not hold. Support reconciles it first."
+        )
 
 
 def _reported_failed() -> QuerySet[ProviderDiscrepancy]:
