@@ -129,9 +129,18 @@ class ListQueryInput(serializers.Serializer):
         return attrs
 
 
-def created_filter(
-    queryset: QuerySet, *, created_gte: datetime | None, created_lt: datetime | None
+def filtered(
+    queryset: QuerySet,
+    *,
+    created_gte: datetime | None,
+    created_lt: datetime | None,
+    **equal: Any,
 ) -> QuerySet:
+    """`queryset` narrowed to the rows whose fields equal the `equal` values given (None: not
+    filtered) and created in [created_gte, created_lt)."""
+    queryset = queryset.filter(
+        **{name: value for name, value in equal.items() if value is not None}
+    )
     if created_gte is not None:
         queryset = queryset.filter(created_at__gte=created_gte)
     if created_lt is not None:

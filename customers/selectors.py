@@ -62,10 +62,11 @@ def customer_list(
     created_lt: datetime | None = None,
 ) -> pagination.Page:
     """The merchant's customers, newest first, one page (GET /customers)."""
-    queryset = Customer.objects.filter(merchant=merchant)
-    if status is not None:
-        queryset = queryset.filter(status=status)
-    if external_ref is not None:
-        queryset = queryset.filter(external_ref=external_ref)
-    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
+    queryset = pagination.filtered(
+        Customer.objects.filter(merchant=merchant),
+        status=status,
+        external_ref=external_ref,
+        created_gte=created_gte,
+        created_lt=created_lt,
+    )
     return pagination.paginate(queryset, page=page)

@@ -92,12 +92,13 @@ def refund_list(
     created_lt: datetime | None = None,
 ) -> pagination.Page:
     """The merchant's refunds with their history, newest first, one page (GET /refunds)."""
-    queryset = Refund.objects.filter(merchant=merchant)
-    if status is not None:
-        queryset = queryset.filter(status=status)
-    if payin_id is not None:
-        queryset = queryset.filter(payin_id=payin_id)
-    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
+    queryset = pagination.filtered(
+        Refund.objects.filter(merchant=merchant),
+        status=status,
+        payin_id=payin_id,
+        created_gte=created_gte,
+        created_lt=created_lt,
+    )
     return pagination.paginate(queryset.prefetch_related("history"), page=page)
 
 
@@ -107,23 +108,6 @@ def wallet_balance(*, merchant: Merchant, currency: str) -> tuple[Decimal, Decim
     if wallet is None:
         return Decimal(0), Decimal(0)
     return wallet.available, wallet.reserved
-
-
-def _payment_list(
-    queryset: QuerySet,
-    *,
-    page: pagination.PageRequest,
-    status: str | None,
-    customer_id: UUID | None,
-    created_gte: datetime | None,
-    created_lt: datetime | None,
-) -> pagination.Page:
-    if status is not None:
-        queryset = queryset.filter(status=status)
-    if customer_id is not None:
-        queryset = queryset.filter(customer_id=customer_id)
-    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
-    return pagination.paginate(queryset.prefetch_related("history"), page=page)
 
 
 def payin_list(
@@ -137,14 +121,14 @@ def payin_list(
 ) -> pagination.Page:
     """The merchant's payins with their history and refunds, newest first, one page
     (GET /payins)."""
-    return _payment_list(
+    queryset = pagination.filtered(
         _with_refunds(Payin.objects.filter(merchant=merchant)),
-        page=page,
         status=status,
         customer_id=customer_id,
         created_gte=created_gte,
         created_lt=created_lt,
     )
+    return pagination.paginate(queryset.prefetch_related("history"), page=page)
 
 
 def payout_list(
@@ -157,14 +141,14 @@ def payout_list(
     created_lt: datetime | None = None,
 ) -> pagination.Page:
     """The merchant's payouts with their history, newest first, one page (GET /payouts)."""
-    return _payment_list(
+    queryset = pagination.filtered(
         Payout.objects.filter(merchant=merchant),
-        page=page,
         status=status,
         customer_id=customer_id,
         created_gte=created_gte,
         created_lt=created_lt,
     )
+    return pagination.paginate(queryset.prefetch_related("history"), page=page)
 
 
 @dataclass(frozen=True)

@@ -286,11 +286,13 @@ def quote_list(
         )
     elif status is not None:
         queryset = queryset.filter(status=status)
-    if flow_type is not None:
-        queryset = queryset.filter(flow_type=flow_type)
-    if customer_id is not None:
-        queryset = queryset.filter(customer_id=customer_id)
-    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
+    queryset = pagination.filtered(
+        queryset,
+        flow_type=flow_type,
+        customer_id=customer_id,
+        created_gte=created_gte,
+        created_lt=created_lt,
+    )
     return pagination.paginate(queryset, page=page)
 
 

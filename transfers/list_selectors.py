@@ -31,10 +31,11 @@ def transfer_list(
     created_lt: datetime | None = None,
 ) -> pagination.Page:
     """The merchant's transfers with their history, newest first, one page."""
-    queryset = Transfer.objects.filter(merchant=merchant)
-    if status is not None:
-        queryset = queryset.filter(status=status)
-    if customer_id is not None:
-        queryset = queryset.filter(customer_id=customer_id)
-    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
+    queryset = pagination.filtered(
+        Transfer.objects.filter(merchant=merchant),
+        status=status,
+        customer_id=customer_id,
+        created_gte=created_gte,
+        created_lt=created_lt,
+    )
     return pagination.paginate(queryset.prefetch_related("history"), page=page)

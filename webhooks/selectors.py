@@ -152,12 +152,13 @@ def event_list(
     created_lt: datetime | None = None,
 ) -> pagination.Page:
     """The merchant's events, newest first, one page (GET /events)."""
-    queryset = Event.objects.filter(merchant=merchant)
-    if type is not None:
-        queryset = queryset.filter(event_type=type)
-    if data_id is not None:
-        queryset = queryset.filter(data_id=data_id)
-    queryset = pagination.created_filter(queryset, created_gte=created_gte, created_lt=created_lt)
+    queryset = pagination.filtered(
+        Event.objects.filter(merchant=merchant),
+        event_type=type,
+        data_id=data_id,
+        created_gte=created_gte,
+        created_lt=created_lt,
+    )
     queryset = _with_delivery_status(queryset)
     if delivery_status is not None:
         queryset = queryset.filter(delivery_status=delivery_status)
