@@ -57,29 +57,29 @@ def _with_refunds(payins: QuerySet[Payin]) -> QuerySet[Payin]:
     )
 
 
+def _one_with_history(queryset: QuerySet, not_found: type[NotFound]):
+    """The one row of `queryset` with its history entries, oldest first; `not_found` if none."""
+    row = queryset.first()
+    if row is None:
+        raise not_found()
+    row.history_entries = list(row.history.order_by("created_at", "id"))
+    return row
+
+
 def payin_get(*, merchant: Merchant, payin_id: UUID) -> Payin:
     """The merchant's payin with its history; another merchant's is indistinguishable from none."""
-    payin = _with_refunds(Payin.objects.filter(pk=payin_id, merchant=merchant)).first()
-    if payin is None:
-        raise PayinNotFound()
-    payin.history_entries = list(payin.history.order_by("created_at", "id"))
-    return payin
+    payins = _with_refunds(Payin.objects.filter(pk=payin_id, merchant=merchant))
+    return _one_with_history(payins, PayinNotFound)
 
 
 def payout_get(*, merchant: Merchant, payout_id: UUID) -> Payout:
-    payout = Payout.objects.filter(pk=payout_id, merchant=merchant).first()
-    if payout is None:
-        raise PayoutNotFound()
-    payout.history_entries = list(payout.history.order_by("created_at", "id"))
-    return payout
+    payouts = Payout.objects.filter(pk=payout_id, merchant=merchant)
+    return _one_with_history(payouts, PayoutNotFound)
 
 
 def refund_get(*, merchant: Merchant, refund_id: UUID) -> Refund:
-    refund = Refund.objects.filter(pk=refund_id, merchant=merchant).first()
-    if refund is None:
-        raise RefundNotFound()
-    refund.history_entries = list(refund.history.order_by("created_at", "id"))
-    return refund
+    refunds = Refund.objects.filter(pk=refund_id, merchant=merchant)
+    return _one_with_history(refunds, RefundNotFound)
 
 
 def refund_list(
