@@ -446,3 +446,14 @@ def url_port_valid(url: str) -> bool:
 def url_scheme_allowed(url: str, *, allow_http: bool) -> bool:
     scheme = urlsplit(url).scheme.lower()
     return scheme == "https" or (allow_http and scheme == "http")
+
+
+def url_has_private_literal(url: str) -> bool:
+    """Whether the URL's host is a literal non-public address and ALLOW_PRIVATE_NETWORK_URLS is
+    off; a hostname is checked on the connected address instead."""
+    host = (urlsplit(url).hostname or "").strip("[]")
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return not settings.ALLOW_PRIVATE_NETWORK_URLS and not address_is_public(str(literal))

@@ -1,7 +1,5 @@
-import ipaddress
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 from django.utils import timezone
@@ -54,16 +52,7 @@ class KycFileUrlField(StrictCharField):
         parts = urlsplit(value)
         if parts.username or parts.password:
             self.fail("credentials")
-        host = (parts.hostname or "").strip("[]")
-        try:
-            literal = ipaddress.ip_address(host)
-        except ValueError:
-            literal = None
-        if (
-            literal is not None
-            and not settings.ALLOW_PRIVATE_NETWORK_URLS
-            and not netguard.address_is_public(str(literal))
-        ):
+        if netguard.url_has_private_literal(value):
             self.fail("private")
         return value
 

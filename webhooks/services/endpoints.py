@@ -1,7 +1,6 @@
 """Webhook endpoints: their URL, subscription and signing secret, and the sweep that disables
 an endpoint failing for days."""
 
-import ipaddress
 import logging
 import secrets
 from datetime import datetime, timedelta
@@ -110,16 +109,7 @@ def webhook_url_validate(url: str) -> str:
         raise refuse("The webhook URL must not contain credentials.")
     if parts.fragment:
         raise refuse("The webhook URL must not contain a fragment.")
-    host = (parts.hostname or "").strip("[]")
-    try:
-        literal = ipaddress.ip_address(host)
-    except ValueError:
-        literal = None
-    if (
-        literal is not None
-        and not settings.ALLOW_PRIVATE_NETWORK_URLS
-        and not netguard.address_is_public(str(literal))
-    ):
+    if netguard.url_has_private_literal(url):
         raise refuse("The webhook URL must point to a public address.")
     return url
 
