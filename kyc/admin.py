@@ -17,7 +17,7 @@ from config.exceptions import DomainError
 from customers.admin import CustomerAdmin
 from kyc import services
 from kyc.models import FILE_SIDES, KycDocument, KycStatusChange, KycSubmission
-from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin
+from merchants.dashboard import ReadOnlyAdmin, ScopedInlineMixin
 
 
 def _file_links(document: KycDocument) -> str:
@@ -93,7 +93,7 @@ def reject_kyc_by_hand(modeladmin, request, queryset) -> None:
 
 
 @admin.register(KycDocument)
-class KycDocumentAdmin(MerchantScopedAdmin):
+class KycDocumentAdmin(ReadOnlyAdmin):
     merchant_path = "customer__merchant"
     list_display = [
         "id",
@@ -130,15 +130,6 @@ class KycDocumentAdmin(MerchantScopedAdmin):
     ]
     fields = readonly_fields
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
     @admin.display(description="stored files")
     def stored_files(self, document: KycDocument) -> str:
         return _file_links(document)
@@ -169,22 +160,13 @@ class KycDocumentAdmin(MerchantScopedAdmin):
 
 
 @admin.register(KycSubmission)
-class KycSubmissionAdmin(MerchantScopedAdmin):
+class KycSubmissionAdmin(ReadOnlyAdmin):
     merchant_path = "customer__merchant"
     list_display = ["id", "customer", "number", "outcome", "created_at", "reviewed_at"]
     list_filter = ["outcome"]
     search_fields = ["id", "customer__id"]
     readonly_fields = ["id", "customer", "number", "outcome", "created_at", "reviewed_at"]
     fields = readonly_fields
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 # The customer's page shows their KYC: documents with fetch/review status and file links, the

@@ -350,6 +350,16 @@ class MerchantScopedAdmin(ShownAsListed, unfold_admin.ModelAdmin):
 _WHOLE_UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", re.I)
 
 
+class ReadOnlyAdmin(MerchantScopedAdmin):
+    """Records no one edits in the dashboard, ops included: they change only through services."""
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
 class ExactSearchMixin:
     """A search that is one whole id or provider reference, as support pastes it from a
     merchant's ticket, is looked up by equality through an index: a UUID on the `=` search

@@ -22,7 +22,7 @@ from config.exceptions import DomainError
 from merchants import dashboard, display, object_actions
 from merchants.dashboard import (
     ExactSearchMixin,
-    MerchantScopedAdmin,
+    ReadOnlyAdmin,
     ScopedInlineMixin,
     known_values_filter,
 )
@@ -44,20 +44,6 @@ from payments.models import (
 from quotes import selectors as quote_selectors
 from webhooks import admin as webhook_admin
 from webhooks import selectors as webhook_selectors
-
-
-class ReadOnlyAdmin(MerchantScopedAdmin):
-    """Amounts, statuses and ledger rows are read-only to everyone, ops included; their pages
-    show amounts, times and JSON as the lists do (dashboard.ShownAsListed)."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class ReadOnlyInline(ScopedInlineMixin, unfold_admin.TabularInline):

@@ -27,6 +27,7 @@ from merchants import dashboard, display, object_actions
 from merchants import services as merchant_services
 from merchants.dashboard import (
     MerchantScopedAdmin,
+    ReadOnlyAdmin,
     ScopedInlineMixin,
     html_table,
     known_values_filter,
@@ -466,7 +467,7 @@ class EventDeliveryStatusFilter(admin.SimpleListFilter):
 
 
 @admin.register(Event)
-class EventAdmin(MerchantScopedAdmin):
+class EventAdmin(ReadOnlyAdmin):  # events are facts; re-sending is an action
     list_display = ["id", "event_type", "merchant", "data_type", "data_id", "created_at"]
     list_filter = [
         "merchant",
@@ -483,15 +484,6 @@ class EventAdmin(MerchantScopedAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("merchant")
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False  # events are facts; re-sending is an action
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="envelope")
     def envelope(self, obj: Event):

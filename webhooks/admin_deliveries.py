@@ -10,7 +10,7 @@ from django.utils.html import format_html
 from unfold import admin as unfold_admin
 
 from merchants import dashboard
-from merchants.dashboard import MerchantScopedAdmin, ScopedInlineMixin, known_values_filter
+from merchants.dashboard import ReadOnlyAdmin, ScopedInlineMixin, known_values_filter
 from webhooks import services
 from webhooks.models import Delivery, DeliveryAttempt
 
@@ -86,8 +86,9 @@ class DeliveryAttemptInline(ScopedInlineMixin, unfold_admin.TabularInline):
         return error_shown(obj.error, in_full=obj.errors_in_full)
 
 
+# Read-only: saving the page would write back the delivery as read, over the sender's progress.
 @admin.register(Delivery)
-class DeliveryAdmin(MerchantScopedAdmin):
+class DeliveryAdmin(ReadOnlyAdmin):
     merchant_path = "event__merchant"
     list_display = [
         "id",
@@ -124,16 +125,6 @@ class DeliveryAdmin(MerchantScopedAdmin):
     def get_queryset(self, request):
         queryset = super().get_queryset(request).select_related("event__merchant", "endpoint")
         return with_errors_in_full(request, queryset)
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        # Saving the page would write back the delivery as read, over the sender's progress.
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="merchant")
     def merchant(self, obj: Delivery):
