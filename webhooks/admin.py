@@ -466,6 +466,19 @@ class EventDeliveryStatusFilter(admin.SimpleListFilter):
         return queryset.filter(Exists(deliveries))
 
 
+def _resend_audited(event: Event, *, actor, detail: dict) -> None:
+    """Re-send the event and record it in the audit log, in one transaction."""
+    with transaction.atomic():
+        services.event_resend(event_id=event.pk, now=timezone.now())
+        merchant_services.audit_record(
+            merchant=event.merchant,
+            actor=actor,
+            action=AuditAction.EVENT_RESENT,
+            target=str(event.pk),
+            detail={"event_type": event.event_type, **detail},
+        )
+
+
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):  # events are facts; re-sending is an action
     list_display = ["id", "event_type", "merchant", "data_type", "data_id", "created_at"]
@@ -495,15 +508,7 @@ class EventAdmin(ReadOnlyAdmin):  # events are facts; re-sending is an action
     @unfold_action(description="Re-send this event", url_path="resend", permissions=["resend"])
     def resend_event_detail(self, request, object_id):
         def perform(event, reason):
-            with transaction.atomic():  # no re-send goes out without its audit entry
-                services.event_resend(event_id=event.pk, now=timezone.now())
-                merchant_services.audit_record(
-                    merchant=event.merchant,
-                    actor=request.user,
-                    action=AuditAction.EVENT_RESENT,
-                    target=str(event.pk),
-                    detail={"event_type": event.event_type, "reason": reason},
-                )
+            _resend_audited(event, actor=request.user, detail={"reason": reason})
             return f"Event {event.pk} queued for delivery."
 
         return object_actions.confirm_then(
@@ -525,15 +530,7 @@ class EventAdmin(ReadOnlyAdmin):  # events are facts; re-sending is an action
     def resend_events(self, request, queryset) -> None:
         for event in queryset:
             try:
-                with transaction.atomic():  # no re-send goes out without its audit entry
-                    services.event_resend(event_id=event.pk, now=timezone.now())
-                    merchant_services.audit_record(
-                        merchant=event.merchant,
-                        actor=request.user,
-                        action=AuditAction.EVENT_RESENT,
-                        target=str(event.pk),
-                        detail={"event_type": event.event_type},
-                    )
+                _resend_audited(event, actor=request.user, detail={})
             except DomainError as exc:
                 self.message_user(request, f"Event {event.pk}: {exc.message}", messages.ERROR)
             else:
