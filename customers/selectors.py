@@ -49,9 +49,6 @@ def customer_get_for_payment(*, merchant: Merchant, customer_id: UUID) -> Custom
     return customer
 
 
-customer_get_active = customer_get_for_payment  # its former name, still used by payments, transfers
-
-
 def customer_list(
     *,
     merchant: Merchant,

@@ -13,11 +13,6 @@ from webhooks.models import TEST_EVENT_TYPE, Delivery, DeliveryStatus, Event, We
 OPEN_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.DELIVERING)
 
 
-def endpoint_for_merchant(*, merchant: Merchant) -> WebhookEndpoint | None:
-    """The merchant's primary (oldest) endpoint."""
-    return WebhookEndpoint.objects.filter(merchant=merchant).order_by("created_at", "id").first()
-
-
 def endpoint_signing_secret(*, endpoint: WebhookEndpoint) -> str:
     """The endpoint's signing secret in clear (an owner's audited reveal);
     secrets_at_rest.UnreadableSecret when no key of WEBHOOK_SECRETS_KEYS decrypts it."""
