@@ -98,7 +98,7 @@ _CREDIT = _Adjustment(
             state={"status": PayinStatus.FAILED},
             only="a payin we failed",
             what="payin",
-            currency_field="receive_currency",  # as its payin_completed journal (_payin_posting)
+            currency_field="receive_currency",  # as its payin_completed journal
             amount_field="receive_amount",
             at_most="the payin would have credited the wallet, net of its fee",
         ),
