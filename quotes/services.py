@@ -77,8 +77,10 @@ class SendFieldConflict(BadRequest):
 
 
 class QuoteNotFoundForPayment(BadRequest):
-    reason = "quote_not_found"
-    message = "The quote does not exist."
+    """A body's quote_id naming no quote of the merchant: a 400, where a path id is a 404."""
+
+    reason = selectors.QuoteNotFound.reason
+    message = selectors.QuoteNotFound.message
 
 
 class QuoteExpired(BadRequest):
