@@ -15,6 +15,8 @@ from merchants.models import Merchant
 from payments.ledger.checks import ledger_check_last as ledger_check_last
 from payments.models import (
     AMOUNT,
+    Journal,
+    JournalLine,
     Payin,
     Payout,
     ProviderDiscrepancy,
@@ -181,3 +183,22 @@ def provider_discrepancies_of(*, resource_id: UUID) -> QuerySet[ProviderDiscrepa
     """The provider answers that contradicted a payin, payout or transfer (both legs), oldest
     first: support reconciles them from the resource's page."""
     return ProviderDiscrepancy.objects.filter(resource_id=resource_id).order_by("received_at")
+
+
+def journals_of(*, resource_type: str, resource_id: UUID) -> QuerySet[Journal]:
+    """The ledger journals of a resource with their lines, oldest first."""
+    return (
+        Journal.objects.filter(resource_type=resource_type, resource_id=resource_id)
+        .prefetch_related("lines__account")
+        .order_by("created_at", "kind")
+    )
+
+
+def account_total_of(*, resource_type: str, resource_id: UUID, account_code: str) -> Decimal:
+    """The sum of a resource's journal lines on accounts with this code (zero when none)."""
+    total = JournalLine.objects.filter(
+        journal__resource_type=resource_type,
+        journal__resource_id=resource_id,
+        account__code=account_code,
+    ).aggregate(total=Sum("amount"))["total"]
+    return total or Decimal(0)

@@ -3,12 +3,13 @@
 from decimal import Decimal
 from uuid import UUID
 
-from django.db.models import QuerySet, Sum
+from django.db.models import QuerySet
 
 from config.exceptions import NotFound
 from merchants.models import Merchant
 from payments import ledger
-from payments.models import Journal, JournalLine
+from payments import selectors as payment_selectors
+from payments.models import Journal
 from transfers.models import Transfer
 from webhooks import selectors as webhook_selectors
 from webhooks.models import Event
@@ -40,19 +41,12 @@ def transfer_events(*, transfer: Transfer) -> QuerySet[Event]:
 
 def transfer_journals(*, transfer: Transfer) -> QuerySet[Journal]:
     """The ledger journals of the transfer with their lines, oldest first."""
-    return (
-        Journal.objects.filter(resource_type="transfer", resource_id=transfer.id)
-        .prefetch_related("lines__account")
-        .order_by("created_at", "kind")
-    )
+    return payment_selectors.journals_of(resource_type="transfer", resource_id=transfer.id)
 
 
 def transfer_suspense_held(*, transfer: Transfer) -> Decimal:
     """What this transfer holds in transfer_suspense (payin currency): the collected amount
     until the disbursement completes, then zero."""
-    total = JournalLine.objects.filter(
-        journal__resource_type="transfer",
-        journal__resource_id=transfer.id,
-        account__code=ledger.TRANSFER_SUSPENSE,
-    ).aggregate(total=Sum("amount"))["total"]
-    return total or Decimal(0)
+    return payment_selectors.account_total_of(
+        resource_type="transfer", resource_id=transfer.id, account_code=ledger.TRANSFER_SUSPENSE
+    )

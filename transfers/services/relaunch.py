@@ -13,8 +13,8 @@ from config.exceptions import DomainError
 from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import provider
+from payments import selectors as payment_selectors
 from payments import services as payment_services
-from payments.models import ProviderDiscrepancy
 from quotes import selectors as quote_selectors
 from quotes import services as quote_services
 from quotes.models import Operator
@@ -101,11 +101,12 @@ def _unresolved_provider_answers(transfer: Transfer) -> set[tuple[str, str]]:
     """The (resource_type, provider_outcome) of the transfer's unresolved ProviderDiscrepancy
     rows, in one query."""
     return set(
-        ProviderDiscrepancy.objects.filter(
+        payment_selectors.provider_discrepancies_of(resource_id=transfer.id)
+        .filter(
             resource_type__in=[_DISBURSEMENT_REPORTED_PAID[0], _COLLECTION_REPORTED_FAILED[0]],
-            resource_id=transfer.id,
             resolved_at__isnull=True,
-        ).values_list("resource_type", "provider_outcome")
+        )
+        .values_list("resource_type", "provider_outcome")
     )
 
 
