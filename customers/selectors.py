@@ -1,6 +1,8 @@
 from datetime import datetime
 from uuid import UUID
 
+from django.db.models import QuerySet
+
 from config import pagination
 from config.exceptions import DomainError, NotFound
 from customers.models import Customer, CustomerStatus
@@ -28,6 +30,11 @@ class CustomerBlocked(DomainError):
     status = 400
     reason = "customer_blocked"
     message = "This customer is blocked: no new quote or payment can be made for them."
+
+
+def customers_active() -> QuerySet[Customer]:
+    """The customers not blocked, of every merchant: narrow it to one."""
+    return Customer.objects.filter(status=CustomerStatus.ACTIVE)
 
 
 def customer_get(*, merchant: Merchant, customer_id: UUID) -> Customer:

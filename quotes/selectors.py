@@ -12,7 +12,7 @@ from django.db.models import Exists, Expression, OuterRef, Q, Subquery
 
 from config import pagination
 from config.exceptions import DomainError, NotFound
-from customers.models import Customer, CustomerStatus
+from customers import selectors as customer_selectors
 from merchants.models import Merchant, MerchantCorridor, MerchantOperator
 from quotes.models import (
     Corridor,
@@ -92,9 +92,7 @@ def operator_for_quote(
     """operator_get(merchant=...)'s operator (None: unknown), and in the same read
     `customer_known`: whether `customer_id` is one of the merchant's active customers (False for
     None; anything else takes the slow path, which says which it is)."""
-    customers = Customer.objects.filter(
-        pk=customer_id, merchant=merchant, status=CustomerStatus.ACTIVE
-    )
+    customers = customer_selectors.customers_active().filter(pk=customer_id, merchant=merchant)
     return (
         Operator.objects.annotate(
             enabled_for_merchant=_enabled_for(merchant), customer_known=Exists(customers)
@@ -157,7 +155,7 @@ def quote_operator_annotations() -> dict[str, Expression]:
     merchant, and whether the customer it names is still active (not blocked since)."""
     return {
         "customer_active": Exists(
-            Customer.objects.filter(pk=OuterRef("customer_id"), status=CustomerStatus.ACTIVE)
+            customer_selectors.customers_active().filter(pk=OuterRef("customer_id"))
         ),
         "operator_active": Subquery(
             Operator.objects.filter(code=OuterRef("operator_code")).values("active")[:1]
