@@ -174,16 +174,29 @@ def _parties(
         rail_type=payer_operator.rail_type,
         operator_code=payer_operator.code,
     )
-    recipient_party = party_check(
-        party=recipient,
-        field="recipient",
+    recipient_party = recipient_check(
+        recipient,
         country_code=recipient_operator.country_code,
         rail_type=recipient_operator.rail_type,
         operator_code=recipient_operator.code,
+    )
+    return payer_operator, recipient_operator, payer_party, recipient_party
+
+
+def recipient_check(
+    recipient: dict[str, Any], *, country_code: str, rail_type: str, operator_code: str
+) -> dict[str, Any]:
+    """The recipient party checked for its operator, an individual unless it says otherwise."""
+    party = party_check(
+        party=recipient,
+        field="recipient",
+        country_code=country_code,
+        rail_type=rail_type,
+        operator_code=operator_code,
         required=recipient_names(recipient),
     )
-    recipient_party.setdefault("recipient_type", "individual")
-    return payer_operator, recipient_operator, payer_party, recipient_party
+    party.setdefault("recipient_type", "individual")
+    return party
 
 
 def _quote_columns(quote: Quote) -> dict[str, Any]:

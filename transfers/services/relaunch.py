@@ -19,7 +19,7 @@ from quotes import selectors as quote_selectors
 from quotes import services as quote_services
 from quotes.models import Operator
 from transfers.models import Transfer
-from transfers.services.create import nested_error_fields, party_check, recipient_names
+from transfers.services.create import nested_error_fields, recipient_check
 from transfers.services.transitions import (
     FUNDS_RETURNED,
     PAYOUT_RELAUNCHED,
@@ -149,16 +149,12 @@ def _relaunch_changes(
         changes["payout_amount"] = amount
     operator = _relaunch_operator(transfer=transfer, recipient=recipient)
     if recipient is not None:
-        party = party_check(
-            party=recipient,
-            field="recipient",
+        changes["recipient"] = recipient_check(
+            recipient,
             country_code=transfer.recipient_country_code,
             rail_type=transfer.recipient_rail_type,
             operator_code=operator.code,
-            required=recipient_names(recipient),
         )
-        party.setdefault("recipient_type", "individual")
-        changes["recipient"] = party
         changes["recipient_operator_code"] = operator.code
     quote_services.check_within_limits(amount, operator, field="payout_amount")
     return changes
