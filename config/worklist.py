@@ -7,21 +7,16 @@ from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any
 
-from django.contrib import admin
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.urls import reverse
 from django.utils import timezone
 
 from kyc.models import KycSubmission, SubmissionOutcome
-from payments.models import Payin, PayinStatus, Payout, PayoutStatus, ProviderDiscrepancy, Wallet
+from payments import selectors as payment_selectors
+from payments.models import Payin, PayinStatus, Payout, ProviderDiscrepancy, Wallet
+from transfers import selectors as transfer_selectors
 from transfers.models import LegStatus, Transfer, TransferStatus
 from webhooks.models import Delivery, DeliveryStatus, WebhookEndpoint
-
-PAYMENTS_IN_FLIGHT = {
-    Payin: (PayinStatus.CREATED, PayinStatus.PENDING),
-    Payout: (PayoutStatus.PENDING,),
-}
-TRANSFERS_IN_FLIGHT = (TransferStatus.PENDING, TransferStatus.COLLECTING, TransferStatus.DISBURSING)
 
 
 @dataclass(frozen=True)
@@ -36,28 +31,6 @@ def _changelist(model: type, query: str = "") -> str:
     opts = model._meta
     url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
     return f"{url}?{query}" if query else url
-
-
-def past_timeout(rows: QuerySet, *, now: datetime) -> QuerySet:
-    """Payments and transfers still waiting for the provider after their timeout."""
-    if rows.model is Transfer:
-        return rows.filter(status__in=TRANSFERS_IN_FLIGHT, leg_timeout_at__lt=now)
-    return rows.filter(status__in=PAYMENTS_IN_FLIGHT[rows.model], provider_timeout_at__lt=now)
-
-
-class PastTimeoutFilter(admin.SimpleListFilter):
-    """`?attention=past_timeout`: the rows the worklist counts as past their provider timeout."""
-
-    title = "needs attention"
-    parameter_name = "attention"
-
-    def lookups(self, request, model_admin):
-        return [("past_timeout", "Past the provider timeout")]
-
-    def queryset(self, request, queryset):
-        if self.value() == "past_timeout":
-            return past_timeout(queryset, now=timezone.now())
-        return queryset
 
 
 def support_worklist(*, now: datetime) -> list[WorkItem]:
@@ -81,19 +54,19 @@ def support_worklist(*, now: datetime) -> list[WorkItem]:
         ),
         WorkItem(
             "Payins past their provider timeout",
-            past_timeout(Payin.objects.all(), now=now).count(),
+            payment_selectors.past_provider_timeout(Payin.objects.all(), now=now).count(),
             _changelist(Payin, "attention=past_timeout"),
             "The timeout sweep fails them; check the provider if they stay.",
         ),
         WorkItem(
             "Payouts past their provider timeout",
-            past_timeout(Payout.objects.all(), now=now).count(),
+            payment_selectors.past_provider_timeout(Payout.objects.all(), now=now).count(),
             _changelist(Payout, "attention=past_timeout"),
             "The provider may still pay: mark failed only after asking it.",
         ),
         WorkItem(
             "Transfer legs past their provider timeout",
-            past_timeout(Transfer.objects.all(), now=now).count(),
+            transfer_selectors.past_leg_timeout(Transfer.objects.all(), now=now).count(),
             _changelist(Transfer, "attention=past_timeout"),
             "A collection or disbursement the provider has not answered.",
         ),

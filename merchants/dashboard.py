@@ -20,6 +20,7 @@ from django.core.paginator import Paginator
 from django.db.models import BooleanField, DateField, Q, QuerySet, UUIDField
 from django.db.models.constants import LOOKUP_SEP
 from django.http import Http404, HttpResponseRedirect
+from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 from unfold import admin as unfold_admin
@@ -139,6 +140,25 @@ def known_values_filter(values) -> type[KnownValuesFieldListFilter]:
         (KnownValuesFieldListFilter,),
         {"known_values": staticmethod(values)},
     )
+
+
+def past_timeout_filter(rows_past_timeout) -> type[admin.SimpleListFilter]:
+    """list_filter = [past_timeout_filter(selectors.past_provider_timeout)]: the worklist's
+    `?attention=past_timeout` links, the rows still waiting for the provider past its timeout."""
+
+    class PastTimeoutFilter(admin.SimpleListFilter):
+        title = "needs attention"
+        parameter_name = "attention"
+
+        def lookups(self, request, model_admin):
+            return [("past_timeout", "Past the provider timeout")]
+
+        def queryset(self, request, queryset):
+            if self.value() == "past_timeout":
+                return rows_past_timeout(queryset, now=timezone.now())
+            return queryset
+
+    return PastTimeoutFilter
 
 
 class EstimatingPaginator(Paginator):

@@ -25,6 +25,7 @@ from merchants.dashboard import (
     ReadOnlyAdmin,
     ScopedInlineMixin,
     known_values_filter,
+    past_timeout_filter,
 )
 from merchants.models import Merchant
 from payments import admin_refunds, provider, selectors, services, statements
@@ -83,6 +84,7 @@ PAYMENT_LIST = [
 # choices were a SELECT DISTINCT of each column over the whole table at every page load.
 PAYMENT_FILTERS = [
     "status",
+    past_timeout_filter(selectors.past_provider_timeout),
     ("operator_code", known_values_filter(quote_selectors.operator_codes)),
     ("send_currency", known_values_filter(lambda: money.CURRENCIES)),
     "merchant",

@@ -18,7 +18,9 @@ from payments.models import (
     Journal,
     JournalLine,
     Payin,
+    PayinStatus,
     Payout,
+    PayoutStatus,
     ProviderDiscrepancy,
     Refund,
     RefundStatus,
@@ -26,6 +28,10 @@ from payments.models import (
 )
 
 AMOUNT_FIELD = DecimalField(**AMOUNT)
+WAITING_FOR_PROVIDER = {
+    Payin: (PayinStatus.CREATED, PayinStatus.PENDING),
+    Payout: (PayoutStatus.PENDING,),
+}
 
 
 class PayinNotFound(NotFound):
@@ -202,3 +208,8 @@ def account_total_of(*, resource_type: str, resource_id: UUID, account_code: str
         account__code=account_code,
     ).aggregate(total=Sum("amount"))["total"]
     return total or Decimal(0)
+
+
+def past_provider_timeout(rows: QuerySet, *, now: datetime) -> QuerySet:
+    """The payins or payouts among `rows` still waiting for the provider past their timeout."""
+    return rows.filter(status__in=WAITING_FOR_PROVIDER[rows.model], provider_timeout_at__lt=now)

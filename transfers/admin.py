@@ -23,6 +23,7 @@ from merchants.dashboard import (
     ScopedInlineMixin,
     html_table,
     known_values_filter,
+    past_timeout_filter,
 )
 from payments import admin as payment_admin
 from payments import provider
@@ -98,6 +99,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         "status",
         "payin_status",
         "payout_status",
+        past_timeout_filter(selectors.past_leg_timeout),
         # the catalog's codes: Django's choices read the whole table (SELECT DISTINCT)
         ("corridor_code", known_values_filter(quote_selectors.corridor_codes)),
         ("payer_operator_code", known_values_filter(quote_selectors.operator_codes)),

@@ -1,5 +1,6 @@
 """Reads of the transfers app."""
 
+from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
@@ -10,7 +11,7 @@ from merchants.models import Merchant
 from payments import ledger
 from payments import selectors as payment_selectors
 from payments.models import Journal
-from transfers.models import Transfer
+from transfers.models import Transfer, TransferStatus
 from webhooks import selectors as webhook_selectors
 from webhooks.models import Event
 
@@ -50,3 +51,11 @@ def transfer_suspense_held(*, transfer: Transfer) -> Decimal:
     return payment_selectors.account_total_of(
         resource_type="transfer", resource_id=transfer.id, account_code=ledger.TRANSFER_SUSPENSE
     )
+
+
+IN_FLIGHT = (TransferStatus.PENDING, TransferStatus.COLLECTING, TransferStatus.DISBURSING)
+
+
+def past_leg_timeout(rows: QuerySet[Transfer], *, now: datetime) -> QuerySet[Transfer]:
+    """The transfers among `rows` whose current leg waits for the provider past its timeout."""
+    return rows.filter(status__in=IN_FLIGHT, leg_timeout_at__lt=now)
