@@ -860,3 +860,41 @@ def test_deliveries_held_up_by_a_slow_receiver_send_nothing_to_an_endpoint_disab
         str(event.id) for event in events
     )
     assert set(Delivery.objects.values_list("status", flat=True)) == {DeliveryStatus.SUCCEEDED}
+
+
+def test_each_failed_attempt_is_logged_with_its_ids_and_the_last_says_it_failed_for_good(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, caplog
+):
+    """A receiver answering 500 or down is visible in the logs: one warning per failed attempt
+    naming the delivery, event, merchant and endpoint, never the URL or what it answered."""
+    receiver.default = ("body", 500, b"card +221770001234 refused")
+    caplog.set_level("WARNING", logger="cowry.webhooks")
+    with django_capture_on_commit_callbacks(execute=True):
+        event = record(merchant)
+    delivery = Delivery.objects.get(event=event)
+    while delivery.status == DeliveryStatus.PENDING:
+        services.deliveries_send_due(now=delivery.next_attempt_at)
+        delivery.refresh_from_db()
+
+    lines = [r.getMessage() for r in caplog.records if r.name == "cowry.webhooks"]
+    assert len(lines) == 7
+    ids = (
+        f"Webhook delivery {delivery.pk} (event {event.pk} payin.completed, merchant"
+        f" {merchant.pk}, endpoint {endpoint.pk})"
+    )
+    assert lines[0].startswith(f"{ids} attempt 1 of 7 failed: HTTP 500; retried at ")
+    assert lines[-1] == (
+        f"{ids} attempt 7 of 7 failed: HTTP 500; failed for good: no retry left, the merchant"
+        " may resend it"
+    )
+    assert not any("221770001234" in line or endpoint.url in line for line in lines)
+
+
+def test_an_acknowledged_attempt_logs_nothing(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks, caplog
+):
+    caplog.set_level("INFO", logger="cowry.webhooks")
+    with django_capture_on_commit_callbacks(execute=True):
+        record(merchant)
+    assert Delivery.objects.get().status == DeliveryStatus.SUCCEEDED
+    assert not [r for r in caplog.records if r.name == "cowry.webhooks"]

@@ -141,6 +141,7 @@ def delivery_claim(*, delivery_id: UUID, now: datetime) -> Claim | None:
         attempt_id=attempt.id,
         number=number,
         endpoint_id=endpoint.id,
+        merchant_id=endpoint.merchant_id,
         url=endpoint.url,
         secret=secret,
         body=(event.body or serialize(_payload(event.payload))).encode("utf-8"),
@@ -181,6 +182,20 @@ def _outcome_changes(claim: Claim, outcome: Outcome, finished_at: datetime) -> d
     return changes
 
 
+def _failed_attempt_log(claim: Claim, changes: dict) -> None:
+    """A receiver that did not acknowledge: which delivery, event, merchant and endpoint, what
+    went wrong and what happens next (ids only: never the URL, the body or the answer)."""
+    where = (
+        f"Webhook delivery {claim.delivery_id} (event {claim.event_id} {claim.event_type},"
+        f" merchant {claim.merchant_id}, endpoint {claim.endpoint_id})"
+        f" attempt {claim.number} of {max_attempts()} failed: {changes['last_error']}"
+    )
+    if changes["status"] == DeliveryStatus.FAILED:
+        logger.warning("%s; failed for good: no retry left, the merchant may resend it", where)
+    else:
+        logger.warning("%s; retried at %s", where, changes["next_attempt_at"].isoformat())
+
+
 def delivery_record(*, claim: Claim, outcome: Outcome, now: datetime) -> str:
     """Record the attempt sent at `now` and move the delivery on, unless its lease ran out and
     a later attempt owns it now; returns the delivery's status. A retry due soon is handed to
@@ -201,6 +216,8 @@ def delivery_record(*, claim: Claim, outcome: Outcome, now: datetime) -> str:
         ).update(**changes, updated_at=finished_at)
         if not owned:
             return Delivery.objects.values_list("status", flat=True).get(pk=claim.delivery_id)
+        if changes["status"] != DeliveryStatus.SUCCEEDED:
+            _failed_attempt_log(claim, changes)
         if "dispatched_at" in changes:
             eta = changes["next_attempt_at"]
             transaction.on_commit(partial(delivery_enqueue, claim.delivery_id, eta=eta))

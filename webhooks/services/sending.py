@@ -21,6 +21,7 @@ class Claim:
     attempt_id: int
     number: int
     endpoint_id: UUID
+    merchant_id: UUID
     url: str
     secret: str | None  # decrypted; None: no key of WEBHOOK_SECRETS_KEYS opens it (never sent)
     body: bytes
