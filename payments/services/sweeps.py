@@ -50,13 +50,13 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     failed."""
     payin_rows = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "submitted_at", "source")
+    ).values_list("id", "provider_reference", "submitted_at", "source", "merchant_id")
     payout_rows = Payout.objects.filter(
         status=PayoutStatus.PENDING, provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "submitted_at", "recipient")
+    ).values_list("id", "provider_reference", "submitted_at", "recipient", "merchant_id")
     refund_rows = Refund.objects.filter(
         status=RefundStatus.PENDING, provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "submitted_at", "recipient")
+    ).values_list("id", "provider_reference", "submitted_at", "recipient", "merchant_id")
     legs = (
         (
             Payin,
@@ -88,8 +88,8 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     )
     failed = 0
     for model, rows, kind, callback, fail in legs:
-        for payment_id, provider_reference, submitted_at, party in list(rows):
-            failed += _timed_out(
+        for payment_id, provider_reference, submitted_at, party, merchant_id in list(rows):
+            if _timed_out(
                 model,
                 payment_id,
                 provider_reference,
@@ -99,7 +99,15 @@ def payments_fail_timed_out(*, now: datetime) -> int:
                 callback=callback,
                 fail=fail,
                 now=now,
-            )
+            ):
+                failed += 1
+                logger.warning(
+                    "%s %s of merchant %s failed: no provider answer by its timeout"
+                    " (provider_timeout)",
+                    model.__name__,
+                    payment_id,
+                    merchant_id,
+                )
     return failed
 
 

@@ -68,7 +68,7 @@ def _assert_timed_out_and_released(api, merchant, payout_id: str) -> None:
 
 
 def test_a_silent_payout_is_failed_by_the_sweep_and_its_reservation_released(
-    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings, caplog
 ):
     payout_id = _silent_payout(
         enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
@@ -78,8 +78,14 @@ def test_a_silent_payout_is_failed_by_the_sweep_and_its_reservation_released(
         Decimal("10200"),
     )
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
+    caplog.set_level("WARNING", logger="cowry.payments")
     assert services.payments_fail_timed_out(now=later) == 1
     _assert_timed_out_and_released(enabled_api, enabled_merchant, payout_id)
+    # the operator sees which payment of which merchant the silent provider cost
+    assert [r.getMessage() for r in caplog.records if r.name == "cowry.payments"] == [
+        f"Payout {payout_id} of merchant {enabled_merchant.pk} failed: no provider answer by"
+        " its timeout (provider_timeout)"
+    ]
 
 
 def test_a_late_answer_after_the_timeout_changes_nothing_and_is_kept_for_reconciliation(

@@ -134,6 +134,24 @@ def test_an_attempt_in_flight_is_the_transfers_own_until_answered(
     assert _attempts(transfer) == []
 
 
+def test_a_disbursement_failed_for_its_timeout_is_logged_with_the_transfer_and_merchant(
+    enabled_api, customer, quote, run, caplog
+):
+    created = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
+    )
+    transfer = Transfer.objects.get(pk=created.json()["id"])
+    Transfer.objects.filter(pk=transfer.pk).update(
+        leg_timeout_at=timezone.now() - timedelta(seconds=1)
+    )
+    caplog.set_level("WARNING", logger="cowry.transfers")
+    assert run(services.transfers_fail_timed_out, now=timezone.now()) == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "cowry.transfers"] == [
+        f"Transfer {transfer.pk} of merchant {transfer.merchant_id}: disbursement failed, no"
+        " provider answer by its timeout (provider_timeout)"
+    ]
+
+
 def test_a_provider_completion_applied_by_support_completes_the_failed_attempt(
     enabled_api, customer, quote, run, staff_client
 ):

@@ -129,7 +129,7 @@ def _fail_if_unanswered(row: tuple[Any, ...], *, now: datetime) -> bool:
     flight, the provider has an answer for it (applied instead), or it changed since it was
     read (the next run decides). True when it failed."""
     transfer_id, status, attempt, collected_as, disbursed_as, last_call = row[:6]
-    last_collection_call, payer, recipient = row[6:]
+    last_collection_call, payer, recipient = row[6:9]
     disbursing = status == TransferStatus.DISBURSING
     received, call = (
         (disbursed_as, last_call) if disbursing else (collected_as, last_collection_call)
@@ -185,10 +185,20 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
         "collection_submitted_at",
         "payer",
         "recipient",
+        "merchant_id",
     )
     for row in list(due):
         try:
-            failed += _fail_if_unanswered(row, now=now)
+            if _fail_if_unanswered(row, now=now):
+                failed += 1
+                leg = "disbursement" if row[1] == TransferStatus.DISBURSING else "collection"
+                logger.warning(
+                    "Transfer %s of merchant %s: %s failed, no provider answer by its timeout"
+                    " (provider_timeout)",
+                    row[0],
+                    row[-1],
+                    leg,
+                )
         except provider.DisbursementOutcomeUnknown as unknown:
             logger.error("Timeout sweep: %s (%r); left disbursing", unknown, unknown.__cause__)
         except Exception:  # one leg's trouble must not hold up every other leg's timeout
