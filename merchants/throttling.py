@@ -2,6 +2,7 @@
 (Redis in production), so every web worker shares one count."""
 
 import logging
+import math
 import time
 
 from django.conf import settings
@@ -53,6 +54,15 @@ class ApiKeyRateThrottle(BaseThrottle):
                 )
             return True
         self._wait = (window + 1) * WINDOW_SECONDS - now
+        if count == limit + 1:  # once a window: which merchant is refused, not every refusal
+            logger.warning(
+                "Rate limit of %d requests a minute reached by API key %s of merchant %s:"
+                " its further requests get 429 for %ds",
+                limit,
+                api_key.pk,
+                api_key.merchant_id,
+                math.ceil(self._wait),
+            )
         return count <= limit
 
     def wait(self) -> float:

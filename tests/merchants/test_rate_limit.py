@@ -31,6 +31,21 @@ def test_requests_over_the_merchant_limit_get_429_with_retry_after(api):
     assert 1 <= int(limited["Retry-After"]) <= 60
 
 
+def test_the_first_refusal_of_a_window_is_logged_once_with_the_key_and_merchant(api, caplog):
+    """An operator sees which merchant is being refused, once a minute, not once a request."""
+    api.merchant.rate_limit_per_minute = 2
+    api.merchant.save()
+    caplog.set_level("WARNING", logger="cowry")
+
+    assert [api.get(PATH).status_code for _ in range(5)] == [404, 404, 429, 429, 429]
+    key = api.merchant.api_keys.get()
+    [refusal] = [r.getMessage() for r in caplog.records if r.name == "cowry"]
+    assert refusal.startswith(
+        f"Rate limit of 2 requests a minute reached by API key {key.pk} of merchant"
+        f" {api.merchant.pk}: its further requests get 429 for "
+    )
+
+
 @pytest.mark.parametrize(("wait", "retry_after"), [(30.0, "30"), (29.2, "30"), (0.0, "1")])
 def test_retry_after_is_the_wait_rounded_up_to_a_whole_second(wait, retry_after):
     from rest_framework.exceptions import Throttled
