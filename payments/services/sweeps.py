@@ -234,21 +234,45 @@ def payments_ask_provider(*, now: datetime) -> int:
             REFUND_CALLBACK,
         ),
     )
-    applied = 0
+    applied, unavailable = 0, []
     for rows, party_field, kind, callback in legs:
         for payment_id, party in list(rows.values_list("id", party_field)):
             try:
-                receipt = provider.gateway().transaction_status(
-                    kind=kind, reference=str(payment_id), **parties.party_identifier(party)
-                )
-                if receipt.outcome is None:
-                    continue
-                provider.receipt_answer_deliver(
-                    receipt, callback=callback, reference=str(payment_id)
-                )
-                applied += 1
+                applied += _status_apply(payment_id, party, kind=kind, callback=callback)
+            except provider.ProviderUnavailable as exc:  # an outage: expected, no traceback
+                unavailable.append((payment_id, exc))
             except Exception:  # one payment's trouble must not hold up the others
                 logger.warning(
                     "Provider status of %s %s not applied", kind, payment_id, exc_info=True
                 )
+    if unavailable:
+        _unavailable_log(unavailable)
     return applied
+
+
+def _status_apply(payment_id: UUID, party: dict[str, Any], *, kind: str, callback: str) -> bool:
+    """Ask the provider the status of one payment and apply its answer: True when it had one."""
+    receipt = provider.gateway().transaction_status(
+        kind=kind, reference=str(payment_id), **parties.party_identifier(party)
+    )
+    if receipt.outcome is None:
+        return False
+    provider.receipt_answer_deliver(receipt, callback=callback, reference=str(payment_id))
+    return True
+
+
+UNAVAILABLE_IDS_LOGGED = 10
+
+
+def _unavailable_log(unavailable: list[tuple[UUID, Exception]]) -> None:
+    """One line a run for a provider that cannot give statuses (every 30 s while it is down),
+    not a traceback per overdue payment."""
+    shown = ", ".join(str(payment_id) for payment_id, _ in unavailable[:UNAVAILABLE_IDS_LOGGED])
+    more = len(unavailable) - UNAVAILABLE_IDS_LOGGED
+    logger.warning(
+        "Provider status unavailable (%s) for %d overdue payment(s): %s%s; asked again next run",
+        unavailable[0][1],
+        len(unavailable),
+        shown,
+        f" and {more} more" if more > 0 else "",
+    )

@@ -511,3 +511,35 @@ def test_a_resubmission_started_just_before_the_timeout_keeps_the_payin_pending(
     assert Payin.objects.get(pk=payin_id).status == "pending"
     window = timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
     assert services.payments_fail_timed_out(now=due + window) == 1
+
+
+class StatusDownGateway(SimulatorGateway):
+    """The simulator, whose status calls cannot reach the provider (an outage)."""
+
+    def transaction_status(self, **kwargs):
+        raise provider.ProviderUnavailable("connection reset")
+
+
+def test_a_provider_whose_status_is_down_is_one_line_a_run_without_a_traceback(
+    enabled_api, customer, django_capture_on_commit_callbacks, settings, caplog
+):
+    ids = []
+    for _ in range(2):
+        quote = create_quote(enabled_api, "payin")
+        with django_capture_on_commit_callbacks(execute=True):
+            ids.append(
+                enabled_api.post("/payins", payin_body(quote, customer, SILENT_PHONE)).json()["id"]
+            )
+    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusDownGateway"
+    caplog.set_level("WARNING", logger="cowry.payments")
+    overdue = timezone.now() + timedelta(seconds=services.sweeps.ANSWER_EXPECTED_SECONDS + 1)
+
+    assert services.payments_ask_provider(now=overdue) == 0
+
+    [line] = [r for r in caplog.records if r.name == "cowry.payments"]
+    assert line.exc_info is None
+    assert line.getMessage().startswith(
+        "Provider status unavailable (connection reset) for 2 overdue payment(s): "
+    )
+    assert set(ids) <= set(line.getMessage().split(": ")[1].split("; ")[0].split(", "))
+    assert Payin.objects.filter(pk__in=ids, status="pending").count() == 2
