@@ -49,13 +49,29 @@ class Heartbeat(bootsteps.StartStopStep):
             self.timer_entry = None
 
 
+# Whether this worker's last heartbeat failed: a Redis outage is one warning, not a traceback
+# every WORKER_HEARTBEAT_SECONDS, and its end one line.
+_heartbeat_failing = {"now": False}
+
+
 def _heartbeat() -> None:
     from config import health
 
     try:
         health.heartbeat_record()
-    except Exception:  # Redis away: /health says so; the next beat tries again
-        logger.warning("Could not record the worker heartbeat", exc_info=True)
+    except Exception as exc:  # Redis away: /health says so; the next beat tries again
+        if not _heartbeat_failing["now"]:
+            logger.warning(
+                "Could not record the worker heartbeat (%s: %s); /health reports the worker"
+                " as unknown until Redis answers (not logged again until then)",
+                type(exc).__name__,
+                exc,
+            )
+        _heartbeat_failing["now"] = True
+        return
+    if _heartbeat_failing["now"]:
+        logger.info("Worker heartbeat recorded again")
+    _heartbeat_failing["now"] = False
 
 
 app.steps["consumer"].add(Heartbeat)
