@@ -1,3 +1,5 @@
+import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -9,6 +11,8 @@ from django.utils import timezone
 from config.exceptions import DomainError, NotFound
 from merchants import secrets as key_secrets
 from merchants.models import ApiKey, AuditAction, AuditLogEntry, Merchant, MerchantStatus
+
+logger = logging.getLogger("cowry")
 
 LAST_USED_WRITE_INTERVAL = timedelta(seconds=60)
 
@@ -135,6 +139,28 @@ def _may_be_a_key(key: str) -> bool:
     return len(key) <= _KEY_MAX_LENGTH and key.isascii() and key.isprintable()
 
 
+# When each refused key was last logged, per process: a merchant's integration retrying with a
+# revoked key is a line a minute, not one a request.
+_REFUSAL_LOG_SECONDS = 60
+_refusals_logged: dict[int, float] = {}
+
+
+def _refused(api_key: ApiKey, message: str) -> InvalidCredentials:
+    """The refusal of a key whose secret is right (revoked, expired, merchant not active),
+    logged with the key's id and merchant. A wrong secret is not logged: it would tell a
+    known key from an unknown one by its timing."""
+    last = _refusals_logged.get(api_key.pk)
+    if last is None or time.monotonic() - last >= _REFUSAL_LOG_SECONDS:
+        _refusals_logged[api_key.pk] = time.monotonic()
+        logger.warning(
+            "API key %s of merchant %s refused: %s (logged once a minute per key)",
+            api_key.pk,
+            api_key.merchant_id,
+            message,
+        )
+    return InvalidCredentials(message)
+
+
 def api_key_authenticate(*, key: str, secret: str, now: datetime | None = None) -> ApiKey:
     """The ApiKey for these credentials, or InvalidCredentials. Every failure looks the same."""
     now = now or timezone.now()
@@ -147,11 +173,11 @@ def api_key_authenticate(*, key: str, secret: str, now: datetime | None = None) 
     if api_key is None or not secret_ok:
         raise InvalidCredentials()
     if api_key.revoked_at is not None and api_key.revoked_at <= now:
-        raise InvalidCredentials("This API key has been revoked.")
+        raise _refused(api_key, "This API key has been revoked.")
     if api_key.expires_at is not None and api_key.expires_at <= now:
-        raise InvalidCredentials("This API key has expired.")
+        raise _refused(api_key, "This API key has expired.")
     if api_key.merchant.status != MerchantStatus.ACTIVE:
-        raise InvalidCredentials("This merchant account is not active.")
+        raise _refused(api_key, "This merchant account is not active.")
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_WRITE_INTERVAL:
         # Written at most once a minute per key so reads stay reads; of racing requests, one.
         ApiKey.objects.filter(

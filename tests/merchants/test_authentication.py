@@ -75,6 +75,23 @@ def test_revoked_key_is_401_at_once(merchant):
     _assert_unauthorized(_get(headers, f"/customers/{customer.id}"))
 
 
+def test_a_revoked_key_in_use_is_logged_with_its_merchant_once_a_minute(merchant, caplog):
+    """An operator asked "why do all our calls fail?" finds the key and merchant in the logs;
+    a client retrying in a loop is not a line a request."""
+    issued = services.api_key_create(merchant=merchant)
+    headers = {"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret}
+    services.api_key_revoke(key=issued.api_key.key)
+    caplog.set_level("WARNING", logger="cowry")
+    for _ in range(3):
+        _assert_unauthorized(_get(headers))
+    _get({"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret + "wrong"})
+
+    assert [r.getMessage() for r in caplog.records if r.name == "cowry"] == [
+        f"API key {issued.api_key.pk} of merchant {merchant.pk} refused: This API key has been"
+        " revoked. (logged once a minute per key)"
+    ]
+
+
 def test_suspended_merchant_is_401(merchant):
     issued = services.api_key_create(merchant=merchant)
     merchant.status = MerchantStatus.SUSPENDED
