@@ -238,7 +238,7 @@ def test_the_transfer_page_lists_every_attempt_to_support_and_merchant_staff(
         ]
         assert not inline.has_add_permission and not inline.has_change_permission
         html = response.content.decode()
-        for text in (*references, "9800 XOF", "9500 XOF", "9000 XOF", "SN_ORANGE_MOMO"):
+        for text in (*references, "9,800 XOF", "9,500 XOF", "9,000 XOF", "SN_ORANGE_MOMO"):
             assert text in html
 
 
