@@ -191,6 +191,15 @@ def provider_discrepancies_of(*, resource_id: UUID) -> QuerySet[ProviderDiscrepa
     return ProviderDiscrepancy.objects.filter(resource_id=resource_id).order_by("received_at")
 
 
+def provider_discrepancy_subject(*, discrepancy_id: UUID) -> tuple[str, UUID, UUID, str] | None:
+    """A discrepancy's (resource_type, resource_id, merchant_id, provider_outcome), unlocked."""
+    return (
+        ProviderDiscrepancy.objects.filter(pk=discrepancy_id)
+        .values_list("resource_type", "resource_id", "merchant_id", "provider_outcome")
+        .first()
+    )
+
+
 def journals_of(*, resource_type: str, resource_id: UUID) -> QuerySet[Journal]:
     """The ledger journals of a resource with their lines, oldest first."""
     return (
@@ -208,6 +217,11 @@ def account_total_of(*, resource_type: str, resource_id: UUID, account_code: str
         account__code=account_code,
     ).aggregate(total=Sum("amount"))["total"]
     return total or Decimal(0)
+
+
+def journal_lines_on(*, account_code: str) -> QuerySet[JournalLine]:
+    """Every journal line posted to accounts with this code, for a ledger check to refine."""
+    return JournalLine.objects.filter(account__code=account_code)
 
 
 def past_provider_timeout(rows: QuerySet, *, now: datetime) -> QuerySet:

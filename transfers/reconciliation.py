@@ -12,7 +12,8 @@ from django.db.models.functions import Coalesce
 
 from config import money
 from payments import ledger, statements
-from payments.models import Journal, JournalLine
+from payments import selectors as payment_selectors
+from payments.models import Journal
 from transfers.models import LegStatus, Transfer, TransferStatus
 
 # The transfer failed at its collection and is final; the payer's money reached the provider.
@@ -80,7 +81,7 @@ def _transfer_suspense_breaches() -> list[str]:
     return), nothing otherwise (not collected yet, failed at collection, completed, returned).
     And every transfer_suspense line is in a journal of a transfer, in that transfer's payin
     currency: one elsewhere would be money in suspense that no transfer accounts for."""
-    suspense = JournalLine.objects.filter(account__code=ledger.TRANSFER_SUSPENSE)
+    suspense = payment_selectors.journal_lines_on(account_code=ledger.TRANSFER_SUSPENSE)
     return _suspense_held_wrongly(suspense) + _suspense_lines_of_no_transfer(suspense)
 
 

@@ -67,6 +67,8 @@ from payments.ledger.checks import (
     ledger_check_recorded,
 )
 from payments.ledger.discrepancies import (
+    provider_discrepancy_lock,
+    provider_discrepancy_mark_resolved,
     provider_discrepancy_record,
     provider_discrepancy_resolve,
     refund_holds_its_payin,
@@ -118,6 +120,8 @@ __all__ = [
     "ledger_check_recorded",
     "post_journal",
     "provider_clearing",
+    "provider_discrepancy_lock",
+    "provider_discrepancy_mark_resolved",
     "provider_discrepancy_record",
     "provider_discrepancy_resolve",
     "refund_holds_its_payin",

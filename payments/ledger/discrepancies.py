@@ -53,6 +53,18 @@ def provider_discrepancy_resolve(*, discrepancy_id: UUID, actor: Any, now: datet
     return True
 
 
+def provider_discrepancy_lock(*, discrepancy_id: UUID) -> ProviderDiscrepancy:
+    """The discrepancy, its row locked until the caller's transaction ends."""
+    return ProviderDiscrepancy.objects.select_for_update().get(pk=discrepancy_id)
+
+
+def provider_discrepancy_mark_resolved(
+    *, discrepancy: ProviderDiscrepancy, by: str, at: datetime
+) -> None:
+    """Record who reconciled a discrepancy and when; the caller holds its row lock."""
+    discrepancy.mark_resolved(by=by, at=at)
+
+
 def provider_discrepancy_record(
     *,
     merchant: Merchant,

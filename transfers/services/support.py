@@ -11,6 +11,7 @@ from config import money
 from config.exceptions import DomainError
 from merchants import services as merchant_services
 from payments import provider
+from payments import selectors as payment_selectors
 from payments import services as payment_services
 from payments.models import ProviderDiscrepancy
 from transfers.models import Transfer
@@ -159,11 +160,7 @@ def transfer_apply_provider_completion(
     with transaction.atomic():
         # resource_type, resource_id and merchant never change: read without a lock, so the
         # transfer's row is locked before the discrepancy's, as every transfer action does.
-        found = (
-            ProviderDiscrepancy.objects.filter(pk=discrepancy_id)
-            .values_list("resource_type", "resource_id", "merchant_id", "provider_outcome")
-            .first()
-        )
+        found = payment_selectors.provider_discrepancy_subject(discrepancy_id=discrepancy_id)
         if found is None:
             raise refused("The discrepancy does not exist.")
         resource_type, transfer_id, merchant_id, outcome = found
@@ -178,7 +175,7 @@ def transfer_apply_provider_completion(
             .filter(pk=transfer_id, merchant_id=merchant_id)
             .first()
         )
-        discrepancy = ProviderDiscrepancy.objects.select_for_update().get(pk=discrepancy_id)
+        discrepancy = payment_services.provider_discrepancy_lock(discrepancy_id=discrepancy_id)
         if refusal := _completion_refusal(transfer, discrepancy):
             raise refused(refusal)
         transfer = transfer_transition(
@@ -189,7 +186,9 @@ def transfer_apply_provider_completion(
             provider_reference=discrepancy.provider_reference,
             attempt=transfer.disbursement_attempt,
         )
-        discrepancy.mark_resolved(by=actor.get_username(), at=now)
+        payment_services.provider_discrepancy_mark_resolved(
+            discrepancy=discrepancy, by=actor.get_username(), at=now
+        )
         _audit(
             transfer,
             actor=actor,
