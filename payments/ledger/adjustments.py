@@ -12,8 +12,9 @@ from django.db import models, transaction
 
 from config import money
 from config.exceptions import DomainError
+from merchants import selectors as merchant_selectors
 from merchants import services as merchant_services
-from merchants.models import AuditAction, AuditLogEntry, Merchant
+from merchants.models import AuditAction, Merchant
 from payments import provider
 from payments.ledger.accounts import ADJUSTMENTS, MERCHANT_AVAILABLE
 from payments.ledger.journals import post_journal
@@ -384,15 +385,8 @@ def _applied_before(
     if journal is None:
         return False
     posted = journal.lines.get(account__code=MERCHANT_AVAILABLE).amount
-    detail = (
-        AuditLogEntry.objects.filter(
-            merchant=merchant,
-            action=AuditAction.WALLET_ADJUSTED,
-            detail__journal_id=str(journal.id),
-        )
-        .values_list("detail", flat=True)
-        .first()
-        or {}
+    detail = merchant_selectors.wallet_adjustment_audit_detail(
+        merchant=merchant, journal_id=journal.id
     )
     differs = [
         what
