@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from merchants import services as merchant_services
-from merchants.models import Merchant, MerchantCorridor, MerchantOperator
+from merchants.models import Merchant
 from quotes.models import Corridor, FeeSchedule, FxRate, Operator
 
 # country -> (currency, [(operator part, display name)])
@@ -165,15 +165,9 @@ def merchant_enable_catalog(
     (idempotent)."""
     operators = Operator.objects.all() if operators is None else operators
     corridors = Corridor.objects.all() if corridors is None else corridors
-    with transaction.atomic():
-        MerchantOperator.objects.bulk_create(
-            [MerchantOperator(merchant=merchant, operator=op) for op in operators],
-            ignore_conflicts=True,
-        )
-        MerchantCorridor.objects.bulk_create(
-            [MerchantCorridor(merchant=merchant, corridor=c) for c in corridors],
-            ignore_conflicts=True,
-        )
+    merchant_services.merchant_catalog_enable(
+        merchant=merchant, operators=operators, corridors=corridors
+    )
 
 
 def merchant_enable_all_operators(*, merchant: Merchant) -> None:

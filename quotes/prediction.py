@@ -11,11 +11,12 @@ import re
 from dataclasses import dataclass
 
 import phonenumbers
-from django.db.models import Exists, OuterRef
+from django.db.models import OuterRef
 from phonenumbers import carrier
 
 from config.exceptions import DomainError
-from merchants.models import Merchant, MerchantOperator
+from merchants import selectors as merchant_selectors
+from merchants.models import Merchant
 from quotes.models import Operator, RailType
 
 # Longer than any number written with separators; phonenumbers itself refuses past 250.
@@ -56,8 +57,8 @@ def operator_predict(*, merchant: Merchant, phone: str) -> OperatorPrediction:
     operators = list(
         Operator.objects.filter(country_code=country_code, rail_type=RailType.MOBILE_MONEY)
         .annotate(
-            enabled_for_merchant=Exists(
-                MerchantOperator.objects.filter(merchant=merchant, operator=OuterRef("pk"))
+            enabled_for_merchant=merchant_selectors.merchant_has_operator(
+                merchant=merchant, operator=OuterRef("pk")
             )
         )
         .order_by("code")

@@ -13,7 +13,8 @@ from django.db.models import Exists, Expression, OuterRef, Q, Subquery
 from config import pagination
 from config.exceptions import DomainError, NotFound
 from customers import selectors as customer_selectors
-from merchants.models import Merchant, MerchantCorridor, MerchantOperator
+from merchants import selectors as merchant_selectors
+from merchants.models import Merchant
 from quotes.models import (
     Corridor,
     FeeSchedule,
@@ -83,7 +84,7 @@ def quote_get(*, merchant: Merchant, quote_id: UUID) -> Quote:
 
 def _enabled_for(merchant: Merchant) -> Exists:
     """Whether the merchant has the operator of the outer row enabled."""
-    return Exists(MerchantOperator.objects.filter(operator=OuterRef("pk"), merchant=merchant))
+    return merchant_selectors.merchant_has_operator(merchant=merchant, operator=OuterRef("pk"))
 
 
 def operator_for_quote(
@@ -160,10 +161,8 @@ def quote_operator_annotations() -> dict[str, Expression]:
         "operator_active": Subquery(
             Operator.objects.filter(code=OuterRef("operator_code")).values("active")[:1]
         ),
-        "operator_enabled_for_merchant": Exists(
-            MerchantOperator.objects.filter(
-                operator__code=OuterRef("operator_code"), merchant=OuterRef("merchant_id")
-            )
+        "operator_enabled_for_merchant": merchant_selectors.merchant_has_operator_code(
+            merchant=OuterRef("merchant_id"), operator_code=OuterRef("operator_code")
         ),
     }
 
@@ -205,7 +204,7 @@ def corridor_enabled_for(
     if not corridor.active:
         message = f"Corridor {code} is not available."
         raise CorridorInactive(message, fields={field: [message]})
-    if not MerchantCorridor.objects.filter(merchant=merchant, corridor=corridor).exists():
+    if not merchant_selectors.merchant_has_corridor(merchant=merchant, corridor=corridor):
         message = f"Corridor {code} is not enabled for this merchant."
         raise CorridorNotEnabled(message, fields={field: [message]})
     return corridor
