@@ -1,9 +1,11 @@
 from typing import Any
+from uuid import UUID
 
 from django.db import IntegrityError, transaction
 
 from config.exceptions import DomainError
-from customers.models import Customer
+from customers.models import Customer, KycStatus
+from customers.selectors import CustomerNotFound
 from merchants.models import Merchant
 
 
@@ -30,3 +32,32 @@ def customer_create(*, merchant: Merchant, data: dict[str, Any]) -> Customer:
                 fields={"external_ref": [DuplicateExternalRef.message]}
             ) from exc
         raise
+
+
+def customer_lock_of_merchant(*, merchant: Merchant, customer_id: UUID) -> Customer:
+    """The merchant's customer, its row locked FOR NO KEY UPDATE; CustomerNotFound otherwise."""
+    customer = (
+        Customer.objects.select_for_update(no_key=True)
+        .filter(merchant=merchant, pk=customer_id)
+        .first()
+    )
+    if customer is None:
+        raise CustomerNotFound()
+    return customer
+
+
+def customer_lock(*, customer_id: UUID, with_merchant: bool = False) -> Customer:
+    """The customer, its row (only) locked FOR NO KEY UPDATE, with its merchant if asked."""
+    if with_merchant:
+        return (
+            Customer.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("merchant")
+            .get(pk=customer_id)
+        )
+    return Customer.objects.select_for_update(no_key=True).get(pk=customer_id)
+
+
+def customer_kyc_status_save(*, customer: Customer, kyc_status: KycStatus) -> None:
+    """Save a locked customer's new kyc_status (KYC's transition function decides it)."""
+    customer.kyc_status = kyc_status
+    customer.save(update_fields=["kyc_status", "updated_at"])

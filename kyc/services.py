@@ -14,8 +14,8 @@ from django.db.models import Max
 from config import jobs
 from config.exceptions import DomainError
 from config.fields import country_date
+from customers import services as customer_services
 from customers.models import Customer, KycStatus
-from customers.selectors import CustomerNotFound
 from kyc import fetching, selectors
 from kyc import status as kyc_status
 from kyc.models import (
@@ -52,13 +52,9 @@ def kyc_submit(
     review (kyc_status pending) and fetch each document's files after commit. A submission
     while an earlier one is still in review supersedes it."""
     with transaction.atomic():
-        customer = (
-            Customer.objects.select_for_update(no_key=True)
-            .filter(merchant=merchant, pk=customer_id)
-            .first()
+        customer = customer_services.customer_lock_of_merchant(
+            merchant=merchant, customer_id=customer_id
         )
-        if customer is None:
-            raise CustomerNotFound()
         last_number = customer.kyc_submissions.aggregate(last=Max("number"))["last"] or 0
         submission = KycSubmission.objects.create(
             customer=customer, number=last_number + 1, created_at=at
@@ -192,7 +188,7 @@ def kyc_submission_review(*, submission_id: UUID, at: datetime) -> KycSubmission
         customer_id = KycSubmission.objects.values_list("customer_id", flat=True).get(
             pk=submission_id
         )
-        customer = Customer.objects.select_for_update(no_key=True).get(pk=customer_id)
+        customer = customer_services.customer_lock(customer_id=customer_id)
         submission = KycSubmission.objects.select_for_update().get(pk=submission_id)
         if submission.outcome != SubmissionOutcome.PENDING:
             return submission
@@ -254,11 +250,8 @@ def kyc_decide_by_hand(*, customer_id: UUID, approve: bool, user: Any, at: datet
     to = KycStatus.APPROVED if approve else KycStatus.REJECTED
     verb = "approved" if approve else "rejected"
     with transaction.atomic():
-        customer = (  # the customer's row only: the merchant's, locked too, stalls its payments
-            Customer.objects.select_for_update(of=("self",), no_key=True)
-            .select_related("merchant")
-            .get(pk=customer_id)
-        )
+        # the customer's row only: the merchant's, locked too, stalls its payments
+        customer = customer_services.customer_lock(customer_id=customer_id, with_merchant=True)
         if customer.kyc_status == to:
             raise KycAlreadyDecided(f"This customer's KYC is already {to}: nothing to decide.")
         was = customer.kyc_status

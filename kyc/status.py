@@ -7,6 +7,7 @@ from uuid import UUID
 from django.db import transaction
 
 from config.exceptions import DomainError
+from customers import services as customer_services
 from customers.models import Customer, KycStatus
 from kyc.models import KycStatusChange
 
@@ -49,7 +50,7 @@ def customer_kyc_transition(
     with transaction.atomic():
         # FOR NO KEY UPDATE: KYC's writers take turns; the customer's quotes and payments
         # (whose inserts lock its key) do not wait for them
-        customer = Customer.objects.select_for_update(no_key=True).get(pk=customer_id)
+        customer = customer_services.customer_lock(customer_id=customer_id)
         current = KycStatus(customer.kyc_status)
         if current == to:
             return customer
@@ -58,8 +59,7 @@ def customer_kyc_transition(
             raise KycTransitionRefused(
                 f"kyc_status cannot move from {current.value} to {to.value}.",
             )
-        customer.kyc_status = to
-        customer.save(update_fields=["kyc_status", "updated_at"])
+        customer_services.customer_kyc_status_save(customer=customer, kyc_status=to)
         KycStatusChange.objects.create(
             customer=customer,
             from_status=current,
