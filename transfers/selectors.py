@@ -1,4 +1,6 @@
-"""Reads of the transfers app."""
+"""Reads of the transfers app. A page of GET /transfers is a range scan of
+transfer_merchant_page (merchant, -created_at, -id), or of transfer_merchant_status_page when
+filtered by status."""
 
 from datetime import datetime
 from decimal import Decimal
@@ -6,6 +8,7 @@ from uuid import UUID
 
 from django.db.models import QuerySet
 
+from config import pagination
 from config.exceptions import NotFound
 from merchants.models import Merchant
 from payments import ledger
@@ -33,6 +36,26 @@ def transfer_get(*, merchant: Merchant, transfer_id: UUID, lock: bool = False) -
     if transfer is None:
         raise TransferNotFound()
     return transfer
+
+
+def transfer_list(
+    *,
+    merchant: Merchant,
+    page: pagination.PageRequest,
+    status: str | None = None,
+    customer_id: UUID | None = None,
+    created_gte: datetime | None = None,
+    created_lt: datetime | None = None,
+) -> pagination.Page:
+    """The merchant's transfers with their history, newest first, one page."""
+    queryset = pagination.filtered(
+        Transfer.objects.filter(merchant=merchant),
+        status=status,
+        customer_id=customer_id,
+        created_gte=created_gte,
+        created_lt=created_lt,
+    )
+    return pagination.paginate(queryset.prefetch_related("history"), page=page)
 
 
 def transfer_events(*, transfer: Transfer) -> QuerySet[Event]:

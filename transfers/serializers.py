@@ -2,6 +2,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
+from config import pagination
 from config.fields import (
     AccountIdentifierField,
     CountryCodeField,
@@ -211,3 +212,11 @@ class TransferOutput(NullForBlank, serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     _meta = IdempotencyMetaSerializer(read_only=True, required=False, source="idempotency_meta")
+
+
+class TransferListQuery(pagination.ListQueryInput):
+    status = serializers.ChoiceField(choices=TransferStatus.choices, required=False)
+    customer_id = serializers.UUIDField(required=False)
+
+
+TransferPageOutput = pagination.page_serializer("TransferPageOutput", TransferOutput)

@@ -7,8 +7,14 @@ from rest_framework.views import APIView
 
 from config import pagination
 from merchants.idempotency import idempotent
-from transfers import list_selectors, selectors, services
-from transfers.serializers import TransferCreateInput, TransferOutput, TransferRelaunchPayoutInput
+from transfers import selectors, services
+from transfers.serializers import (
+    TransferCreateInput,
+    TransferListQuery,
+    TransferOutput,
+    TransferPageOutput,
+    TransferRelaunchPayoutInput,
+)
 
 
 class TransferCreateView(APIView):
@@ -16,14 +22,14 @@ class TransferCreateView(APIView):
 
     @extend_schema(
         operation_id="listTransfers",
-        parameters=[list_selectors.TransferListQuery],
-        responses={200: list_selectors.TransferPageOutput},
+        parameters=[TransferListQuery],
+        responses={200: TransferPageOutput},
         tags=["transfers"],
         description="The merchant's transfers, newest first, cursor-paginated.",
     )
     def get(self, request):
-        query = pagination.parse_query(list_selectors.TransferListQuery, request.query_params)
-        page = list_selectors.transfer_list(merchant=request.merchant, **query)
+        query = pagination.parse_query(TransferListQuery, request.query_params)
+        page = selectors.transfer_list(merchant=request.merchant, **query)
         return Response(pagination.page_body(page, TransferOutput))
 
     @extend_schema(
