@@ -6,12 +6,15 @@ A worker's consumer records a heartbeat every WORKER_HEARTBEAT_SECONDS (config.c
 in the "health" cache, where it lasts WORKER_SILENT_AFTER_SECONDS: the web reads one key, with
 no round trip through the broker to the workers on each request."""
 
+import logging
 import socket
 
 from celery import current_app
 from django.conf import settings
 from django.core.cache import caches
 from django.db import connection
+
+logger = logging.getLogger("cowry")
 
 HEARTBEAT_KEY = "worker-heartbeat"
 # The checks /health's status and code follow; the others (redis, worker) only inform.
@@ -61,10 +64,30 @@ def checks() -> dict[str, str]:
     return {"database": database_check(), "broker": broker_check(), **redis_and_worker_checks()}
 
 
+# The required checks that failed at this process's last /health: an outage is a WARNING when
+# it starts (or what fails changes) and an INFO when it ends, not a line per probe.
+_failing = {"now": ()}
+
+
+def _change_log(results: dict[str, str]) -> None:
+    failing = tuple(name for name in REQUIRED if results[name] != "ok")
+    if failing == _failing["now"]:
+        return
+    _failing["now"] = failing
+    if failing:
+        logger.warning(
+            "/health unavailable (503): %s (logged again when this changes, per web process)",
+            ", ".join(f"{name} {results[name]}" for name in failing),
+        )
+    else:
+        logger.info("/health ok again: the database and the broker answer")
+
+
 def report() -> tuple[bool, dict]:
     """Whether the required checks pass, and /health's body: `status` from the required checks
     only, `degraded` naming the optional ones that did not answer "ok", and every check."""
     results = checks()
+    _change_log(results)
     healthy = all(results[name] == "ok" for name in REQUIRED)
     degraded = [name for name, value in results.items() if name not in REQUIRED and value != "ok"]
     body = {

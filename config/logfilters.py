@@ -1,4 +1,4 @@
-"""Logging filters that keep secrets out of log lines."""
+"""Logging filters that keep secrets out of log lines, and repeated lines out of the logs."""
 
 import logging
 
@@ -12,3 +12,15 @@ class DropTemplateContext(logging.Filter):
         record.exc_info = None
         record.exc_text = None
         return True
+
+
+class DropHealthUnavailable(logging.Filter):
+    """django.request logs every 5xx at ERROR: during an outage, a line per load-balancer probe
+    of /health. The outage is logged once by config.health; drop /health's 503s here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request = getattr(record, "request", None)
+        return not (
+            getattr(record, "status_code", None) == 503
+            and getattr(request, "path", None) == "/health"
+        )

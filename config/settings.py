@@ -424,6 +424,7 @@ LOGGING = {
         },
         "mask_private": {"()": "config.logging_config.MaskPrivate"},
         "no_template_context": {"()": "config.logfilters.DropTemplateContext"},
+        "no_health_unavailable": {"()": "config.logfilters.DropHealthUnavailable"},
     },
     "formatters": {
         "json": {"()": "config.logging_config.JsonLines"},
@@ -438,7 +439,8 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
-        "django.request": {"level": "ERROR"},
+        # /health's 503s are logged once an outage, by config.health, not once a probe.
+        "django.request": {"level": "ERROR", "filters": ["no_health_unavailable"]},
         # At DEBUG its records carry whole template contexts (a one-time API secret included).
         "django.template": {"filters": ["no_template_context"]},
         # A line per request and per task about the id it set.

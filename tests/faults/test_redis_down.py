@@ -10,6 +10,7 @@ from django.core.cache import caches
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from config import health
 from config.health import HEARTBEAT_KEY
 from payments import ledger, provider, services, tasks
 from payments.models import Payin
@@ -123,3 +124,26 @@ def test_health_is_503_while_the_broker_is_away_even_with_a_silent_worker(isolat
     assert health.json()["status"] == "unavailable"
     assert health.json()["checks"]["broker"].startswith("error")
     assert health.json()["degraded"] == ["worker"]
+
+
+def test_a_broker_outage_is_one_warning_on_health_and_its_end_one_line(
+    isolated_broker, worker_heartbeat, caplog, monkeypatch
+):
+    """Load-balancer probes every few seconds: no django.request ERROR per 503, one WARNING
+    when the broker goes away and one INFO when it is back (per web process)."""
+    monkeypatch.setitem(health._failing, "now", ())
+    caplog.set_level("INFO")
+    anonymous = APIClient(raise_request_exception=False)
+    assert anonymous.get("/health").status_code == 200
+
+    isolated_broker.stop()
+    assert [anonymous.get("/health").status_code for _ in range(3)] == [503] * 3
+    isolated_broker.start()
+    assert [anonymous.get("/health").status_code for _ in range(2)] == [200] * 2
+
+    lines = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert [line for line in lines if line[0] == "django.request"] == []
+    (warning, back) = [line for line in lines if line[0] == "cowry"]
+    assert warning[1] == "WARNING"
+    assert warning[2].startswith("/health unavailable (503): broker error: ")
+    assert back == ("cowry", "INFO", "/health ok again: the database and the broker answer")
