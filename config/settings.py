@@ -231,6 +231,8 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Lost broker connection: cancel unacked tasks, redelivered anyway (all idempotent), not run twice.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # Database connections of the worker live as long as on the web (CONN_MAX_AGE, health checks:
 # config.celery); Celery's fixup force-closes them only every few thousand tasks.
 CELERY_DB_REUSE_MAX = 1000
