@@ -192,8 +192,12 @@ def test_a_secret_no_key_decrypts_is_never_sent_and_the_delivery_waits_for_the_f
     assert not DeliveryAttempt.objects.filter(delivery=delivery).exists()
     assert api.get(f"/events/{event.pk}").json()["delivery_status"] == "pending"
     errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
-    assert len(errors) == 9
-    assert all(str(delivery.pk) in error and str(endpoint.pk) in error for error in errors)
+    once_a_minute = (
+        f"Webhook endpoint {endpoint.pk} (merchant {merchant.pk}): 1 delivery(ies) not sent, its"
+        " signing secret cannot be decrypted with any key of WEBHOOK_SECRETS_KEYS; retried every"
+        " 60 s (logged once a minute per endpoint)"
+    )
+    assert errors == [once_a_minute] * 9
     assert not [line for line in caplog.text.splitlines() if secret in line or stored in line]
 
     # Ops put the key back (or set the secret anew): the delivery goes out, correctly signed.
@@ -210,6 +214,35 @@ def test_a_secret_no_key_decrypts_is_never_sent_and_the_delivery_waits_for_the_f
     )
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == (DeliveryStatus.SUCCEEDED, 1)
+
+
+def test_an_unreadable_secret_is_one_error_a_minute_per_endpoint_however_many_wait(
+    merchant, receiver, webhook_settings, caplog
+):
+    """Many deliveries held for one endpoint: one line a minute naming the endpoint and how many
+    wait, not one per delivery per minute."""
+    webhook_settings.WEBHOOK_SECRETS_KEYS = [OLD_KEY]
+    endpoint, secret = services.endpoint_set(
+        merchant=merchant, url=receiver.url, secret=GIVEN_SECRET, now=timezone.now()
+    )
+    _lose_the_key(endpoint, webhook_settings)
+    for _ in range(5):
+        record_event(merchant)  # on-commit enqueue not run: the sweep sends them
+    now = timezone.now()
+
+    with caplog.at_level(logging.ERROR, logger="cowry.webhooks"):
+        assert services.deliveries_send_due(now=now) == 0
+        assert services.deliveries_send_due(now=now + timedelta(seconds=30)) == 0  # none due
+        assert services.deliveries_send_due(now=now + timedelta(seconds=61)) == 0
+
+    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert len(errors) == 2
+    assert all(
+        error.startswith(f"Webhook endpoint {endpoint.pk} (merchant {merchant.pk}): 5 delivery")
+        for error in errors
+    )
+    assert secret not in caplog.text and stored_secret(endpoint.pk) not in caplog.text
+    assert receiver.requests == []
 
 
 @pytest.fixture

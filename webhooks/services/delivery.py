@@ -81,20 +81,34 @@ def _lost_attempt_close(delivery: Delivery, *, now: datetime) -> str:
     return delivery.status
 
 
+# When each endpoint whose secret cannot be decrypted was last logged, per process: its
+# waiting deliveries are a line a minute, not one per delivery per minute.
+_unreadable_logged: dict[UUID, datetime] = {}
+
+
 def _delivery_hold(delivery: Delivery, *, now: datetime) -> None:
     """A claimed delivery whose signing secret cannot be decrypted: pending, due again after
-    UNREADABLE_SECRET_RETRY_SECONDS with the reason as its last error; logged as an error
-    (ids only, never the secret)."""
+    UNREADABLE_SECRET_RETRY_SECONDS with the reason as its last error; logged as an error once
+    a minute per endpoint, with how many deliveries wait (ids only, never the secret)."""
     delivery.status = DeliveryStatus.PENDING
     delivery.next_attempt_at = now + timedelta(seconds=UNREADABLE_SECRET_RETRY_SECONDS)
     delivery.last_error = UNREADABLE_SECRET_ERROR
     delivery.updated_at = now
     delivery.save(update_fields=["status", "next_attempt_at", "last_error", "updated_at"])
+    last = _unreadable_logged.get(delivery.endpoint_id)
+    if last is not None and last <= now < last + timedelta(seconds=UNREADABLE_SECRET_RETRY_SECONDS):
+        return
+    _unreadable_logged[delivery.endpoint_id] = now
+    waiting = Delivery.objects.filter(
+        endpoint_id=delivery.endpoint_id, status__in=selectors.OPEN_STATUSES
+    ).count()
     logger.error(
-        "Webhook delivery %s not sent: the signing secret of endpoint %s cannot be decrypted"
-        " with any key of WEBHOOK_SECRETS_KEYS; retried in %d s",
-        delivery.pk,
+        "Webhook endpoint %s (merchant %s): %d delivery(ies) not sent, its signing secret cannot"
+        " be decrypted with any key of WEBHOOK_SECRETS_KEYS; retried every %d s (logged once a"
+        " minute per endpoint)",
         delivery.endpoint_id,
+        delivery.endpoint.merchant_id,
+        waiting,
         UNREADABLE_SECRET_RETRY_SECONDS,
     )
 
