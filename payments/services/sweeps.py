@@ -172,13 +172,36 @@ def payments_stale_submissions(*, now: datetime) -> tuple[list[UUID], list[UUID]
         created_at__lte=before,
         provider_timeout_at__gt=now,
     ).values_list("id", flat=True)
-    return list(payins), _stale_disbursements(Payout, before=before, now=now)
+    payin_ids, payout_ids = list(payins), _stale_disbursements(Payout, before=before, now=now)
+    _resubmitted_log("payin", payin_ids)
+    _resubmitted_log("payout", payout_ids)
+    return payin_ids, payout_ids
 
 
 def refunds_stale_submissions(*, now: datetime) -> list[UUID]:
     """The refunds whose provider submission was lost, as payments_stale_submissions's payouts."""
     before = now - timedelta(seconds=RESUBMIT_AFTER_SECONDS)
-    return _stale_disbursements(Refund, before=before, now=now)
+    refund_ids = _stale_disbursements(Refund, before=before, now=now)
+    _resubmitted_log("refund", refund_ids)
+    return refund_ids
+
+
+def ids_shown(ids: list[Any]) -> str:
+    """The first UNAVAILABLE_IDS_LOGGED ids, and how many more: a line stays a line."""
+    more = len(ids) - UNAVAILABLE_IDS_LOGGED
+    shown = ", ".join(str(each) for each in ids[:UNAVAILABLE_IDS_LOGGED])
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _resubmitted_log(kind: str, ids: list[UUID]) -> None:
+    """One line a run for the submissions a sweep sends again (their enqueue was lost)."""
+    if ids:
+        logger.warning(
+            "Resubmitting %d %s(s) whose provider submission was lost: %s",
+            len(ids),
+            kind,
+            ids_shown(ids),
+        )
 
 
 def _stale_disbursements(
@@ -267,12 +290,9 @@ UNAVAILABLE_IDS_LOGGED = 10
 def _unavailable_log(unavailable: list[tuple[UUID, Exception]]) -> None:
     """One line a run for a provider that cannot give statuses (every 30 s while it is down),
     not a traceback per overdue payment."""
-    shown = ", ".join(str(payment_id) for payment_id, _ in unavailable[:UNAVAILABLE_IDS_LOGGED])
-    more = len(unavailable) - UNAVAILABLE_IDS_LOGGED
     logger.warning(
-        "Provider status unavailable (%s) for %d overdue payment(s): %s%s; asked again next run",
+        "Provider status unavailable (%s) for %d overdue payment(s): %s; asked again next run",
         unavailable[0][1],
         len(unavailable),
-        shown,
-        f" and {more} more" if more > 0 else "",
+        ids_shown([payment_id for payment_id, _ in unavailable]),
     )

@@ -20,6 +20,8 @@ REFUND_CALLBACK = "payments.services.refund_apply_provider_result"
 REASON_PROVIDER_TIMEOUT = "provider_timeout"
 REASON_SUBMITTED = "submitted_to_provider"
 REASON_MARKED_FAILED = "marked_failed_by_support"
+# Failures Cowry decides (logged where they are decided); any other is the provider's answer.
+OUR_FAILURE_REASONS = {REASON_PROVIDER_TIMEOUT, REASON_MARKED_FAILED}
 
 TERMINAL = {"completed", "failed"}
 
@@ -72,6 +74,14 @@ def payment_move_locked(
         setattr(payment, name, value)
     payment.save(update_fields=[*kept, *changes])
     payment.history.create(status=to, reason=reason, created_at=at)
+    if to == "failed" and reason not in OUR_FAILURE_REASONS:
+        logger.info(
+            "%s %s of merchant %s failed: declined by the provider (%s)",
+            type(payment).__name__,
+            payment.id,
+            payment.merchant_id,
+            reason or "no reason given",
+        )
     for effect in effects.get(to, ()):
         effect(payment, at=at)
     return payment

@@ -86,8 +86,9 @@ def test_payin_is_created_then_completes_and_credits_the_wallet(
 
 
 def test_payin_declined_by_the_provider_fails_and_credits_nothing(
-    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, caplog
 ):
+    caplog.set_level("INFO", logger="cowry.payments")
     quote = create_quote(enabled_api, "payin")
     response = _create(
         enabled_api, payin_body(quote, customer, DECLINED_PHONE), django_capture_on_commit_callbacks
@@ -102,6 +103,11 @@ def test_payin_declined_by_the_provider_fails_and_credits_nothing(
     }
     assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {}
     assert Event.objects.get(data_id=payin["id"]).event_type == "payin.failed"
+    declined = (
+        f"Payin {payin['id']} of merchant {enabled_merchant.pk} failed: declined by the provider"
+        " (provider_declined)"
+    )
+    assert [r.getMessage() for r in caplog.records if r.name == "cowry.payments"] == [declined]
 
 
 def test_a_repeated_provider_answer_changes_nothing(

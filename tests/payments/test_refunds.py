@@ -116,8 +116,9 @@ def test_partial_refunds_up_to_the_payin_amount(
 
 
 def test_refund_declined_to_a_998_payer_releases_the_reservation(
-    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
+    enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, caplog
 ):
+    caplog.set_level("INFO", logger="cowry.payments")
     payin = _completed_payin(
         enabled_api, customer, django_capture_on_commit_callbacks, PAYS_IN_ONLY_PHONE
     )
@@ -132,6 +133,10 @@ def test_refund_declined_to_a_998_payer_releases_the_reservation(
     event = Event.objects.get(data_id=refund["id"])
     assert event.event_type == "refund.failed"
     assert event.payload["data"]["object"]["failure_reason"] == "provider_declined"
+    assert (
+        f"Refund {refund['id']} of merchant {enabled_merchant.pk} failed: declined by the"
+        " provider (provider_declined)"
+    ) in [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
     payin = enabled_api.get(f"/payins/{payin['id']}").json()
     assert (payin["refunded_amount"], payin["refunds"]) == ("0", [refund["id"]])
     _check_ledger()
@@ -361,6 +366,9 @@ def test_a_lost_submission_is_found_by_the_sweep_and_sent(
     assert lost in caplog.text
     later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
     assert services.refunds_stale_submissions(now=later) == [uuid.UUID(refund["id"])]
+    assert caplog.records[-1].getMessage() == (
+        f"Resubmitting 1 refund(s) whose provider submission was lost: {refund['id']}"
+    )
     services.refund_submit(refund_id=uuid.UUID(refund["id"]), now=later)
     assert enabled_api.get(f"/refunds/{refund['id']}").json()["status"] == "completed"
     assert services.refunds_stale_submissions(now=later) == []

@@ -152,6 +152,22 @@ def test_a_disbursement_failed_for_its_timeout_is_logged_with_the_transfer_and_m
     ]
 
 
+def test_a_disbursement_the_provider_declined_is_logged_with_the_transfer_and_merchant(
+    enabled_api, customer, quote, run, caplog
+):
+    caplog.set_level("INFO", logger="cowry.transfers")
+    created = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_DECLINED)
+    )
+    transfer = Transfer.objects.get(pk=created.json()["id"])
+    assert transfer.status == "failed"
+    assert [r.getMessage() for r in caplog.records if r.name == "cowry.transfers"] == [
+        f"Transfer {transfer.pk} of merchant {transfer.merchant_id}: disbursement failed,"
+        " declined by the provider (provider_declined)"
+    ]
+    assert SN_DECLINED not in caplog.text
+
+
 def test_a_provider_completion_applied_by_support_completes_the_failed_attempt(
     enabled_api, customer, quote, run, staff_client
 ):

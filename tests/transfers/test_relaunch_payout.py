@@ -884,6 +884,9 @@ def test_sweep_resubmits_a_disbursement_whose_enqueue_met_a_stopped_broker(
     assert any("submit_transfer_disbursement" in m and "sweep" in m for m in warnings), warnings
     later = transfer.updated_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS)
     assert services.transfers_stale_submissions(now=later) == [(transfer.id, 1)]
+    assert caplog.records[-1].getMessage() == (
+        f"Resubmitting 1 transfer leg(s) whose provider submission was lost: {transfer.id}"
+    )
 
     # The beat task runs a minute later, the broker back.
     Transfer.objects.filter(pk=transfer.id).update(

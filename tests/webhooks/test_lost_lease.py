@@ -21,7 +21,7 @@ LOST = "No result recorded: the worker was lost or ran past its lease."
 
 
 def test_a_lost_attempt_is_counted_and_the_next_one_comes_when_its_lease_is_over(
-    merchant, endpoint, receiver, settings
+    merchant, endpoint, receiver, settings, caplog
 ):
     receiver.plan = [500]
     start = timezone.now()
@@ -34,9 +34,16 @@ def test_a_lost_attempt_is_counted_and_the_next_one_comes_when_its_lease_is_over
     for now in (start + timedelta(seconds=61), lease_over - timedelta(seconds=1)):
         assert services.deliveries_send_due(now=now) == 0
         assert services.deliveries_dispatch_due(now=now) == 0
+    caplog.set_level("WARNING", logger="cowry.webhooks")
     assert services.deliveries_send_due(now=lease_over) == 1
 
     delivery.refresh_from_db()
+    assert caplog.records[0].getMessage() == (
+        f"Webhook delivery {delivery.pk} (event {event.pk}, merchant {merchant.pk}, endpoint"
+        f" {endpoint.pk}) attempt 1 of 7 closed as lost: no result recorded (worker lost or past"
+        " its lease); due again at once"
+    )
+    assert caplog.records[0].levelname == "WARNING"
     lost, failed = delivery.attempt_log.all()
     assert (lost.number, lost.response_status, lost.error) == (1, None, LOST)
     assert (failed.number, failed.response_status) == (2, 500)

@@ -219,7 +219,14 @@ def transfers_stale_submissions(*, now: datetime) -> list[tuple[UUID, int | None
         updated_at__lte=before,
         leg_timeout_at__gt=now,
     ).values_list("id", "status", "disbursement_attempt")
-    return [
+    stale = [
         (transfer_id, attempt if status == TransferStatus.DISBURSING else None)
         for transfer_id, status, attempt in rows
     ]
+    if stale:
+        logger.warning(
+            "Resubmitting %d transfer leg(s) whose provider submission was lost: %s",
+            len(stale),
+            payment_services.ids_shown([transfer_id for transfer_id, _ in stale]),
+        )
+    return stale

@@ -7,6 +7,7 @@ columns, and the webhook events it records. Every move writes a history row, rec
 events and posts its journals in the transaction that makes it.
 """
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +27,8 @@ from transfers.models import (
     TransferStatus,
 )
 from transfers.services import events, postings
+
+logger = logging.getLogger("cowry.transfers")
 
 REASON_CREATED = "created"
 REASON_COLLECTION_SUBMITTED = "collection_submitted"
@@ -317,6 +320,22 @@ def _reference_record(transfer: Transfer, *, spec: Move, provider_reference: str
     return set()
 
 
+def _decline_log(transfer: Transfer, *, to: str, reason: str) -> None:
+    """A leg the provider declined (the timeout and support's failures are logged where they
+    are decided)."""
+    if to in (COLLECTION_FAILED, DISBURSEMENT_FAILED) and reason not in (
+        REASON_PROVIDER_TIMEOUT,
+        REASON_MARKED_FAILED,
+    ):
+        logger.info(
+            "Transfer %s of merchant %s: %s failed, declined by the provider (%s)",
+            transfer.id,
+            transfer.merchant_id,
+            "collection" if to == COLLECTION_FAILED else "disbursement",
+            reason or "no reason given",
+        )
+
+
 def transfer_transition(
     *,
     transfer_id: UUID,
@@ -366,6 +385,7 @@ def transfer_transition(
         if spec.answers_attempt:
             ended = _attempt_ended(transfer)
         _history_write(transfer, reason=reason, at=at, attempt=ended)
+        _decline_log(transfer, to=to, reason=reason)
         events.events_record(transfer, spec.events, at=at, reason=reason)
         if spec.submits_disbursement:
             _disbursement_submit_on_commit(transfer)

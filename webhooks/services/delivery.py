@@ -78,6 +78,17 @@ def _lost_attempt_close(delivery: Delivery, *, now: datetime) -> str:
     delivery.last_error = LOST_ATTEMPT_ERROR
     delivery.updated_at = now
     delivery.save(update_fields=["status", "next_attempt_at", "last_error", "updated_at"])
+    logger.warning(
+        "Webhook delivery %s (event %s, merchant %s, endpoint %s) attempt %d of %d closed as lost:"
+        " no result recorded (worker lost or past its lease); %s",
+        delivery.pk,
+        delivery.event_id,
+        delivery.endpoint.merchant_id,
+        delivery.endpoint_id,
+        delivery.attempts,
+        max_attempts(),
+        "failed for good" if delivery.status == DeliveryStatus.FAILED else "due again at once",
+    )
     return delivery.status
 
 
