@@ -48,6 +48,34 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     provider cannot be asked about, or a leg without a receipt whose last call started too
     recently to have ended (left pending). Each one in its own transaction; returns how many
     failed."""
+    failed = 0
+    for model, rows, kind, callback, fail in _timed_out_legs(now=now):
+        for payment_id, provider_reference, submitted_at, party, merchant_id in list(rows):
+            if _timed_out(
+                model,
+                payment_id,
+                provider_reference,
+                submitted_at,
+                party,
+                kind=kind,
+                callback=callback,
+                fail=fail,
+                now=now,
+            ):
+                failed += 1
+                logger.warning(
+                    "%s %s of merchant %s failed: no provider answer by its timeout"
+                    " (provider_timeout)",
+                    model.__name__,
+                    payment_id,
+                    merchant_id,
+                )
+    return failed
+
+
+def _timed_out_legs(*, now: datetime) -> tuple:
+    """Per kind of payment: its rows past provider_timeout_at, the provider's kind of leg, its
+    callback, and the transition that fails one."""
     payin_rows = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "submitted_at", "source", "merchant_id")
@@ -57,7 +85,7 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     refund_rows = Refund.objects.filter(
         status=RefundStatus.PENDING, provider_timeout_at__lte=now
     ).values_list("id", "provider_reference", "submitted_at", "recipient", "merchant_id")
-    legs = (
+    return (
         (
             Payin,
             payin_rows,
@@ -86,29 +114,6 @@ def payments_fail_timed_out(*, now: datetime) -> int:
             ),
         ),
     )
-    failed = 0
-    for model, rows, kind, callback, fail in legs:
-        for payment_id, provider_reference, submitted_at, party, merchant_id in list(rows):
-            if _timed_out(
-                model,
-                payment_id,
-                provider_reference,
-                submitted_at,
-                party,
-                kind=kind,
-                callback=callback,
-                fail=fail,
-                now=now,
-            ):
-                failed += 1
-                logger.warning(
-                    "%s %s of merchant %s failed: no provider answer by its timeout"
-                    " (provider_timeout)",
-                    model.__name__,
-                    payment_id,
-                    merchant_id,
-                )
-    return failed
 
 
 def _timed_out(
