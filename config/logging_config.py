@@ -69,3 +69,19 @@ class MaskPrivate(logging.Filter):
         if masked != message:
             record.msg, record.args = masked, None
         return True
+
+
+class OncePer:
+    """Whether a line about `key` is due: at most once per `seconds` in this process, so a
+    condition met on every request or task is a line a minute, not a flood."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._last: dict[object, float] = {}
+
+    def due(self, key: object, *, at: float) -> bool:
+        last = self._last.get(key)
+        if last is not None and last <= at < last + self.seconds:
+            return False
+        self._last[key] = at
+        return True

@@ -10,6 +10,7 @@ from django.db.models import Model, Q
 from django.utils import timezone
 
 from config.exceptions import DomainError, NotFound
+from config.logging_config import OncePer
 from merchants import secrets as key_secrets
 from merchants.models import (
     ApiKey,
@@ -148,19 +149,15 @@ def _may_be_a_key(key: str) -> bool:
     return len(key) <= _KEY_MAX_LENGTH and key.isascii() and key.isprintable()
 
 
-# When each refused key was last logged, per process: a merchant's integration retrying with a
-# revoked key is a line a minute, not one a request.
-_REFUSAL_LOG_SECONDS = 60
-_refusals_logged: dict[int, float] = {}
+# A merchant's integration retrying with a revoked key is a line a minute, not one a request.
+_REFUSALS_LOGGED = OncePer(60)
 
 
 def _refused(api_key: ApiKey, message: str) -> InvalidCredentials:
     """The refusal of a key whose secret is right (revoked, expired, merchant not active),
     logged with the key's id and merchant. A wrong secret is not logged: it would tell a
     known key from an unknown one by its timing."""
-    last = _refusals_logged.get(api_key.pk)
-    if last is None or time.monotonic() - last >= _REFUSAL_LOG_SECONDS:
-        _refusals_logged[api_key.pk] = time.monotonic()
+    if _REFUSALS_LOGGED.due(api_key.pk, at=time.monotonic()):
         logger.warning(
             "API key %s of merchant %s refused: %s (logged once a minute per key)",
             api_key.pk,

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from config.logging_config import OncePer
 from webhooks import secrets_at_rest, selectors
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus
 from webhooks.services.events import delivery_enqueue, serialize
@@ -92,9 +93,9 @@ def _lost_attempt_close(delivery: Delivery, *, now: datetime) -> str:
     return delivery.status
 
 
-# When each endpoint whose secret cannot be decrypted was last logged, per process: its
-# waiting deliveries are a line a minute, not one per delivery per minute.
-_unreadable_logged: dict[UUID, datetime] = {}
+# An endpoint whose secret cannot be decrypted: its waiting deliveries are a line a minute,
+# not one per delivery per minute.
+_UNREADABLE_LOGGED = OncePer(UNREADABLE_SECRET_RETRY_SECONDS)
 
 
 def _delivery_hold(delivery: Delivery, *, now: datetime) -> None:
@@ -106,10 +107,8 @@ def _delivery_hold(delivery: Delivery, *, now: datetime) -> None:
     delivery.last_error = UNREADABLE_SECRET_ERROR
     delivery.updated_at = now
     delivery.save(update_fields=["status", "next_attempt_at", "last_error", "updated_at"])
-    last = _unreadable_logged.get(delivery.endpoint_id)
-    if last is not None and last <= now < last + timedelta(seconds=UNREADABLE_SECRET_RETRY_SECONDS):
+    if not _UNREADABLE_LOGGED.due(delivery.endpoint_id, at=now.timestamp()):
         return
-    _unreadable_logged[delivery.endpoint_id] = now
     waiting = Delivery.objects.filter(
         endpoint_id=delivery.endpoint_id, status__in=selectors.OPEN_STATUSES
     ).count()
