@@ -11,6 +11,8 @@ from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped 
     private_redis,
 )
 from tests.webhooks.conftest import receiver, webhook_settings  # noqa: F401 - HTTP receiver
+from transfers.models import Transfer
+from webhooks.models import Event
 
 CM_PHONE = "+237670001234"
 SN_PHONE = "+221770001234"
@@ -115,6 +117,26 @@ def run(django_capture_on_commit_callbacks):
 
     call.capture = django_capture_on_commit_callbacks
     return call
+
+
+def events_of(transfer_id) -> list[str]:
+    return list(
+        Event.objects.filter(data_id=transfer_id)
+        .order_by("created_at")
+        .values_list("event_type", flat=True)
+    )
+
+
+@pytest.fixture
+def disbursing(enabled_api, customer, quote, run) -> Transfer:
+    """A transfer whose collection completed and whose disbursement the provider received but
+    never answers (the sandbox's silent recipient)."""
+    response = run(
+        enabled_api.post, "/transfers", transfer_body(quote, customer, recipient_phone=SN_SILENT)
+    )
+    transfer = Transfer.objects.get(pk=response.json()["id"])
+    assert transfer.status == "disbursing" and transfer.disbursement_reference
+    return transfer
 
 
 def field_paths(fields: dict, prefix: str = "") -> set[str]:
