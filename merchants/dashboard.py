@@ -17,7 +17,7 @@ from django.contrib.admin.utils import flatten_fieldsets, get_fields_from_path
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import FieldDoesNotExist
 from django.core.paginator import Paginator
-from django.db.models import BooleanField, DateField, Q, QuerySet, UUIDField
+from django.db.models import BooleanField, DateField, DecimalField, Q, QuerySet, UUIDField
 from django.db.models.constants import LOOKUP_SEP
 from django.http import Http404, HttpResponseRedirect
 from django.utils import timezone
@@ -183,10 +183,11 @@ SHOWN = "_shown"
 
 
 class ShownAsListed:
-    """A read-only record page (or inline) shows times and amounts as the lists do, "4,000 XOF"
-    not "4000.00", and JSON as labelled fields (display.record_value): each such field is shown
-    by the admin's `<field>_shown`, as Django shows any admin method. A page the user may edit
-    keeps Django's form."""
+    """A record page (or inline) shows times and amounts as the lists do, "4,000 XOF" not
+    "4000.00", and JSON as labelled fields (display.record_value): each such field is shown
+    by the admin's `<field>_shown`, as Django shows any admin method. On a page the user may
+    edit, its read-only fields are shown so, and its amounts' inputs hold "1500", not
+    "1500.00" (display.AmountInput)."""
 
     def view_only(self, request, obj) -> bool:
         if isinstance(self, InlineModelAdmin):
@@ -196,21 +197,39 @@ class ShownAsListed:
             return not editable
         return obj is not None and not self.has_change_permission(request, obj)
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if isinstance(db_field, DecimalField):
+            kwargs["widget"] = display.AmountInput
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.shown_too(super().get_readonly_fields(request, obj))
+
+    def shown_too(self, names) -> list:
+        """Read-only fields, and the `_shown` of each the lists show their own way (an admin
+        that overrides get_readonly_fields returns its list through this)."""
+        names = list(names)
+        shown = [f"{n}{SHOWN}" for n in names if isinstance(n, str) and self._field_shown(n)]
+        return [*names, *(name for name in shown if name not in names)]
+
     def get_fieldsets(self, request, obj=None):
         fieldsets = super().get_fieldsets(request, obj)
+        only = None  # a view-only page: every field
         if not self.view_only(request, obj):
-            return fieldsets
+            readonly = set(self.get_readonly_fields(request, obj))
+            only = {name for name in readonly if f"{name}{SHOWN}" in readonly}
         return [
-            (title, {**opts, "fields": self._shown(opts["fields"])}) for title, opts in fieldsets
+            (title, {**opts, "fields": self._shown(opts["fields"], only)})
+            for title, opts in fieldsets
         ]
 
-    def _shown(self, names) -> list:
+    def _shown(self, names, only: set | None) -> list:
         shown = []
         for name in names:
             if isinstance(name, (list, tuple)):  # fields on one line
-                name = tuple(self._shown(name))
-            elif isinstance(name, str) and self._field_shown(name) is not None:
-                name = f"{name}{SHOWN}"
+                name = tuple(self._shown(name, only))
+            elif isinstance(name, str) and (only is None or name in only):
+                name = f"{name}{SHOWN}" if self._field_shown(name) is not None else name
             if name not in shown:
                 shown.append(name)
         return shown

@@ -3,7 +3,8 @@
 `list_columns` turns a ModelAdmin's list_display into columns that fit a 1400 px screen: ids
 as their first 8 characters (the whole id on hover and in search), amounts as the API's digits
 with thousands separators and their currency, times in ISO 8601 with seconds and zone.
-`record_value` shows a record page's fields the same way (dashboard.ShownAsListed)."""
+`record_value` shows a record page's fields the same way (dashboard.ShownAsListed), read-only
+fields of an editable page too; `AmountInput` holds an amount in its input as the API writes it."""
 
 import functools
 import re
@@ -15,6 +16,7 @@ from typing import Any
 from django.db import models
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
+from unfold.widgets import UnfoldAdminDecimalFieldWidget
 
 from config import money
 
@@ -52,6 +54,16 @@ def amount(value: Decimal | None, currency: str | None = None) -> str:
     text = f"{grouped}.{fraction}" if fraction else grouped
     shown = f"{text} {currency}" if currency else text
     return format_html('<span class="whitespace-nowrap">{}</span>', shown)
+
+
+class AmountInput(UnfoldAdminDecimalFieldWidget):
+    """A decimal's input holds the API's digits, "1500" or "1500.5", not "1500.00": no
+    grouping, so what is typed is parsed and saved as it was."""
+
+    def format_value(self, value):
+        if isinstance(value, Decimal) and value.is_finite():
+            return money.format_amount(value)
+        return super().format_value(value)
 
 
 def timestamp(value: datetime | None) -> str:

@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 from unfold import admin as unfold_admin
 
-from merchants import dashboard
+from merchants import dashboard, display
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import MerchantCorridor, MerchantOperator
 from quotes import prediction
@@ -26,9 +26,10 @@ class OperatorForm(forms.ModelForm):
 
 
 @admin.register(Operator)
-class OperatorAdmin(unfold_admin.ModelAdmin):
+class OperatorAdmin(dashboard.ShownAsListed, unfold_admin.ModelAdmin):
     """The catalog is ops' to edit; support staff also see it and set an operator's `status`
-    (operational / delayed / closed), the only field they may change."""
+    (operational / delayed / closed), the only field they may change. Its limits show as the
+    lists show amounts, "1,000,000 XOF"."""
 
     list_display = [
         "code",
@@ -72,9 +73,14 @@ class OperatorAdmin(unfold_admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return not self._support_only(request) and super().has_delete_permission(request, obj)
 
+    def get_list_display(self, request):
+        return display.list_columns(self.model, super().get_list_display(request), hide=set())
+
     def get_readonly_fields(self, request, obj=None):
         if self._support_only(request):
-            return [f.name for f in Operator._meta.fields if f.name not in ("id", "status")]
+            return self.shown_too(
+                f.name for f in Operator._meta.fields if f.name not in ("id", "status")
+            )
         return super().get_readonly_fields(request, obj)
 
 

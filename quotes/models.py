@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from config.money import CURRENCIES
+from config.money import CURRENCIES, format_amount
 
 CURRENCY_CHOICES = [(c, c) for c in CURRENCIES]
 AMOUNT = {"max_digits": 20, "decimal_places": 2}
@@ -244,7 +244,7 @@ class FxRate(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.source_currency}->{self.target_currency} {self.rate}"
+        return f"{self.source_currency}->{self.target_currency} {format_amount(self.rate)}"
 
 
 class Quote(models.Model):
