@@ -44,16 +44,23 @@ def short_id(value: object) -> str:
     return format_html('<span class="short-id" title="{}">{}</span>', text, text[:SHORT_ID_LENGTH])
 
 
-def amount(value: Decimal | None, currency: str | None = None) -> str:
-    """20000 as "20,000 XOF": the API's digits, grouped by thousands, with the currency."""
+def amount_text(value: Decimal | None, currency: str | None = None) -> str:
+    """20000 as "20,000 XOF": the API's digits, grouped by thousands, with the currency; as
+    plain text, for a message or a history entry (`amount` in a page)."""
     if value is None:
         return "—"
     digits = money.format_amount(Decimal(value))
     whole, _, fraction = digits.partition(".")
     grouped = f"{int(whole):,}" if whole.lstrip("-").isdigit() else whole
     text = f"{grouped}.{fraction}" if fraction else grouped
-    shown = f"{text} {currency}" if currency else text
-    return format_html('<span class="whitespace-nowrap">{}</span>', shown)
+    return f"{text} {currency}" if currency else text
+
+
+def amount(value: Decimal | None, currency: str | None = None) -> str:
+    """20000 as "20,000 XOF" (`amount_text`), on one line of the page."""
+    if value is None:
+        return "—"
+    return format_html('<span class="whitespace-nowrap">{}</span>', amount_text(value, currency))
 
 
 class AmountInput(UnfoldAdminDecimalFieldWidget):

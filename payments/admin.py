@@ -242,11 +242,12 @@ class PayoutAdmin(PaymentAdmin):
             request,
             object_id,
             title="Mark the payout failed",
-            consequence=lambda p: (
-                f"The {money.format_amount(p.debit_amount)} {p.send_currency} reserved for it "
-                f"go back to {p.merchant}'s available balance and the merchant gets "
+            consequence=lambda p: format_html(
+                "The {} reserved for it go back to {}'s available balance and the merchant gets "
                 "payout.failed. Do it only once the provider confirmed it did not pay: if it "
-                "did, that becomes a provider discrepancy."
+                "did, that becomes a provider discrepancy.",
+                display.amount(p.debit_amount, p.send_currency),
+                p.merchant,
             ),
             perform=perform,
         )

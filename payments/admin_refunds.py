@@ -123,8 +123,8 @@ class PayinRefunds:
             "token": object_actions.confirmation_token(),
             "payin": payin,
             "payer": payin.source.get("phone") or payin.source.get("account_number", ""),
-            "paid": money.format_amount(payin.send_amount),
-            "remainder": money.format_amount(services.refundable_remainder(payin)),
+            "paid": display.amount(payin.send_amount, payin.send_currency),
+            "remainder": display.amount(services.refundable_remainder(payin), payin.send_currency),
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/payments/payin/refund.html", context)
@@ -150,7 +150,7 @@ class PayinRefunds:
         except DomainError as exc:
             form.add_error("amount", exc.message)
             return None
-        shown = f"{refund['amount']} {refund['currency']}"
+        shown = display.amount_text(Decimal(refund["amount"]), refund["currency"])
         if refund["_meta"]["idempotency_replayed"]:
             message = f"This refund of {shown} was already created; nothing more leaves the wallet."
             self.message_user(request, message, messages.WARNING)

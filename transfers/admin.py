@@ -14,7 +14,6 @@ from django.utils.html import format_html, format_html_join
 from unfold import admin as unfold_admin
 from unfold.decorators import action as unfold_action
 
-from config import money
 from config.exceptions import DomainError
 from merchants import display, object_actions
 from merchants.dashboard import (
@@ -317,10 +316,10 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
             request,
             object_id,
             title="Relaunch the payout",
-            consequence=lambda t: (
-                f"{money.format_amount(t.payout_amount)} {t.payout_currency} is sent again to "
-                "the same recipient from the collected funds the transfer holds; nothing else "
-                "leaves the merchant's wallet."
+            consequence=lambda t: format_html(
+                "{} is sent again to the same recipient from the collected funds the transfer "
+                "holds; nothing else leaves the merchant's wallet.",
+                display.amount(t.payout_amount, t.payout_currency),
             ),
             service=lambda t: services.transfer_relaunch_payout(
                 merchant=t.merchant, transfer_id=t.id, actor=request.user, now=timezone.now()
@@ -337,10 +336,10 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
             request,
             object_id,
             title="Mark the disbursement failed",
-            consequence=lambda t: (
+            consequence=lambda t: format_html(
                 "The stuck disbursement is recorded as failed (confirm first that the provider "
-                f"did not pay); the {money.format_amount(t.payin_amount)} {t.payin_currency} "
-                "collected stay held, to relaunch or return."
+                "did not pay); the {} collected stay held, to relaunch or return.",
+                display.amount(t.payin_amount, t.payin_currency),
             ),
             service=lambda t: services.transfer_mark_disbursement_failed(
                 transfer_id=t.id, actor=request.user, now=timezone.now()

@@ -47,7 +47,7 @@ def test_the_same_confirmation_sent_twice_creates_one_refund_and_shows_it(
         Decimal("0"),
     )
     history = owner.get(f"/admin/payments/payin/{completed_payin['id']}/history/")
-    assert history.content.decode().count("Refunded 2500 XOF") == 1
+    assert history.content.decode().count("Refunded 2,500 XOF") == 1
 
 
 def test_the_page_shown_again_is_a_new_confirmation(
