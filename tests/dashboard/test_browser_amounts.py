@@ -1,15 +1,17 @@
-"""Amounts on the pages staff edit at 1400 px in a real headless Chromium: an input holds
-"100", not "100.00", and saves what was typed ("1500.50" is 1500.50); a read-only amount and an
-operator's limits in their list read as the lists show them, "1,000,000 XAF". Screenshots are
-kept in test-artifacts/."""
+"""Amounts on the pages staff edit, and on the homes, at 1400 px in a real headless Chromium:
+an input holds "100", not "100.00", and saves what was typed ("1500.50" is 1500.50); a read-only
+amount, an operator's limits in their list and a home's balances read as the lists show them,
+"1,234.5 XOF", never rounded. Screenshots are kept in test-artifacts/."""
 
 from decimal import Decimal
 
 import pytest
 
+from payments.models import Wallet
 from quotes.models import FeeSchedule, Operator
 from tests.dashboard.test_browser_record_pages import staff
 from tests.dashboard.test_browser_roles import by, log_in, shoot, wait_for
+from tests.payments.conftest import fund
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -87,3 +89,22 @@ def test_support_read_an_operators_limits_as_the_lists_show_amounts(live_server,
     row = wait_for(browser, "#result_list tbody tr")
     cells = [row.find_element(by("CSS_SELECTOR"), f"td.field-{name}").text for name in LIMITS]
     assert cells == ["100 XAF", "1,000,000 XAF"]
+
+
+def test_the_homes_show_a_balances_fraction_as_the_lists_do(live_server, browser, enabled_merchant):
+    fund(enabled_merchant, "5000")
+    Wallet.objects.filter(merchant=enabled_merchant).update(
+        available=Decimal("1234.50"), reserved=Decimal("10000.25")
+    )
+    base = live_server.url
+
+    log_in(browser, base, staff(enabled_merchant, username="ama", role="owner"))
+    card = wait_for(browser, "#merchant-summary").text
+    assert "1,234.5 XOF\nReserved for payouts: 10,000.25 XOF" in card
+    shoot(browser, "owner-home-fraction")
+
+    browser.delete_all_cookies()
+    log_in(browser, base, staff(username="olu", ops=True))
+    totals = wait_for(browser, "#platform-totals").text
+    assert "1,234.5 XOF\nreserved 10,000.25 XOF" in totals
+    shoot(browser, "ops-home-fraction")
