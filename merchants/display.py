@@ -73,6 +73,16 @@ class AmountInput(UnfoldAdminDecimalFieldWidget):
         return super().format_value(value)
 
 
+def wrapped(text: str, *, min_width: str = "auto") -> str:
+    """Text without spaces (a URL, a recorded error) that wraps anywhere to fit its column,
+    kept on one line up to `min_width` ("10rem")."""
+    return format_html(
+        '<span style="display: inline-block; min-width: {}; overflow-wrap: anywhere">{}</span>',
+        min_width,
+        text,
+    )
+
+
 def timestamp(value: datetime | None) -> str:
     """An aware time as 2026-11-27T12:00:00Z (UTC, seconds, zone)."""
     if value is None:

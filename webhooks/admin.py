@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.http import Http404
+from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -34,36 +35,14 @@ from merchants.dashboard import (
 )
 from merchants.models import AuditAction
 from webhooks import secrets_at_rest, selectors, services
-from webhooks.admin_deliveries import error_shown, with_errors_in_full  # and their pages
+from webhooks.admin_deliveries import (  # and their pages
+    attempts_log,
+    error_shown,
+    with_errors_in_full,
+)
 from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
 
 logger = logging.getLogger("cowry.webhooks")
-
-
-def _attempts_table(delivery: Delivery):
-    rows = [
-        (
-            attempt.number,
-            display.timestamp(attempt.started_at),
-            attempt.response_status if attempt.response_status is not None else "—",
-            f"{attempt.duration_ms} ms" if attempt.duration_ms is not None else "—",
-            error_shown(attempt.error, in_full=delivery.errors_in_full),
-            attempt.response_body,  # its stored first KiB, as the delivery's page shows it
-        )
-        for attempt in delivery.attempt_log.all()
-    ]
-    if not rows:
-        return "—"
-    return format_html(
-        "<table><tr><th>#</th><th>started</th><th>status</th><th>duration</th><th>error</th>"
-        "<th>answer (first KiB)</th></tr>{}</table>",
-        format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code>"
-            "</td></tr>",
-            rows,
-        ),
-    )
 
 
 def events_table(events) -> str:
@@ -414,19 +393,15 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
 
 
 class DeliveryInline(ScopedInlineMixin, unfold_admin.TabularInline):
+    """An event's deliveries in four columns that fit beside the sidebar at 1400 px: the URL
+    (a link to the delivery's page) and the errors wrap, the status shares a column with the
+    attempts' count and the next or delivered time, and each attempt has lines of its own."""
+
     model = Delivery
     extra = 0
     can_delete = False
-    show_change_link = True
-    fields = [
-        "endpoint_url",
-        "status",
-        "attempts",
-        "next_attempt_at",
-        "delivered_at",
-        "last_error_shown",
-        "attempts_log",
-    ]
+    hide_title = True  # "<event> -> <URL> (<status>)": the columns say it
+    fields = ["endpoint_url", "state", "last_error_shown", "attempts_log"]
     readonly_fields = fields
 
     def get_queryset(self, request):
@@ -435,16 +410,31 @@ class DeliveryInline(ScopedInlineMixin, unfold_admin.TabularInline):
 
     @admin.display(description="last error")
     def last_error_shown(self, obj: Delivery) -> str:
-        return error_shown(obj.last_error, in_full=obj.errors_in_full)
+        return display.wrapped(error_shown(obj.last_error, in_full=obj.errors_in_full))
 
     @admin.display(description="URL")
     def endpoint_url(self, obj: Delivery) -> str:
-        return obj.endpoint.url
+        return format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:webhooks_delivery_change", args=[obj.pk]),
+            display.wrapped(obj.endpoint.url, min_width="10rem"),
+        )
 
-    @admin.display(description="attempts log")
+    @admin.display(description="status")
+    def state(self, obj: Delivery) -> str:
+        attempts = f"{obj.attempts} attempt{pluralize(obj.attempts)}"
+        if obj.delivered_at is not None:
+            when = format_html("<br>delivered {}", display.timestamp(obj.delivered_at))
+        elif obj.status in (DeliveryStatus.PENDING, DeliveryStatus.DELIVERING):
+            when = format_html("<br>next {}", display.timestamp(obj.next_attempt_at))
+        else:
+            when = ""
+        return format_html("{}, {}{}", obj.get_status_display(), attempts, when)
+
+    @admin.display(description="attempts")
     @display.computed_once
     def attempts_log(self, obj: Delivery):
-        return _attempts_table(obj)
+        return attempts_log(obj)
 
 
 class EventDeliveryStatusFilter(admin.SimpleListFilter):

@@ -6,10 +6,10 @@ import re
 
 from django.contrib import admin
 from django.db.models import BooleanField, Value
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from unfold import admin as unfold_admin
 
-from merchants import dashboard
+from merchants import dashboard, display
 from merchants.dashboard import ReadOnlyAdmin, ScopedInlineMixin, known_values_filter
 from webhooks import services
 from webhooks.models import Delivery, DeliveryAttempt
@@ -46,14 +46,51 @@ def plain_error(error: str) -> str:
     return cause or "Could not connect"
 
 
+def as_recorded(text: str) -> str:
+    """A receiver's answer or an error as recorded: verbatim, wrapping to fit its column."""
+    return format_html(
+        '<code class="text-base-500 text-xs" style="overflow-wrap: anywhere; '
+        'white-space: pre-wrap">{}</code>',
+        text,
+    )
+
+
 def error_shown(error: str, *, in_full: bool) -> str:
     """An error in plain words; for support and ops, as recorded beneath when it differs."""
     plain = plain_error(error)
     if not in_full or plain == error:
         return plain or "—"
-    return format_html(
-        '{}<br><code class="break-all text-base-500 text-xs">{}</code>', plain, error
-    )
+    return format_html("{}<br>{}", plain, as_recorded(error))
+
+
+def attempts_log(delivery: Delivery) -> str:
+    """A delivery's attempts, each on its lines (its number, start, duration and outcome, the
+    receiver's stored answer beneath): one column of the event's deliveries at 1400 px."""
+    lines = [
+        format_html(
+            '<div class="py-1">#{} {}, {}: {}{}</div>',
+            attempt.number,
+            display.timestamp(attempt.started_at),
+            _duration(attempt),
+            display.wrapped(_outcome(attempt)),
+            format_html("<br>{}", as_recorded(attempt.response_body))
+            if attempt.response_body
+            else "",
+        )
+        for attempt in delivery.attempt_log.all()
+    ]
+    return format_html_join("", "{}", ((line,) for line in lines)) or "—"
+
+
+def _duration(attempt: DeliveryAttempt) -> str:
+    return "—" if attempt.duration_ms is None else f"{attempt.duration_ms} ms"
+
+
+def _outcome(attempt: DeliveryAttempt) -> str:
+    """The attempt's error in plain words, else the receiver's status."""
+    if attempt.error:
+        return plain_error(attempt.error)
+    return "—" if attempt.response_status is None else f"HTTP {attempt.response_status}"
 
 
 def with_errors_in_full(request, queryset):
@@ -63,27 +100,37 @@ def with_errors_in_full(request, queryset):
 
 
 class DeliveryAttemptInline(ScopedInlineMixin, unfold_admin.TabularInline):
+    """A delivery's attempts in five columns that fit beside the sidebar at 1400 px: the URL,
+    the error and the receiver's answer wrap; the start and the duration share a column."""
+
     model = DeliveryAttempt
     extra = 0
     can_delete = False
-    fields = [
-        "number",
-        "url",
-        "started_at",
-        "finished_at",
-        "response_status",
-        "duration_ms",
-        "error_shown",
-        "response_body",
-    ]
+    hide_title = True  # "attempt 1 of <delivery id>": the number column says it
+    fields = ["number", "url_shown", "sent", "error_shown", "answer"]
     readonly_fields = fields
 
     def get_queryset(self, request):
         return with_errors_in_full(request, super().get_queryset(request))
 
+    @admin.display(description="URL")
+    def url_shown(self, obj: DeliveryAttempt) -> str:
+        return display.wrapped(obj.url, min_width="10rem")
+
+    @admin.display(description="started, took")
+    def sent(self, obj: DeliveryAttempt) -> str:
+        return format_html("{}<br>{}", display.timestamp(obj.started_at), _duration(obj))
+
     @admin.display(description="error")
     def error_shown(self, obj: DeliveryAttempt) -> str:
-        return error_shown(obj.error, in_full=obj.errors_in_full)
+        return display.wrapped(error_shown(obj.error, in_full=obj.errors_in_full))
+
+    @admin.display(description="answer (first KiB)")
+    def answer(self, obj: DeliveryAttempt) -> str:
+        if obj.response_status is None:
+            return "—"
+        body = format_html("<br>{}", as_recorded(obj.response_body)) if obj.response_body else ""
+        return format_html("HTTP {}{}", obj.response_status, body)
 
 
 # Read-only: saving the page would write back the delivery as read, over the sender's progress.
