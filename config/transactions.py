@@ -1,6 +1,8 @@
 """Transaction helpers."""
 
 import contextlib
+import logging
+from functools import partial
 
 from django.db import transaction
 
@@ -24,3 +26,9 @@ def savepoint_if_nested() -> contextlib.AbstractContextManager:
     if transaction.get_connection().in_atomic_block:
         return transaction.atomic()
     return contextlib.nullcontext()
+
+
+def log_on_commit(logger: logging.Logger, level: int, message: str, *args: object) -> None:
+    """Log the line once the caller's transaction commits (at once outside one), and never if
+    it rolls back: a line about a change must not outlive the change."""
+    transaction.on_commit(partial(logger.log, level, message, *args))

@@ -5,6 +5,15 @@ from tests.factories import MerchantFactory
 from tests.support import MerchantClient
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _tasks_imported():
+    """The apps' tasks modules imported before any test: the first import sets Django up again
+    (Celery's fixup), its logging with it, and a test's caplog handler went with it."""
+    from config.celery import app
+
+    app.loader.import_default_modules()
+
+
 @pytest.fixture(autouse=True)
 def _eager_celery(settings):
     """Unit tests run task code in-process; the worker tests start a real worker instead."""

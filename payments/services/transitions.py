@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from config.exceptions import DomainError
+from config.transactions import log_on_commit
 from payments import provider
 from payments.ledger import provider_discrepancy_record
 from payments.models import Payin, Payout, Refund
@@ -56,8 +57,9 @@ def payment_move_locked(
 ) -> Payment:
     """Move a payment whose row the caller's transaction has locked: check the move against
     `allowed` (InvalidTransition), write the status, its time and its history row, then apply
-    `effects[to]` (each `effect(payment, at=at)`). Moving to the current status changes
-    nothing but keeps a provider reference the payment did not have."""
+    `effects[to]` (each `effect(payment, at=at)`); a provider's decline is logged once the
+    move commits. Moving to the current status changes nothing but keeps a provider reference
+    the payment did not have."""
     kept = []
     if provider_reference and not payment.provider_reference:
         payment.provider_reference = provider_reference
@@ -75,7 +77,9 @@ def payment_move_locked(
     payment.save(update_fields=[*kept, *changes])
     payment.history.create(status=to, reason=reason, created_at=at)
     if to == "failed" and reason not in OUR_FAILURE_REASONS:
-        logger.info(
+        log_on_commit(
+            logger,
+            logging.INFO,
             "%s %s of merchant %s failed: declined by the provider (%s)",
             type(payment).__name__,
             payment.id,

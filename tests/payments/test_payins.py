@@ -2,11 +2,14 @@ import uuid
 from decimal import Decimal
 
 import pytest
+from django.db import transaction
+from django.utils import timezone
 
-from payments import ledger
+from payments import ledger, services
 from payments.models import Payin
 from tests.payments.conftest import (
     DECLINED_PHONE,
+    SILENT_PHONE,
     SN_PHONE,
     create_customer,
     create_quote,
@@ -108,6 +111,41 @@ def test_payin_declined_by_the_provider_fails_and_credits_nothing(
         " (provider_declined)"
     )
     assert [r.getMessage() for r in caplog.records if r.name == "cowry.payments"] == [declined]
+
+
+class Abandoned(Exception):
+    """Raised inside the caller's transaction after the move: it rolls back."""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_decline_is_logged_once_its_move_commits_and_never_when_it_rolls_back(
+    enabled_api, enabled_merchant, customer, caplog
+):
+    caplog.set_level("INFO", logger="cowry.payments")
+    quote = create_quote(enabled_api, "payin")
+    payin_id = enabled_api.post("/payins", payin_body(quote, customer, SILENT_PHONE)).json()["id"]
+    assert Payin.objects.get(pk=payin_id).status == "pending"
+
+    def declines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "declined by the provider" in r.msg]
+
+    def decline() -> None:
+        services.payin_transition(
+            payin_id=uuid.UUID(payin_id), to="failed", reason="provider_declined", at=timezone.now()
+        )
+
+    with pytest.raises(Abandoned), transaction.atomic():
+        decline()
+        raise Abandoned
+    assert Payin.objects.get(pk=payin_id).status == "pending"
+    assert declines() == []
+
+    decline()
+    assert Payin.objects.get(pk=payin_id).status == "failed"
+    assert declines() == [
+        f"Payin {payin_id} of merchant {enabled_merchant.pk} failed: declined by the provider"
+        " (provider_declined)"
+    ]
 
 
 def test_a_repeated_provider_answer_changes_nothing(

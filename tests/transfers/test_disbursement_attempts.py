@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 from django.apps import apps
-from django.db import connection
+from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -24,6 +24,7 @@ from tests.transfers.conftest import (
 )
 from transfers import services
 from transfers.models import Transfer, TransferDisbursementAttempt
+from transfers.services.transitions import DISBURSEMENT_FAILED
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -166,6 +167,45 @@ def test_a_disbursement_the_provider_declined_is_logged_with_the_transfer_and_me
         " declined by the provider (provider_declined)"
     ]
     assert SN_DECLINED not in caplog.text
+
+
+class Abandoned(Exception):
+    """Raised inside the caller's transaction after the move: it rolls back."""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_decline_is_logged_once_its_move_commits_and_never_when_it_rolls_back(
+    enabled_api, customer, quote, caplog
+):
+    caplog.set_level("INFO", logger="cowry.transfers")
+    body = transfer_body(quote, customer, recipient_phone=SN_SILENT)
+    transfer = Transfer.objects.get(pk=enabled_api.post("/transfers", body).json()["id"])
+    assert transfer.status == "disbursing"
+
+    def declines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "declined by the provider" in r.msg]
+
+    def decline() -> None:
+        services.transfer_transition(
+            transfer_id=transfer.pk,
+            to=DISBURSEMENT_FAILED,
+            reason="provider_declined",
+            at=timezone.now(),
+            attempt=1,
+        )
+
+    with pytest.raises(Abandoned), transaction.atomic():
+        decline()
+        raise Abandoned
+    assert Transfer.objects.get(pk=transfer.pk).status == "disbursing"
+    assert declines() == []
+
+    decline()
+    assert Transfer.objects.get(pk=transfer.pk).status == "failed"
+    assert declines() == [
+        f"Transfer {transfer.pk} of merchant {transfer.merchant_id}: disbursement failed,"
+        " declined by the provider (provider_declined)"
+    ]
 
 
 def test_a_provider_completion_applied_by_support_completes_the_failed_attempt(

@@ -18,6 +18,7 @@ from django.db import transaction
 
 from config import jobs
 from config.exceptions import DomainError
+from config.transactions import log_on_commit
 from payments import services as payment_services
 from transfers.models import (
     LegStatus,
@@ -321,13 +322,15 @@ def _reference_record(transfer: Transfer, *, spec: Move, provider_reference: str
 
 
 def _decline_log(transfer: Transfer, *, to: str, reason: str) -> None:
-    """A leg the provider declined (the timeout and support's failures are logged where they
-    are decided)."""
+    """A leg the provider declined, logged once the move commits (the timeout and support's
+    failures are logged where they are decided)."""
     if to in (COLLECTION_FAILED, DISBURSEMENT_FAILED) and reason not in (
         REASON_PROVIDER_TIMEOUT,
         REASON_MARKED_FAILED,
     ):
-        logger.info(
+        log_on_commit(
+            logger,
+            logging.INFO,
             "Transfer %s of merchant %s: %s failed, declined by the provider (%s)",
             transfer.id,
             transfer.merchant_id,
