@@ -70,10 +70,10 @@ from payments.services.submission import (
     refund_submit,
 )
 from payments.services.sweeps import (
+    RESUBMISSION_LOG_SECONDS,
     RESUBMIT_AFTER_SECONDS,
     SUBMISSION_IN_FLIGHT_SECONDS,
     call_may_be_in_flight,
-    ids_shown,
     payments_ask_provider,
     payments_fail_timed_out,
     payments_stale_submissions,
@@ -105,6 +105,7 @@ __all__ = [
     "REASON_SUBMITTED",
     "REFUND_ALLOWED",
     "REFUND_CALLBACK",
+    "RESUBMISSION_LOG_SECONDS",
     "RESUBMIT_AFTER_SECONDS",
     "SUBMISSION_IN_FLIGHT_SECONDS",
     "TERMINAL",
@@ -123,7 +124,6 @@ __all__ = [
     "adjustment_resource_id",
     "call_may_be_in_flight",
     "discrepancy_settlement_hint",
-    "ids_shown",
     "ledger_check",
     "ledger_check_recorded",
     "party_for_quote",

@@ -10,6 +10,7 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models import Q
 
+from config.logging_config import OncePer
 from payments import provider
 from payments.models import Payin, PayinStatus, Payout, PayoutStatus, Refund, RefundStatus
 from payments.services import parties, payins, payouts, refunds
@@ -165,6 +166,10 @@ def _timed_out(
 
 
 RESUBMIT_AFTER_SECONDS = 60
+# A lost submission is sent again on every sweep run (three a minute) until it is taken: its
+# line comes when it is found, then every RESUBMISSION_LOG_SECONDS while it stays lost.
+RESUBMISSION_LOG_SECONDS = 600
+_RESUBMISSIONS_LOGGED = OncePer(RESUBMISSION_LOG_SECONDS)
 
 
 def payments_stale_submissions(*, now: datetime) -> tuple[list[UUID], list[UUID]]:
@@ -176,19 +181,17 @@ def payments_stale_submissions(*, now: datetime) -> tuple[list[UUID], list[UUID]
         Q(status=PayinStatus.CREATED) | Q(status=PayinStatus.PENDING, provider_reference=""),
         created_at__lte=before,
         provider_timeout_at__gt=now,
-    ).values_list("id", flat=True)
-    payin_ids, payout_ids = list(payins), _stale_disbursements(Payout, before=before, now=now)
-    _resubmitted_log("payin", payin_ids)
-    _resubmitted_log("payout", payout_ids)
-    return payin_ids, payout_ids
+    ).values_list("id", "merchant_id")
+    return (
+        _resubmitted(Payin, list(payins), now=now),
+        _resubmitted(Payout, _stale_disbursements(Payout, before=before, now=now), now=now),
+    )
 
 
 def refunds_stale_submissions(*, now: datetime) -> list[UUID]:
     """The refunds whose provider submission was lost, as payments_stale_submissions's payouts."""
     before = now - timedelta(seconds=RESUBMIT_AFTER_SECONDS)
-    refund_ids = _stale_disbursements(Refund, before=before, now=now)
-    _resubmitted_log("refund", refund_ids)
-    return refund_ids
+    return _resubmitted(Refund, _stale_disbursements(Refund, before=before, now=now), now=now)
 
 
 def ids_shown(ids: list[Any]) -> str:
@@ -198,27 +201,38 @@ def ids_shown(ids: list[Any]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _resubmitted_log(kind: str, ids: list[UUID]) -> None:
-    """One line a run for the submissions a sweep sends again (their enqueue was lost)."""
-    if ids:
-        logger.warning(
-            "Resubmitting %d %s(s) whose provider submission was lost: %s",
-            len(ids),
-            kind,
-            ids_shown(ids),
-        )
+def _resubmitted(
+    model: type[Payin] | type[Payout] | type[Refund],
+    rows: list[tuple[UUID, UUID]],
+    *,
+    now: datetime,
+) -> list[UUID]:
+    """The ids of `rows` (id, merchant id), the payments a sweep sends again, each logged when
+    it is found and then once every RESUBMISSION_LOG_SECONDS while it stays lost."""
+    for payment_id, merchant_id in rows:
+        if _RESUBMISSIONS_LOGGED.due(payment_id, at=now.timestamp()):
+            logger.warning(
+                "Resubmitting %s %s of merchant %s: its provider submission was lost (logged"
+                " again every %d min while it stays lost)",
+                model.__name__,
+                payment_id,
+                merchant_id,
+                RESUBMISSION_LOG_SECONDS // 60,
+            )
+    return [payment_id for payment_id, _ in rows]
 
 
 def _stale_disbursements(
     model: type[Payout] | type[Refund], *, before: datetime, now: datetime
-) -> list[UUID]:
+) -> list[tuple[UUID, UUID]]:
+    """(id, merchant id) of the payouts or refunds whose submission was lost."""
     return list(
         model.objects.filter(
             status="pending",
             provider_reference="",
             created_at__lte=before,
             provider_timeout_at__gt=now,
-        ).values_list("id", flat=True)
+        ).values_list("id", "merchant_id")
     )
 
 

@@ -367,7 +367,8 @@ def test_a_lost_submission_is_found_by_the_sweep_and_sent(
     later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
     assert services.refunds_stale_submissions(now=later) == [uuid.UUID(refund["id"])]
     assert caplog.records[-1].getMessage() == (
-        f"Resubmitting 1 refund(s) whose provider submission was lost: {refund['id']}"
+        f"Resubmitting Refund {refund['id']} of merchant {enabled_merchant.pk}: its provider"
+        " submission was lost (logged again every 10 min while it stays lost)"
     )
     services.refund_submit(refund_id=uuid.UUID(refund["id"]), now=later)
     assert enabled_api.get(f"/refunds/{refund['id']}").json()["status"] == "completed"

@@ -82,6 +82,41 @@ def test_a_lost_enqueue_leaves_the_payin_created_for_the_sweep_that_submits_it(
     assert Event.objects.filter(data_id=payin.pk).count() == 1
 
 
+def test_a_submission_that_stays_lost_is_logged_once_per_payment_not_once_per_sweep(
+    enabled_merchant, broker_down, caplog
+):
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api)
+    quotes = [create_quote(api, "payin") for _ in range(2)]
+    with broker_down():  # both enqueues after commit meet a stopped Redis
+        first, second = (api.post("/payins", payin_body(q, customer)).json()["id"] for q in quotes)
+    found = Payin.objects.get(pk=first).created_at + timedelta(
+        seconds=services.RESUBMIT_AFTER_SECONDS + 1
+    )
+    # the second is lost 30 s after the first: found by the next run
+    Payin.objects.filter(pk=second).update(created_at=found - timedelta(seconds=31))
+    caplog.set_level("WARNING", logger="cowry.payments")
+    caplog.clear()
+
+    def resubmitted(payin_id: str) -> str:
+        return (
+            f"Resubmitting Payin {payin_id} of merchant {enabled_merchant.pk}: its provider"
+            " submission was lost (logged again every 10 min while it stays lost)"
+        )
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "cowry.payments"]
+
+    for run_at, stale in ((found, [first]), (found + timedelta(seconds=30), [first, second])):
+        assert sorted(map(str, services.payments_stale_submissions(now=run_at)[0])) == sorted(stale)
+    assert lines() == [resubmitted(first), resubmitted(second)]
+
+    # still lost ten minutes after its line: the first is logged again, the second not yet
+    reminder = found + timedelta(seconds=services.RESUBMISSION_LOG_SECONDS)
+    services.payments_stale_submissions(now=reminder)
+    assert lines() == [resubmitted(first), resubmitted(second), resubmitted(first)]
+
+
 @pytest.mark.worker
 def test_payments_created_back_to_back_all_complete_through_a_real_worker(
     enabled_merchant, celery_worker_process

@@ -9,6 +9,7 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models import Q
 
+from config.logging_config import OncePer
 from payments import provider
 from payments import services as payment_services
 from transfers.models import Transfer, TransferStatus
@@ -27,6 +28,9 @@ from transfers.services.transitions import (
 logger = logging.getLogger("cowry.transfers")
 
 RESUBMIT_AFTER_SECONDS = 60
+# A leg resubmitted on every run while its submission stays lost: a line when it is found,
+# then one every RESUBMISSION_LOG_SECONDS (a new disbursement attempt is a leg of its own).
+_RESUBMISSIONS_LOGGED = OncePer(payment_services.RESUBMISSION_LOG_SECONDS)
 # A leg the provider received and has not answered this long after it moved there is asked
 # about: its answer may have been lost on its way (a worker killed while holding it).
 ASK_PROVIDER_AFTER_SECONDS = 30
@@ -210,7 +214,8 @@ def transfers_stale_submissions(*, now: datetime) -> list[tuple[UUID, int | None
     """(transfer id, disbursement attempt or None for the collection) of every leg whose
     provider submission should have happened by now but has no provider reference (the
     enqueue after commit was lost), older than RESUBMIT_AFTER_SECONDS and not yet timed out.
-    Submitting is idempotent, so resubmitting one that is merely slow is harmless."""
+    Submitting is idempotent, so resubmitting one that is merely slow is harmless. Each leg is
+    logged when it is found, then every RESUBMISSION_LOG_SECONDS while it stays lost."""
     before = now - timedelta(seconds=RESUBMIT_AFTER_SECONDS)
     rows = Transfer.objects.filter(
         Q(status=TransferStatus.PENDING)
@@ -218,15 +223,18 @@ def transfers_stale_submissions(*, now: datetime) -> list[tuple[UUID, int | None
         | Q(status=TransferStatus.DISBURSING, disbursement_reference=""),
         updated_at__lte=before,
         leg_timeout_at__gt=now,
-    ).values_list("id", "status", "disbursement_attempt")
-    stale = [
-        (transfer_id, attempt if status == TransferStatus.DISBURSING else None)
-        for transfer_id, status, attempt in rows
-    ]
-    if stale:
-        logger.warning(
-            "Resubmitting %d transfer leg(s) whose provider submission was lost: %s",
-            len(stale),
-            payment_services.ids_shown([transfer_id for transfer_id, _ in stale]),
-        )
+    ).values_list("id", "status", "disbursement_attempt", "merchant_id")
+    stale = []
+    for transfer_id, status, attempt, merchant_id in rows:
+        leg = (transfer_id, attempt if status == TransferStatus.DISBURSING else None)
+        stale.append(leg)
+        if _RESUBMISSIONS_LOGGED.due(leg, at=now.timestamp()):
+            logger.warning(
+                "Resubmitting the %s of transfer %s of merchant %s: its provider submission was"
+                " lost (logged again every %d min while it stays lost)",
+                "collection" if leg[1] is None else f"disbursement (attempt {attempt})",
+                transfer_id,
+                merchant_id,
+                payment_services.RESUBMISSION_LOG_SECONDS // 60,
+            )
     return stale
