@@ -427,6 +427,7 @@ LOGGING = {
         "mask_private": {"()": "config.logging_config.MaskPrivate"},
         "no_template_context": {"()": "config.logfilters.DropTemplateContext"},
         "no_health_unavailable": {"()": "config.logfilters.DropHealthUnavailable"},
+        "beat_send_error": {"()": "config.logfilters.OneLineBeatSendError"},
     },
     "formatters": {
         "json": {"()": "config.logging_config.JsonLines"},
@@ -445,6 +446,8 @@ LOGGING = {
         "django.request": {"level": "ERROR", "filters": ["no_health_unavailable"]},
         # At DEBUG its records carry whole template contexts (a one-time API secret included).
         "django.template": {"filters": ["no_template_context"]},
+        # A due task beat could not send (the broker away): one line, not two stacks.
+        "celery.beat": {"filters": ["beat_send_error"]},
         # A line per request and per task about the id it set.
         "django_guid": {"level": "WARNING"},
     },
