@@ -84,7 +84,7 @@ def test_every_ops_command_prints_the_json_keys_of_the_design_table():
     }
 
     assert set(_json("expire_quotes")) == {"expired"}
-    assert set(_json("deliver_webhooks")) == {"attempted"}
+    assert set(_json("deliver_webhooks")) == {"attempted", "delivered", "failed"}
     assert _json("check_ledger")["ok"] is True
 
 

@@ -379,9 +379,25 @@ def test_deliver_webhooks_command_sends_due_deliveries_without_a_broker(
     delivery = event.deliveries.get()
     assert f"Broker unavailable; delivery {delivery.pk} left to the sweep" in caplog.text
 
-    assert _run("deliver_webhooks") == {"attempted": 1}
+    assert _run("deliver_webhooks") == {"attempted": 1, "delivered": 1, "failed": 0}
     assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [str(event.pk)]
-    assert _run("deliver_webhooks") == {"attempted": 0}
+    assert _run("deliver_webhooks") == {"attempted": 0, "delivered": 0, "failed": 0}
+
+
+def test_deliver_webhooks_says_how_many_attempts_delivered_and_failed(merchant, endpoint, receiver):
+    receiver.plan = [200, 500]
+    for _ in range(2):
+        _record(merchant)
+    assert _run("deliver_webhooks") == {"attempted": 2, "delivered": 1, "failed": 1}
+    assert len(receiver.requests) == 2
+
+    receiver.default = 500  # down: the merchant's matter, not a failed ops run (exit 0)
+    _record(merchant)
+    out = StringIO()
+    call_command("deliver_webhooks", stdout=out)
+    assert out.getvalue() == "Attempted 1 due webhook delivery(ies): 0 delivered, 1 failed.\n"
+    assert len(receiver.requests) == 3
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"succeeded", "pending"}
 
 
 @pytest.mark.parametrize("limit", ["-5", "0", "ten"])

@@ -54,9 +54,11 @@ from webhooks.services.resend import (
 )
 from webhooks.services.sending import RESPONSE_PREFIX_BYTES
 from webhooks.services.sweeps import (
+    SentDue,
     deliveries_dispatch_due,
     deliveries_release_lost_leases,
     deliveries_send_due,
+    deliveries_send_due_report,
 )
 
 __all__ = [
@@ -75,12 +77,14 @@ __all__ = [
     "InvalidSigningSecret",
     "InvalidWebhookUrl",
     "NoWebhookEndpoint",
+    "SentDue",
     "TooManyWebhookEndpoints",
     "WebhookNotConfigured",
     "deliveries_dispatch_due",
     "deliveries_fan_out",
     "deliveries_release_lost_leases",
     "deliveries_send_due",
+    "deliveries_send_due_report",
     "delivery_attempt",
     "delivery_claim",
     "delivery_enqueue",

@@ -2,6 +2,7 @@
 was never enqueued, was lost, or whose worker died mid-attempt; lost attempts to disabled
 endpoints are closed; and the ops command sends what is due in its own process."""
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -36,18 +37,31 @@ def deliveries_release_lost_leases(*, now: datetime, limit: int = 500) -> int:
     return len(lost)
 
 
-def deliveries_send_due(*, now: datetime | None = None, limit: int = 100) -> int:
-    """Attempt every due delivery once, in this process (the `deliver_webhooks` command).
-    Returns the number of attempts made. Without `now`, each attempt reads the clock, so its
-    signature timestamp is fresh. Lost attempts to disabled endpoints are closed first, as
-    the beat sweep closes them."""
+@dataclass(frozen=True)
+class SentDue:
+    """The attempts deliveries_send_due_report made, and how many the receivers acknowledged
+    (delivered) or not (failed: retried on the schedule, or failed for good)."""
+
+    attempted: int
+    delivered: int
+    failed: int
+
+
+def deliveries_send_due_report(*, now: datetime | None = None, limit: int = 100) -> SentDue:
+    """Attempt every due delivery once, in this process (the `deliver_webhooks` command). Without
+    `now`, each attempt reads the clock, so its signature timestamp is fresh. Lost attempts to
+    disabled endpoints are closed first, as the beat sweep closes them."""
     deliveries_release_lost_leases(now=now or timezone.now())
     due_ids = selectors.deliveries_due(now=now or timezone.now(), limit=limit)
-    made = 0
-    for delivery_id in due_ids:
-        if delivery_attempt(delivery_id=delivery_id, now=now) is not None:
-            made += 1
-    return made
+    statuses = [delivery_attempt(delivery_id=delivery_id, now=now) for delivery_id in due_ids]
+    made = [status for status in statuses if status is not None]
+    delivered = made.count(DeliveryStatus.SUCCEEDED)
+    return SentDue(attempted=len(made), delivered=delivered, failed=len(made) - delivered)
+
+
+def deliveries_send_due(*, now: datetime | None = None, limit: int = 100) -> int:
+    """deliveries_send_due_report's number of attempts made."""
+    return deliveries_send_due_report(now=now, limit=limit).attempted
 
 
 def deliveries_dispatch_due(*, now: datetime, limit: int = 500) -> int:
