@@ -134,8 +134,8 @@ MEDIA_ROOT = env("MEDIA_ROOT", default=str(VAR_DIR / "media"))
 MEDIA_URL = "media/"
 
 CSRF_FAILURE_VIEW = "config.views.csrf_failure"
-# The dashboard shows a new webhook signing secret once in a message: kept server-side, never
-# in the default storage's cookie (signed, not encrypted).
+# Dashboard messages are kept server-side, never in the default storage's cookie (signed, not
+# encrypted); a new secret is in none of them (config.secret_once).
 MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 
 REST_FRAMEWORK = {

@@ -9,17 +9,16 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from unfold import admin as unfold_admin
 
+from config import secret_once
 from config.exceptions import DomainError
 from merchants import dashboard, display, services
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import ApiKey, AuditLogEntry, Merchant
 
-ONCE_SESSION_KEY = "cowry_secret_once"
-
 
 def _show_secret_once(request, *, api_key: ApiKey, secret: str) -> HttpResponseRedirect:
-    """Post/redirect/get: the secret waits in the session for exactly one page view."""
-    request.session[ONCE_SESSION_KEY] = {"key_id": api_key.pk, "secret": secret}
+    """Post/redirect/get: the secret waits in the session, encrypted, for one page view."""
+    secret_once.hold(request, kind="api_key", object_id=api_key.pk, secret=secret)
     return HttpResponseRedirect(reverse("admin:merchants_apikey_secret", args=[api_key.pk]))
 
 
@@ -171,11 +170,7 @@ class ApiKeyAdmin(MerchantScopedAdmin):
 
     def secret_view(self, request, key_id: int):
         api_key = self._scoped_key(request, key_id)
-        pending = request.session.get(ONCE_SESSION_KEY)
-        secret = None
-        if pending and pending.get("key_id") == api_key.pk:
-            secret = pending["secret"]
-            del request.session[ONCE_SESSION_KEY]
+        secret = secret_once.take(request, kind="api_key", object_id=api_key.pk)
         response = TemplateResponse(
             request,
             "admin/merchants/apikey/secret_once.html",

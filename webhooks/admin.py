@@ -12,7 +12,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Exists, OuterRef
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -22,6 +22,7 @@ from django.utils.safestring import mark_safe
 from unfold import admin as unfold_admin
 from unfold.decorators import action as unfold_action
 
+from config import secret_once
 from config.exceptions import DomainError
 from config.fields import format_timestamp
 from merchants import dashboard, display, object_actions
@@ -222,7 +223,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
             self._show_secret_once(request, endpoint, secret)
             return f"{endpoint.url} is signed with its new secret from now on."
 
-        return object_actions.confirm_then(
+        response = object_actions.confirm_then(
             self,
             request,
             object_id,
@@ -233,6 +234,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
             ),
             perform=perform,
         )
+        return self._to_new_secrets(request, response)
 
     def save_model(self, request, obj, form, change) -> None:
         now = timezone.now()
@@ -276,6 +278,9 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
         obj.enabled = endpoint.enabled
         self._show_secret_once(request, endpoint, secret)
 
+    def response_add(self, request, obj, post_url_continue=None):
+        return self._to_new_secrets(request, super().response_add(request, obj, post_url_continue))
+
     def _offer_missed_events(
         self, request, endpoint: WebhookEndpoint, disabled_at, disabled_reason: str
     ) -> None:
@@ -305,10 +310,14 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
                 "see it with Reveal.",
             )
             return
-        messages.warning(
-            request,
-            f"Signing secret for {endpoint.url}: {secret} — copy it now: it is shown this once.",
-        )
+        secret_once.hold(request, kind="webhook", object_id=endpoint.pk, secret=secret)
+        request._cowry_secret_held = True
+
+    def _to_new_secrets(self, request, response):
+        """A secret was just made for this user: its page next (with the messages) instead."""
+        if getattr(request, "_cowry_secret_held", False):
+            return HttpResponseRedirect(reverse("admin:webhooks_webhookendpoint_new_secrets"))
+        return response
 
     def get_urls(self):
         reveal = path(
@@ -316,7 +325,31 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
             self.admin_site.admin_view(self.reveal_secret_view),
             name="webhooks_webhookendpoint_reveal",
         )
-        return [reveal, *super().get_urls()]
+        new_secrets = path(
+            "new-secrets/",
+            self.admin_site.admin_view(self.new_secrets_view),
+            name="webhooks_webhookendpoint_new_secrets",
+        )
+        return [reveal, new_secrets, *super().get_urls()]
+
+    def new_secrets_view(self, request):
+        """The signing secrets this session just made, each shown once (after: Reveal)."""
+        if not dashboard.can_manage_credentials(request.user):
+            raise PermissionDenied
+        held = secret_once.take_each(request, kind="webhook")
+        endpoints = self.get_queryset(request).filter(pk__in=list(held)).order_by("url")
+        response = TemplateResponse(
+            request,
+            "admin/webhooks/webhookendpoint/new_secrets.html",
+            {
+                **self.admin_site.each_context(request),
+                "shown": [(endpoint, held[str(endpoint.pk)]) for endpoint in endpoints],
+                "opts": self.model._meta,
+                "title": "New signing secrets",
+            },
+        )
+        response["Cache-Control"] = "no-store"
+        return response
 
     def render_change_form(self, request, context, *args, **kwargs):
         context["can_reveal_secret"] = dashboard.can_manage_credentials(request.user)
@@ -390,6 +423,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
                 target=endpoint.url,
             )
             self._show_secret_once(request, endpoint, secret)
+        return self._to_new_secrets(request, None)
 
 
 class DeliveryInline(ScopedInlineMixin, unfold_admin.TabularInline):
