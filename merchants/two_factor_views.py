@@ -51,7 +51,10 @@ def verify(request: HttpRequest, *, site) -> HttpResponse:
     """The second step of a login: a code from the authenticator or a recovery code."""
     form = CodeForm(request.POST or None)
     target = request.GET.get("next") or request.POST.get("next") or ""
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+    # On https, an absolute http:// URL to this host would send the session cookie in clear.
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         target = ""
     if request.method == "POST" and form.is_valid():
         if two_factor.verify(request, token=form.cleaned_data["token"]):

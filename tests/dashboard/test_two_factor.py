@@ -136,3 +136,27 @@ def test_a_password_alone_cannot_enrol_another_authenticator_to_get_in(merchant,
     assert list(TOTPDevice.objects.filter(user=device.user)) == [device]
     owner_again = fresh_login("owner-d")  # the owner's recovery codes were not replaced
     assert owner_again.post("/admin/two-factor/verify/", {"token": codes[0]}).status_code == 302
+
+
+def test_after_the_code_a_secure_login_goes_on_over_https_only(merchant, staff_client):
+    owner = staff_client(merchant=merchant, role="owner", username="owner-https")
+    device, _codes = set_up(owner)
+    page = "/admin/payments/payin/"
+
+    for next_url, expected in [
+        (f"http://testserver{page}", "/admin/"),  # plain http to our own host: not followed
+        (f"https://testserver{page}", f"https://testserver{page}"),
+        (page, page),
+    ]:
+        later = Client()
+        assert later.login(username="owner-https", password=PASSWORD)
+        device.refresh_from_db()
+        device.throttle_reset()
+        device.last_t = -1  # each login may use the current code again
+        device.save()
+        ok = later.post(
+            "/admin/two-factor/verify/",
+            {"token": code_for(device), "next": next_url},
+            secure=True,
+        )
+        assert ok.status_code == 302 and ok["Location"] == expected, next_url
