@@ -9,6 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from payments import services as payment_services
+from payments.models import Payin
 from tests.kyc.test_kyc_api import passport
 from tests.payments.conftest import create_quote as payment_quote
 from tests.payments.conftest import fund, payout_body
@@ -174,3 +176,22 @@ def test_refunds(
     _count(django_assert_num_queries, 3, lambda: api.get(f"/refunds/{refund_ids[0]}"))
     _count(django_assert_num_queries, 3, lambda: api.get("/refunds"))
     _count(django_assert_num_queries, 3, lambda: api.get(f"/payins/{payin_ids[0]}"))
+
+
+def test_the_worker_submits_a_payin_the_provider_answers_at_once(
+    api, customer, settings, django_assert_num_queries
+):
+    """Worker side: the submit task of a payin whose receipt carries the answer (the sandbox
+    with no delay). The wallet and its ledger accounts exist (a first payin made them)."""
+    settings.PROVIDER_SIMULATION_DELAY_SECONDS = 0
+    payins = []
+    for _ in range(2):
+        quote = payment_quote(api, "payin")
+        body = {"quote_id": quote["id"], "customer_id": customer["id"]}
+        payins.append(api.post("/payins", {**body, "source": {"phone": "+221770001234"}}).json())
+    payment_services.payin_submit(payin_id=payins[0]["id"], now=timezone.now())
+    # 17 (was 18): the answer's move stores provider_reference with the status; the receipt's
+    # reference is no longer stored again after it (an UPDATE that matched no row)
+    with django_assert_num_queries(17):
+        payment_services.payin_submit(payin_id=payins[1]["id"], now=timezone.now())
+    assert Payin.objects.get(pk=payins[1]["id"]).provider_reference.startswith("SIM-")
