@@ -9,7 +9,6 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from config import money
-from config.exceptions import DomainError
 from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import ledger, provider
@@ -174,9 +173,9 @@ _PAYOUT_EFFECTS = {
 }
 
 
-class PayoutNotStuck(DomainError):
-    status = 409
-    reason = "invalid_transition"
+class PayoutNotStuck(InvalidTransition):
+    """InvalidTransition's refusal of payout_mark_failed, named for the callers that expect it."""
+
     message = (
         "Only a payout stuck at the provider can be marked failed: pending, received by the "
         "provider (it has a provider reference) and past its provider timeout."

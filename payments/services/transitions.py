@@ -40,6 +40,9 @@ def _stamps(to: str, *, at: datetime, reason: str) -> dict[str, object]:
 
 
 class InvalidTransition(DomainError):
+    """The one invalid_transition: a payment's or a transfer's status does not allow the move
+    (a state machine's, or a support action's); each raise says which in its message."""
+
     status = 409
     reason = "invalid_transition"
     message = "The resource cannot move to that status."

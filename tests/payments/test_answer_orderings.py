@@ -597,7 +597,7 @@ def test_a_collection_submission_that_finds_the_sweep_has_failed_its_transfer_st
     """The submission read the transfer pending just before its leg's timeout, and the sweep,
     which read it past its timeout, takes the transfer's row first and fails it. The
     submission then finds a transfer it can no longer submit: it calls no provider and ends
-    quietly, the task done (it used to raise InvalidTransferTransition, an error in the
+    quietly, the task done (it used to raise InvalidTransition, an error in the
     worker's log for ops and a task failure for a transfer that had ended as it should)."""
     api = MerchantClient(enabled_merchant)
     transfer = _transfer_whose_collection_enqueue_is_lost(api, broker_down)

@@ -10,6 +10,7 @@ from django.db import transaction
 
 from payments import provider
 from payments import services as payment_services
+from payments.services import InvalidTransition
 from transfers.models import Transfer, TransferStatus
 from transfers.services.transitions import (
     COLLECTING,
@@ -23,7 +24,6 @@ from transfers.services.transitions import (
     REASON_COLLECTION_COMPLETED,
     REASON_COLLECTION_SUBMITTED,
     REASON_DISBURSEMENT_COMPLETED,
-    InvalidTransferTransition,
     StaleDisbursementAnswer,
     state_of,
     transfer_transition,
@@ -60,7 +60,7 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
                 reason=REASON_COLLECTION_SUBMITTED,
                 at=now,
             )
-        except InvalidTransferTransition:  # the timeout sweep failed it since it was read
+        except InvalidTransition:  # the timeout sweep failed it since it was read
             return Transfer.objects.get(pk=transfer_id)
         started = transfer.collection_submitted_at == now  # not another submission's move
     if state_of(transfer) != COLLECTING or transfer.collection_reference:
@@ -153,7 +153,7 @@ def apply_quietly(**kwargs) -> Transfer | None:
     """A provider answer that no longer fits (late, stale) is logged and changes nothing."""
     try:
         return transfer_transition(**kwargs)
-    except (InvalidTransferTransition, StaleDisbursementAnswer) as exc:
+    except (InvalidTransition, StaleDisbursementAnswer) as exc:
         logger.warning("Provider answer ignored for transfer %s: %s", kwargs["transfer_id"], exc)
         return None
 
@@ -176,7 +176,7 @@ def _apply_answer(
         try:
             transfer_transition(**transition)
             return
-        except (InvalidTransferTransition, StaleDisbursementAnswer) as exc:
+        except (InvalidTransition, StaleDisbursementAnswer) as exc:
             logger.warning(
                 "Provider answer ignored for transfer %s: %s", transition["transfer_id"], exc
             )

@@ -14,6 +14,7 @@ from payments import provider
 from payments import selectors as payment_selectors
 from payments import services as payment_services
 from payments.models import ProviderDiscrepancy
+from payments.services import InvalidTransition
 from transfers.models import Transfer
 from transfers.services.relaunch import unreconciled_provider_answer
 from transfers.services.submission import disbursement_reference
@@ -26,7 +27,6 @@ from transfers.services.transitions import (
     REASON_COLLECTED_FUNDS_RETURNED,
     REASON_MARKED_FAILED,
     REASON_PROVIDER_COMPLETION_APPLIED,
-    InvalidTransferTransition,
     is_relaunchable,
     state_of,
     transfer_transition,
@@ -120,12 +120,12 @@ def transfer_mark_disbursement_failed(*, transfer_id: UUID, actor: Any, now: dat
     with transaction.atomic():
         transfer = Transfer.objects.select_for_update().get(pk=transfer_id)
         if state_of(transfer) != DISBURSING:
-            raise InvalidTransferTransition(
+            raise InvalidTransition(
                 "Only a transfer whose disbursement leg is in flight (disbursing) can have it "
                 f"marked failed; this one is {transfer.status}."
             )
         if not disbursement_stuck(transfer, now=now):
-            raise InvalidTransferTransition(
+            raise InvalidTransition(
                 "Only a disbursement stuck at the provider can be marked failed: received by "
                 "the provider (it has a disbursement reference) and past its leg timeout."
             )

@@ -20,6 +20,7 @@ from config import jobs
 from config.exceptions import DomainError
 from config.transactions import log_on_commit
 from payments import services as payment_services
+from payments.services import InvalidTransition
 from transfers.models import (
     LegStatus,
     Transfer,
@@ -49,12 +50,6 @@ class TransferNotRelaunchable(DomainError):
         "Only a transfer whose disbursement leg failed (status failed, payin_status completed, "
         "payout_status failed) can be relaunched."
     )
-
-
-class InvalidTransferTransition(DomainError):
-    status = 409
-    reason = "invalid_transition"
-    message = "The transfer cannot make that move now."
 
 
 class StaleDisbursementAnswer(Exception):
@@ -378,7 +373,7 @@ def transfer_transition(
                 return transfer
             if to == PAYOUT_RELAUNCHED:
                 raise TransferNotRelaunchable()
-            raise InvalidTransferTransition(f"A transfer in {state} cannot make the move {to}.")
+            raise InvalidTransition(f"A transfer in {state} cannot make the move {to}.")
         ended = _attempt_ended(transfer) if spec.replaces_attempt else None
         transfer.status, transfer.payin_status, transfer.payout_status = spec.target
         transfer.updated_at = at
