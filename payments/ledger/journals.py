@@ -123,8 +123,8 @@ def post_journal(
         posted = Journal.objects.filter(
             resource_type=resource_type, resource_id=resource_id, kind=kind
         )
-        # The journal of one resource and kind is always in the same merchant and currency, so
-        # the wallet's lock serializes its postings: one read under it says whether it exists.
+        # Read in the lock's statement, so with its snapshot from before any wait: callers hold
+        # the resource's row lock; two posts not serialized so meet the unique key instead.
         wallet = wallet_locked(
             merchant_id=merchant_id,
             currency=currency,
