@@ -7,8 +7,7 @@ reference is the same request to the provider) and a `callback`: the dotted path
 that applies the answer. Answers arrive through `deliver_answer()`, which is what a real
 provider's HTTP callback would call too; `outcome` is "completed" or "failed". A provider that
 decides at once (the sandbox with no delay) gives its answer in the receipt instead: the
-submitter applies it, as its callback would (`receipt_answer_deliver`), and need not store the
-receipt's provider reference when the callback returns True (it has it: the payin's does).
+submitter applies it, as its callback would (`receipt_answer_deliver`).
 
 Submitting is network I/O: never call it while holding a database lock.
 """
@@ -115,54 +114,31 @@ def deliver_answer(
     at: datetime | None = None,
 ) -> None:
     """Apply a provider's answer: the single entry point for simulated and real callbacks."""
-    _answer_apply(
-        callback=callback,
-        reference=reference,
-        provider_reference=provider_reference,
-        outcome=outcome,
-        reason=reason,
-        at=at,
-    )
-
-
-def receipt_answer_deliver(
-    receipt: ProviderReceipt, *, callback: str, reference: str, at: datetime | None = None
-) -> bool:
-    """Apply the answer a receipt carries (none: nothing to do), as the callback would. True
-    when the callback says the payment has its provider reference (nothing left to store)."""
-    if receipt.outcome is None:
-        return False
-    kept = _answer_apply(
-        callback=callback,
-        reference=reference,
-        provider_reference=receipt.provider_reference,
-        outcome=receipt.outcome,
-        reason=receipt.reason,
-        at=at,
-    )
-    return kept is True
-
-
-def _answer_apply(
-    *,
-    callback: str,
-    reference: str,
-    provider_reference: str,
-    outcome: str,
-    reason: str,
-    at: datetime | None,
-) -> object:
-    """deliver_answer's work; returns what the callback returns."""
     if outcome not in OUTCOMES:
         raise ValueError(f"Unknown provider outcome {outcome!r}")
     handler = import_string(callback)
-    return handler(
+    handler(
         reference=reference,
         provider_reference=provider_reference,
         outcome=outcome,
         reason=reason,
         at=at or timezone.now(),
     )
+
+
+def receipt_answer_deliver(
+    receipt: ProviderReceipt, *, callback: str, reference: str, at: datetime | None = None
+) -> None:
+    """Apply the answer a receipt carries (none: nothing to do), as the callback would."""
+    if receipt.outcome is not None:
+        deliver_answer(
+            callback=callback,
+            reference=reference,
+            provider_reference=receipt.provider_reference,
+            outcome=receipt.outcome,
+            reason=receipt.reason,
+            at=at,
+        )
 
 
 class DisbursementOutcomeUnknown(Exception):

@@ -169,11 +169,10 @@ def payin_answer_move(outcome: str, reason: str) -> dict[str, str]:
 
 def payin_apply_provider_result(
     *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
-) -> bool:
+) -> None:
     """The provider's answer for a collection (gateway callback, a receipt, or the provider
     asked by the sweep). Repeated answers change nothing; an answer for a payin already final
-    otherwise (e.g. failed by the timeout sweep) is logged and ignored. True when the move ran:
-    the payin then has its provider reference (this one, unless it had one already)."""
+    otherwise (e.g. failed by the timeout sweep) is logged and ignored."""
     try:
         payin_transition(
             payin_id=UUID(reference),
@@ -190,5 +189,3 @@ def payin_apply_provider_result(
             reason=reason,
             at=at,
         )
-        return False
-    return True

@@ -75,13 +75,8 @@ def _payin_send(payin: Payin, *, now: datetime) -> None:
             payin_id=payin.id, to=PayinStatus.FAILED, reason=rejected.reason, at=now
         )
         return
-    # An answer the move applied stored the reference with the status: no second UPDATE.
-    if not provider.receipt_answer_deliver(
-        receipt, callback=PAYIN_CALLBACK, reference=str(payin.id)
-    ):
-        provider_reference_store(
-            payin, "provider_reference", receipt.provider_reference, refresh=False
-        )
+    provider.receipt_answer_deliver(receipt, callback=PAYIN_CALLBACK, reference=str(payin.id))
+    provider_reference_store(payin, "provider_reference", receipt.provider_reference, refresh=False)
 
 
 def payout_submit(*, payout_id: UUID, now: datetime) -> None:
