@@ -162,8 +162,8 @@ def labelled(value: Any) -> str:
             return "—"
         rows = format_html_join(
             "",
-            '<div class="flex gap-4 py-0.5"><dt class="font-semibold" style="min-width: 12rem">'
-            "{}</dt><dd>{}</dd></div>",
+            '<div class="flex gap-4" style="padding: 0.125rem 0">'
+            '<dt class="font-semibold" style="min-width: 12rem">{}</dt><dd>{}</dd></div>',
             ((_label(key), labelled(item)) for key, item in sorted(value.items())),
         )
         return format_html('<dl class="labelled">{}</dl>', rows)
