@@ -28,7 +28,7 @@ def record(merchant, event_type="payin.completed", *, at=None, data_id=None):
 
 
 def deliver_all(now=None):
-    while services.deliveries_send_due(now=now or timezone.now()):
+    while services.deliveries_send_due(now=now or timezone.now()).attempted:
         pass
 
 

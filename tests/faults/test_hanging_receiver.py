@@ -48,7 +48,7 @@ def test_a_hanging_receiver_times_out_is_recorded_and_is_retried(
     assert attempt.finished_at is not None
 
     hanging_receiver.release()
-    assert webhook_services.deliveries_send_due(now=now + timedelta(seconds=120)) == 1
+    assert webhook_services.deliveries_send_due(now=now + timedelta(seconds=120)).attempted == 1
 
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SUCCEEDED
@@ -73,7 +73,7 @@ def test_a_receiver_whose_name_does_not_resolve_times_out_and_holds_up_no_other_
     other_event, other_delivery = _record(other_merchant, now)
 
     started = time.monotonic()
-    assert webhook_services.deliveries_send_due(now=now) == 2
+    assert webhook_services.deliveries_send_due(now=now).attempted == 2
     assert time.monotonic() - started < 2.5  # not until the name server answers
 
     other_delivery.refresh_from_db()
@@ -90,7 +90,7 @@ def test_a_receiver_whose_name_does_not_resolve_times_out_and_holds_up_no_other_
     assert hanging_receiver.webhook_ids() == [str(other_event.id)]
 
     stalled_dns.release()  # the name server answers again
-    assert webhook_services.deliveries_send_due(now=now + timedelta(seconds=120)) == 1
+    assert webhook_services.deliveries_send_due(now=now + timedelta(seconds=120)).attempted == 1
 
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SUCCEEDED
@@ -123,7 +123,7 @@ def test_a_receiver_whose_tls_handshake_never_ends_times_out_and_is_retried(
     assert attempt.duration_ms < 1500
 
     later = now + timedelta(seconds=120)  # the retry is due, and is made, on the schedule
-    assert webhook_services.deliveries_send_due(now=later) == 1
+    assert webhook_services.deliveries_send_due(now=later).attempted == 1
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.PENDING
     assert delivery.attempts == 2

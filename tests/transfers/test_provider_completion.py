@@ -138,7 +138,7 @@ def _sent(receiver_requests) -> list[tuple[str, dict]]:
 
 
 def _deliver_all() -> None:
-    while webhook_services.deliveries_send_due(now=timezone.now()):
+    while webhook_services.deliveries_send_due(now=timezone.now()).attempted:
         pass
 
 

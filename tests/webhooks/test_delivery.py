@@ -159,11 +159,13 @@ def test_receiver_failing_twice_gets_the_same_event_three_times_freshly_signed(
     assert delivery.last_error == "HTTP 500"
 
     second = delivery.next_attempt_at + timedelta(seconds=1)
-    assert services.deliveries_send_due(now=second - timedelta(seconds=2)) == 0  # not due yet
-    assert services.deliveries_send_due(now=second) == 1
+    assert (
+        services.deliveries_send_due(now=second - timedelta(seconds=2)).attempted == 0
+    )  # not due yet
+    assert services.deliveries_send_due(now=second).attempted == 1
     delivery.refresh_from_db()
     third = delivery.next_attempt_at + timedelta(seconds=1)
-    assert services.deliveries_send_due(now=third) == 1
+    assert services.deliveries_send_due(now=third).attempted == 1
 
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SUCCEEDED
@@ -193,7 +195,7 @@ def test_seven_failures_follow_the_schedule_then_mark_the_delivery_failed(
         attempt = delivery.attempt_log.get(number=number)
         assert delivery.status == DeliveryStatus.PENDING
         assert delivery.next_attempt_at == attempt.finished_at + timedelta(seconds=delay)
-        assert services.deliveries_send_due(now=delivery.next_attempt_at) == 1
+        assert services.deliveries_send_due(now=delivery.next_attempt_at).attempted == 1
         delivery.refresh_from_db()
 
     assert delivery.status == DeliveryStatus.FAILED
@@ -202,7 +204,7 @@ def test_seven_failures_follow_the_schedule_then_mark_the_delivery_failed(
     assert delivery.last_error == "HTTP 503"
     assert len(receiver.requests) == 7
     later = timezone.now() + timedelta(days=30)
-    assert services.deliveries_send_due(now=later) == 0
+    assert services.deliveries_send_due(now=later).attempted == 0
     assert services.deliveries_dispatch_due(now=later) == 0
     assert len(receiver.requests) == 7
     assert DeliveryAttempt.objects.filter(delivery=delivery).count() == 7
@@ -302,7 +304,7 @@ def test_any_2xx_acknowledges(merchant, endpoint, receiver, status):
     receiver.plan = [("body", status, b"")]
     event = record(merchant)
 
-    assert services.deliveries_send_due() == 1
+    assert services.deliveries_send_due().attempted == 1
     delivery = event.deliveries.get()
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("succeeded", 1, "")
     assert delivery.attempt_log.get().response_status == status
@@ -315,7 +317,7 @@ def test_any_other_answer_is_a_failed_attempt_retried_after_a_minute(
     receiver.plan = [("body", status, b""), ("body", 200, b"")]
     event = record(merchant)
 
-    assert services.deliveries_send_due() == 1
+    assert services.deliveries_send_due().attempted == 1
     delivery = event.deliveries.get()
     attempt = delivery.attempt_log.get()
     assert (delivery.status, attempt.response_status) == ("pending", status)
@@ -336,7 +338,7 @@ def test_interim_answers_are_skipped_and_the_final_answer_counts(
     receiver.plan = [("interim", interim, 0.3, 200), ("body", 500, b"refused")]
     acknowledged, refused = record(merchant), record(merchant)
 
-    assert services.deliveries_send_due() == 2
+    assert services.deliveries_send_due().attempted == 2
 
     first = acknowledged.deliveries.get()
     assert (first.status, first.attempt_log.get().response_status) == ("succeeded", 200)
@@ -355,7 +357,7 @@ def test_a_101_is_a_failed_attempt_and_its_connection_is_not_used_again(
     receiver.plan = [("interim", [101], 0.3, 200), ("body", 500, b"refused")]
     upgraded, refused = record(merchant), record(merchant)
 
-    assert services.deliveries_send_due() == 2
+    assert services.deliveries_send_due().attempted == 2
 
     first = upgraded.deliveries.get()
     assert (first.status, first.last_error) == ("pending", "HTTP 101")
@@ -372,7 +374,7 @@ def test_a_receiver_answering_only_interim_answers_times_out(
     receiver.plan = [("interim", [103] * 3, 2.0, None)]
     event = record(merchant)
 
-    assert services.deliveries_send_due() == 1
+    assert services.deliveries_send_due().attempted == 1
     delivery = event.deliveries.get()
     assert (delivery.status, delivery.last_error) == ("pending", "Timed out after 0.5 s")
     assert delivery.attempt_log.get().response_status is None
@@ -508,10 +510,10 @@ def test_a_crashed_workers_attempt_is_taken_over_after_its_lease(
     now = timezone.now()
     assert services.delivery_claim(delivery_id=event.deliveries.get().id, now=now) is not None
     # ... and the worker dies before sending. Nobody else may send within the lease:
-    assert services.deliveries_send_due(now=now + timedelta(seconds=10)) == 0
+    assert services.deliveries_send_due(now=now + timedelta(seconds=10)).attempted == 0
 
     later = now + timedelta(seconds=services.lease_seconds() + 1)
-    assert services.deliveries_send_due(now=later) == 1
+    assert services.deliveries_send_due(now=later).attempted == 1
 
     delivery = event.deliveries.get()
     assert delivery.status == DeliveryStatus.SUCCEEDED
@@ -649,12 +651,12 @@ def test_a_body_with_non_ascii_data_is_signed_over_its_utf8_bytes_the_same_on_ev
     stored = Event.objects.get(pk=event.pk).body.encode("utf-8")
     assert "Aïssatou Ndiaye 🎉".encode() in stored and b"\\u" not in stored
 
-    assert services.deliveries_send_due(now=start) == 1  # 500
+    assert services.deliveries_send_due(now=start).attempted == 1  # 500
     retry = event.deliveries.get().next_attempt_at
-    assert services.deliveries_send_due(now=retry) == 1  # 200
+    assert services.deliveries_send_due(now=retry).attempted == 1  # 200
     resent_at = retry + timedelta(minutes=3)
     services.event_resend(event_id=event.pk, now=resent_at)
-    assert services.deliveries_send_due(now=resent_at) == 1  # 200
+    assert services.deliveries_send_due(now=resent_at).attempted == 1  # 200
 
     secret = signing_secret(endpoint)
     assert [r.body for r in receiver.requests] == [stored] * 3
@@ -689,7 +691,7 @@ def test_each_retry_is_due_exactly_at_its_delay_and_the_seventh_failure_is_the_l
     microsecond sooner; the seventh failed attempt marks the delivery failed."""
     receiver.default = 500
     event = record(merchant)
-    assert services.deliveries_send_due(now=event.created_at) == 1
+    assert services.deliveries_send_due(now=event.created_at).attempted == 1
     delivery = event.deliveries.get()
     for failed, delay in enumerate([60, 300, 900, 3600, 14400, 43200], start=1):
         attempt = delivery.attempt_log.get(number=failed)
@@ -699,13 +701,13 @@ def test_each_retry_is_due_exactly_at_its_delay_and_the_seventh_failure_is_the_l
             failed,
             due,
         )
-        assert services.deliveries_send_due(now=due - timedelta(microseconds=1)) == 0
+        assert services.deliveries_send_due(now=due - timedelta(microseconds=1)).attempted == 0
         assert services.deliveries_dispatch_due(now=due - timedelta(microseconds=1)) == 0
-        assert services.deliveries_send_due(now=due) == 1
+        assert services.deliveries_send_due(now=due).attempted == 1
         delivery.refresh_from_db()
 
     assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("failed", 7, None)
-    assert services.deliveries_send_due(now=timezone.now() + timedelta(days=365)) == 0
+    assert services.deliveries_send_due(now=timezone.now() + timedelta(days=365)).attempted == 0
     assert len(receiver.requests) == 7
 
 
@@ -751,7 +753,7 @@ def test_due_deliveries_are_sent_in_turn_and_each_outcome_recorded(
     base = timezone.now() - timedelta(minutes=10)
     events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(4)]
 
-    assert services.deliveries_send_due() == 4
+    assert services.deliveries_send_due().attempted == 4
 
     assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [
         str(event.id) for event in events
@@ -784,7 +786,7 @@ def test_an_answer_with_nul_bytes_is_recorded(merchant, endpoint, receiver):
     base = timezone.now() - timedelta(minutes=10)
     events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(2)]
 
-    assert services.deliveries_send_due() == 2
+    assert services.deliveries_send_due().attempted == 2
 
     deliveries = [Delivery.objects.get(event=event) for event in events]
     assert [d.status for d in deliveries] == [DeliveryStatus.SUCCEEDED] * 2
@@ -813,7 +815,7 @@ def test_an_outcome_recorded_after_the_lease_leaves_a_later_attempt_alone(mercha
 def test_every_due_delivery_is_sent_once(merchant, endpoint, receiver):
     events = [record(merchant) for _ in range(3)]
 
-    assert services.deliveries_send_due() == 3
+    assert services.deliveries_send_due().attempted == 3
     assert sorted(r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests) == sorted(
         str(event.id) for event in events
     )
@@ -842,7 +844,7 @@ def test_deliveries_held_up_by_a_slow_receiver_send_nothing_to_an_endpoint_disab
 
     disabling = threading.Thread(target=merchant_disables_it)
     disabling.start()
-    assert services.deliveries_send_due() == 1
+    assert services.deliveries_send_due().attempted == 1
     disabling.join()
 
     assert len(receiver.requests) == 1  # the three others are not claimed

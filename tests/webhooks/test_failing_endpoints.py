@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def fail_at(merchant, when) -> None:
     """An event at `when`, its one attempt made then (and failed: the receiver answers 500)."""
     record_event(merchant, at=when)
-    while services.deliveries_send_due(now=when):
+    while services.deliveries_send_due(now=when).attempted:
         pass
 
 

@@ -130,11 +130,11 @@ def test_a_delivery_is_signed_with_the_secret_the_merchant_was_given(
         event = record_event(merchant)
     now = timezone.now()
     if path == "sweep":
-        assert services.deliveries_send_due(now=now) == 1
+        assert services.deliveries_send_due(now=now).attempted == 1
     elif path == "lost worker":  # the claim made through the ORM
         assert services.delivery_claim(delivery_id=event.deliveries.get().id, now=now)
         now += timedelta(seconds=services.lease_seconds() + 1)
-        assert services.deliveries_send_due(now=now) == 1
+        assert services.deliveries_send_due(now=now).attempted == 1
 
     assert len(receiver.requests) == 1
     assert_valid_request(
@@ -180,10 +180,13 @@ def test_a_secret_no_key_decrypts_is_never_sent_and_the_delivery_waits_for_the_f
             event = record_event(merchant)
         now = timezone.now()
         if path == "sweep":
-            assert services.deliveries_send_due(now=now) == 0
+            assert services.deliveries_send_due(now=now).attempted == 0
         # Retried every minute, more often than the seven attempts a receiver gets: never failed.
         for minute in range(1, 9):
-            assert services.deliveries_send_due(now=now + timedelta(seconds=61 * minute)) == 0
+            assert (
+                services.deliveries_send_due(now=now + timedelta(seconds=61 * minute)).attempted
+                == 0
+            )
 
     assert receiver.requests == []
     delivery = Delivery.objects.get(event=event)
@@ -208,7 +211,7 @@ def test_a_secret_no_key_decrypts_is_never_sent_and_the_delivery_waits_for_the_f
             merchant=merchant, url=receiver.url, secret=GIVEN_SECRET, now=timezone.now()
         )
     later = now + timedelta(minutes=20)
-    assert services.deliveries_send_due(now=later) == 1
+    assert services.deliveries_send_due(now=later).attempted == 1
     assert_valid_request(
         receiver.requests[0], secret=secret, event=event, now=int(later.timestamp())
     )
@@ -231,9 +234,11 @@ def test_an_unreadable_secret_is_one_error_a_minute_per_endpoint_however_many_wa
     now = timezone.now()
 
     with caplog.at_level(logging.ERROR, logger="cowry.webhooks"):
-        assert services.deliveries_send_due(now=now) == 0
-        assert services.deliveries_send_due(now=now + timedelta(seconds=30)) == 0  # none due
-        assert services.deliveries_send_due(now=now + timedelta(seconds=61)) == 0
+        assert services.deliveries_send_due(now=now).attempted == 0
+        assert (
+            services.deliveries_send_due(now=now + timedelta(seconds=30)).attempted == 0
+        )  # none due
+        assert services.deliveries_send_due(now=now + timedelta(seconds=61)).attempted == 0
 
     errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
     assert len(errors) == 2
@@ -437,7 +442,7 @@ def test_reencrypt_encrypts_a_secret_left_in_clear_by_code_older_than_the_migrat
     broken = stored_secret(corrupt.pk)[:-8]  # a damaged token is never taken for a secret
     WebhookEndpoint.objects.filter(pk=corrupt.pk).update(signing_secret=broken)
     event = record_event(merchant, "payout.completed")
-    assert services.deliveries_send_due(now=timezone.now()) == 0  # held
+    assert services.deliveries_send_due(now=timezone.now()).attempted == 0  # held
 
     summary, failure = _reencrypt()
 
@@ -451,7 +456,7 @@ def test_reencrypt_encrypts_a_secret_left_in_clear_by_code_older_than_the_migrat
     assert_encrypted(stored_secret(endpoint.pk), GIVEN_SECRET, key=NEW_KEY)
     assert stored_secret(corrupt.pk) == broken
     later = timezone.now() + timedelta(minutes=2)
-    assert services.deliveries_send_due(now=later) == 1
+    assert services.deliveries_send_due(now=later).attempted == 1
     assert_valid_request(
         receiver.requests[0], secret=GIVEN_SECRET, event=event, now=int(later.timestamp())
     )

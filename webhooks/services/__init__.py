@@ -58,7 +58,6 @@ from webhooks.services.sweeps import (
     deliveries_dispatch_due,
     deliveries_release_lost_leases,
     deliveries_send_due,
-    deliveries_send_due_report,
 )
 
 __all__ = [
@@ -84,7 +83,6 @@ __all__ = [
     "deliveries_fan_out",
     "deliveries_release_lost_leases",
     "deliveries_send_due",
-    "deliveries_send_due_report",
     "delivery_attempt",
     "delivery_claim",
     "delivery_enqueue",

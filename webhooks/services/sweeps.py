@@ -39,7 +39,7 @@ def deliveries_release_lost_leases(*, now: datetime, limit: int = 500) -> int:
 
 @dataclass(frozen=True)
 class SentDue:
-    """The attempts deliveries_send_due_report made, and how many the receivers acknowledged
+    """The attempts deliveries_send_due made, and how many the receivers acknowledged
     (delivered) or not (failed: retried on the schedule, or failed for good)."""
 
     attempted: int
@@ -47,7 +47,7 @@ class SentDue:
     failed: int
 
 
-def deliveries_send_due_report(*, now: datetime | None = None, limit: int = 100) -> SentDue:
+def deliveries_send_due(*, now: datetime | None = None, limit: int = 100) -> SentDue:
     """Attempt every due delivery once, in this process (the `deliver_webhooks` command). Without
     `now`, each attempt reads the clock, so its signature timestamp is fresh. Lost attempts to
     disabled endpoints are closed first, as the beat sweep closes them."""
@@ -57,11 +57,6 @@ def deliveries_send_due_report(*, now: datetime | None = None, limit: int = 100)
     made = [status for status in statuses if status is not None]
     delivered = made.count(DeliveryStatus.SUCCEEDED)
     return SentDue(attempted=len(made), delivered=delivered, failed=len(made) - delivered)
-
-
-def deliveries_send_due(*, now: datetime | None = None, limit: int = 100) -> int:
-    """deliveries_send_due_report's number of attempts made."""
-    return deliveries_send_due_report(now=now, limit=limit).attempted
 
 
 def deliveries_dispatch_due(*, now: datetime, limit: int = 500) -> int:

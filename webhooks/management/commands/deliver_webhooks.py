@@ -28,7 +28,7 @@ class Command(OpsCommand):
     def run(self, *, limit: int, **_) -> None:
         # Exit 0 whatever the receivers answered: a receiver down is its merchant's matter, and
         # each failed attempt is logged and retried on the schedule.
-        sent = services.deliveries_send_due_report(limit=limit)
+        sent = services.deliveries_send_due(limit=limit)
         self.emit(
             {"attempted": sent.attempted, "delivered": sent.delivered, "failed": sent.failed},
             f"Attempted {sent.attempted} due webhook delivery(ies): {sent.delivered} delivered,"
