@@ -3,6 +3,8 @@ import os
 
 from celery import Celery, bootsteps, signals
 
+from config.logging_config import OnChange
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("cowry")
@@ -51,7 +53,7 @@ class Heartbeat(bootsteps.StartStopStep):
 
 # Whether this worker's last heartbeat failed: a Redis outage is one warning, not a traceback
 # every WORKER_HEARTBEAT_SECONDS, and its end one line.
-_heartbeat_failing = {"now": False}
+_HEARTBEAT_FAILING = OnChange(False)
 
 
 def _heartbeat() -> None:
@@ -60,18 +62,16 @@ def _heartbeat() -> None:
     try:
         health.heartbeat_record()
     except Exception as exc:  # Redis away: /health says so; the next beat tries again
-        if not _heartbeat_failing["now"]:
+        if _HEARTBEAT_FAILING.changed(True):
             logger.warning(
                 "Could not record the worker heartbeat (%s: %s); /health reports the worker"
                 " as unknown until Redis answers (not logged again until then)",
                 type(exc).__name__,
                 exc,
             )
-        _heartbeat_failing["now"] = True
         return
-    if _heartbeat_failing["now"]:
+    if _HEARTBEAT_FAILING.changed(False):
         logger.info("Worker heartbeat recorded again")
-    _heartbeat_failing["now"] = False
 
 
 app.steps["consumer"].add(Heartbeat)

@@ -14,6 +14,8 @@ from django.conf import settings
 from django.core.cache import caches
 from django.db import connection
 
+from config.logging_config import OnChange
+
 logger = logging.getLogger("cowry")
 
 HEARTBEAT_KEY = "worker-heartbeat"
@@ -66,14 +68,13 @@ def checks() -> dict[str, str]:
 
 # The required checks that failed at this process's last /health: an outage is a WARNING when
 # it starts (or what fails changes) and an INFO when it ends, not a line per probe.
-_failing = {"now": ()}
+_REQUIRED_FAILING = OnChange(())
 
 
 def _change_log(results: dict[str, str]) -> None:
     failing = tuple(name for name in REQUIRED if results[name] != "ok")
-    if failing == _failing["now"]:
+    if not _REQUIRED_FAILING.changed(failing):
         return
-    _failing["now"] = failing
     if failing:
         logger.warning(
             "/health unavailable (503): %s (logged again when this changes, per web process)",

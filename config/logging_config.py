@@ -85,3 +85,17 @@ class OncePer:
             return False
         self._last[key] = at
         return True
+
+
+class OnChange:
+    """Whether a condition's state differs from the last one seen in this process: an outage
+    is a line when it starts and one when it ends, not a line per check."""
+
+    def __init__(self, state: object) -> None:
+        self.state = state
+
+    def changed(self, state: object) -> bool:
+        if state == self.state:
+            return False
+        self.state = state
+        return True

@@ -12,9 +12,9 @@ def health_cache_on(private_redis, settings):  # noqa: F811
         **settings.CACHES,
         "health": {**settings.CACHES["health"], "LOCATION": private_redis.url},
     }
-    celery._heartbeat_failing["now"] = False
+    celery._HEARTBEAT_FAILING.state = False
     yield private_redis
-    celery._heartbeat_failing["now"] = False
+    celery._HEARTBEAT_FAILING.state = False
 
 
 def test_a_redis_outage_is_one_warning_without_traceback_and_its_end_one_line(

@@ -131,7 +131,7 @@ def test_a_broker_outage_is_one_warning_on_health_and_its_end_one_line(
 ):
     """Load-balancer probes every few seconds: no django.request ERROR per 503, one WARNING
     when the broker goes away and one INFO when it is back (per web process)."""
-    monkeypatch.setitem(health._failing, "now", ())
+    monkeypatch.setattr(health._REQUIRED_FAILING, "state", ())
     caplog.set_level("INFO")
     anonymous = APIClient(raise_request_exception=False)
     assert anonymous.get("/health").status_code == 200
