@@ -194,13 +194,6 @@ def refunds_stale_submissions(*, now: datetime) -> list[UUID]:
     return _resubmitted(Refund, _stale_disbursements(Refund, before=before, now=now), now=now)
 
 
-def ids_shown(ids: list[Any]) -> str:
-    """The first UNAVAILABLE_IDS_LOGGED ids, and how many more: a line stays a line."""
-    more = len(ids) - UNAVAILABLE_IDS_LOGGED
-    shown = ", ".join(str(each) for each in ids[:UNAVAILABLE_IDS_LOGGED])
-    return f"{shown} and {more} more" if more > 0 else shown
-
-
 def _resubmitted(
     model: type[Payin] | type[Payout] | type[Refund],
     rows: list[tuple[UUID, UUID]],
@@ -306,6 +299,13 @@ def _status_apply(payment_id: UUID, party: dict[str, Any], *, kind: str, callbac
 UNAVAILABLE_IDS_LOGGED = 10
 
 
+def _ids_shown(ids: list[Any]) -> str:
+    """The first UNAVAILABLE_IDS_LOGGED ids, and how many more: a line stays a line."""
+    more = len(ids) - UNAVAILABLE_IDS_LOGGED
+    shown = ", ".join(str(each) for each in ids[:UNAVAILABLE_IDS_LOGGED])
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
 def _unavailable_log(unavailable: list[tuple[UUID, Exception]]) -> None:
     """One line a run for a provider that cannot give statuses (every 30 s while it is down),
     not a traceback per overdue payment."""
@@ -313,5 +313,5 @@ def _unavailable_log(unavailable: list[tuple[UUID, Exception]]) -> None:
         "Provider status unavailable (%s) for %d overdue payment(s): %s; asked again next run",
         unavailable[0][1],
         len(unavailable),
-        ids_shown([payment_id for payment_id, _ in unavailable]),
+        _ids_shown([payment_id for payment_id, _ in unavailable]),
     )
