@@ -319,7 +319,7 @@ if len(WEBHOOK_RETRY_SCHEDULE) != 6:
 WEBHOOK_TIMEOUT_SECONDS = _duration(
     "WEBHOOK_TIMEOUT_SECONDS", env.float("WEBHOOK_TIMEOUT_SECONDS", default=10)
 )
-# Webhook signing secrets are stored Fernet-encrypted (webhooks.secrets_at_rest). Comma-separated
+# Webhook signing secrets are stored Fernet-encrypted (config.secrets_at_rest). Comma-separated
 # Fernet keys: the first encrypts, every one decrypts (rotation: put the new key first, run
 # `reencrypt_webhook_secrets`, then drop the old key). The default is a fixed DEVELOPMENT-ONLY
 # key, public in this file; config.settings_production refuses it.

@@ -22,7 +22,7 @@ from django.utils.safestring import mark_safe
 from unfold import admin as unfold_admin
 from unfold.decorators import action as unfold_action
 
-from config import secret_once
+from config import secret_once, secrets_at_rest
 from config.exceptions import DomainError
 from config.fields import format_timestamp
 from merchants import dashboard, display, object_actions
@@ -35,7 +35,7 @@ from merchants.dashboard import (
     known_values_filter,
 )
 from merchants.models import AuditAction
-from webhooks import secrets_at_rest, selectors, services
+from webhooks import selectors, services
 from webhooks.admin_deliveries import (  # and their pages
     attempts_log,
     error_shown,

@@ -4,10 +4,9 @@ from uuid import UUID
 from django.db import models
 from django.db.models import Case, Exists, OuterRef, Prefetch, QuerySet, Value, When
 
-from config import pagination
+from config import pagination, secrets_at_rest
 from config.exceptions import NotFound
 from merchants.models import Merchant
-from webhooks import secrets_at_rest
 from webhooks.models import TEST_EVENT_TYPE, Delivery, DeliveryStatus, Event, WebhookEndpoint
 
 OPEN_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.DELIVERING)

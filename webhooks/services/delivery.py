@@ -14,8 +14,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from config import secrets_at_rest
 from config.logging_config import OncePer
-from webhooks import secrets_at_rest, selectors
+from webhooks import selectors
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus
 from webhooks.services.events import delivery_enqueue, serialize
 from webhooks.services.sending import Claim, Outcome, post

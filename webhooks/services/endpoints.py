@@ -14,11 +14,10 @@ from django.core.validators import URLValidator
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
-from config import netguard
+from config import netguard, secrets_at_rest
 from config.exceptions import DomainError, NotFound
 from merchants import services as merchant_services
 from merchants.models import AuditAction, Merchant
-from webhooks import secrets_at_rest
 from webhooks.models import (
     TEST_EVENT_TYPE,
     DeliveryAttempt,
