@@ -34,8 +34,16 @@ def ensure_system_user() -> None:
     try:
         pwd.getpwnam(SYSTEM_USER)
     except KeyError:
-        nologin = shutil.which("nologin") or "/bin/false"
-        command = ["useradd", "--system", "--no-create-home", "--shell", nologin, SYSTEM_USER]
+        # root's PATH may lack the sbin directories (`su` without `-`, a bare container)
+        path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+        useradd = shutil.which("useradd", path=path)
+        if useradd is None:
+            raise RuntimeError(
+                f"Running as root, the embedded PostgreSQL needs the system user {SYSTEM_USER}:"
+                " create it (no login, no home) or set DATABASE_URL to a server of yours."
+            ) from None
+        nologin = shutil.which("nologin", path=path) or "/bin/false"
+        command = [useradd, "--system", "--no-create-home", "--shell", nologin, SYSTEM_USER]
         subprocess.run(command, check=True)  # noqa: S603 (fixed arguments)
 
 

@@ -38,6 +38,20 @@ def test_the_embedded_server_starts_in_a_fresh_directory_answers_and_stops():
         assert not (data / "postmaster.pid").exists()  # a clean shutdown removes it
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the system user is made only under root")
+def test_under_root_the_servers_user_is_made_even_when_path_lacks_sbin(monkeypatch):
+    import pwd
+
+    name = f"cowry_pg_check_{os.getpid()}"
+    monkeypatch.setattr(embedded_postgres, "SYSTEM_USER", name)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # as `su` without `-` leaves it
+    try:
+        embedded_postgres.ensure_system_user()
+        assert pwd.getpwnam(name).pw_shell in {"/usr/sbin/nologin", "/sbin/nologin", "/bin/false"}
+    finally:
+        subprocess.run(["/usr/sbin/userdel", name], check=False, capture_output=True)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
