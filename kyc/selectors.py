@@ -2,7 +2,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from customers import selectors as customer_selectors
-from customers.models import Customer, KycStatus
+from customers.models import Customer
 from kyc.models import KycDocument, KycSubmission
 from merchants.models import Merchant
 
@@ -31,8 +31,3 @@ def kyc_state_get(*, merchant: Merchant, customer_id: UUID) -> KycState:
     """The merchant's customer's KYC; another merchant's customer is a 404."""
     customer = customer_selectors.customer_get(merchant=merchant, customer_id=customer_id)
     return kyc_state_for(customer=customer)
-
-
-def customer_kyc_approved(*, customer: Customer) -> bool:
-    """What a corridor that requires KYC checks."""
-    return customer.kyc_status == KycStatus.APPROVED

@@ -110,14 +110,6 @@ def refund_list(
     return pagination.paginate(queryset.prefetch_related("history"), page=page)
 
 
-def wallet_balance(*, merchant: Merchant, currency: str) -> tuple[Decimal, Decimal]:
-    """(available, reserved) of the merchant in this currency; zero when it has no wallet."""
-    wallet = Wallet.objects.filter(merchant=merchant, currency=currency).first()
-    if wallet is None:
-        return Decimal(0), Decimal(0)
-    return wallet.available, wallet.reserved
-
-
 def payin_list(
     *,
     merchant: Merchant,

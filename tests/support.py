@@ -1,12 +1,14 @@
-"""Test helpers: an API client that speaks as one merchant."""
+"""Test helpers: an API client that speaks as one merchant, a wallet's balance."""
 
 import uuid
+from decimal import Decimal
 from typing import Any
 
 from rest_framework.test import APIClient
 
 from merchants import services
 from merchants.models import Merchant
+from payments.models import Wallet
 
 
 class MerchantClient:
@@ -31,3 +33,11 @@ class MerchantClient:
         if idempotency_key is not None:
             extra["HTTP_IDEMPOTENCY_KEY"] = idempotency_key
         return self.client.post(path, body, format="json", **extra)
+
+
+def wallet_balance(*, merchant: Merchant, currency: str) -> tuple[Decimal, Decimal]:
+    """(available, reserved) of the merchant in this currency; zero when it has no wallet."""
+    wallet = Wallet.objects.filter(merchant=merchant, currency=currency).first()
+    if wallet is None:
+        return Decimal(0), Decimal(0)
+    return wallet.available, wallet.reserved

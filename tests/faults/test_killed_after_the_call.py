@@ -14,10 +14,10 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from payments import ledger, selectors, services, tasks
+from payments import ledger, services, tasks
 from payments.models import Journal, Payout
 from tests.payments.conftest import create_customer, create_quote, fund, payout_body
-from tests.support import MerchantClient
+from tests.support import MerchantClient, wallet_balance
 from tests.transfers import conftest as transfers
 from tests.worker import celery_worker, wait_until
 from transfers.models import Transfer
@@ -52,7 +52,7 @@ def _assert_payout_paid_once(merchant, payout_id: str, debit, event, provider_re
     assert event.event_type == "payout.completed"
     kinds = sorted(Journal.objects.filter(resource_id=payout_id).values_list("kind", flat=True))
     assert kinds == ["payout_completed", "payout_reserved"]
-    assert selectors.wallet_balance(merchant=merchant, currency="XOF") == (
+    assert wallet_balance(merchant=merchant, currency="XOF") == (
         Decimal("20000") - debit,
         Decimal(0),
     )
@@ -98,7 +98,7 @@ def test_worker_killed_after_the_provider_paid_a_payout_pays_it_once(
     assert (payout.status, payout.provider_reference) == ("pending", "")
     assert not Event.objects.filter(data_id=payout_id).exists()
     debit = payout.debit_amount  # 10000 + 1% + 100
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("20000") - debit,
         debit,
     )

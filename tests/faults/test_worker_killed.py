@@ -16,7 +16,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from payments import ledger, selectors, services, tasks
+from payments import ledger, services, tasks
 from payments.models import Journal, Payin
 from tests.faults.conftest import (
     WORKER_ENV,
@@ -25,7 +25,7 @@ from tests.faults.conftest import (
     backends_waiting_on_a_lock,
 )
 from tests.payments.conftest import create_customer, create_quote, payin_body
-from tests.support import MerchantClient
+from tests.support import MerchantClient, wallet_balance
 from tests.worker import celery_worker, wait_until
 from webhooks import services as webhook_services
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Event
@@ -91,7 +91,7 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     assert payin.status == "pending"
     assert not Journal.objects.filter(resource_id=payin.pk).exists()
     assert not Event.objects.filter(data_id=payin.pk).exists()
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(0)
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(0)
 
     # The killed worker had moved the payin to pending (no provider reference yet): the
     # sweep of lost submissions resubmits it when next due (the body of
@@ -114,7 +114,7 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     assert Event.objects.filter(data_id=payin_id).count() == 1
     assert Journal.objects.filter(resource_id=payin_id).count() == 1
     # 9850 credited (10000 less the 1.5% fee), once.
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal("9850")
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal("9850")
     assert ledger.ledger_breaches() == []
     assert set(hanging_receiver.webhook_ids()) == {str(event.id)}
 

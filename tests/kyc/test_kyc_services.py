@@ -190,11 +190,6 @@ class TestReview:
         assert file_server.requests == ["/id.png"]
         assert KycDocument.objects.get(pk=document.id).front_file.name == first_file
 
-    def test_customer_kyc_approved_selector(self, customer):
-        assert selectors.customer_kyc_approved(customer=customer) is False
-        customer.kyc_status = "approved"
-        assert selectors.customer_kyc_approved(customer=customer) is True
-
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_submissions_are_numbered_and_the_latest_decides(

@@ -4,9 +4,9 @@ from decimal import Decimal
 
 import pytest
 
-from payments import selectors, services
+from payments import services
 from tests.payments.conftest import SN_PHONE, create_customer, create_quote, fund, payin_body
-from tests.support import MerchantClient
+from tests.support import MerchantClient, wallet_balance
 from tests.worker import wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -24,7 +24,7 @@ def _final(api, path, worker) -> dict:
 
 
 def _balances(merchant):
-    return selectors.wallet_balance(merchant=merchant, currency="XOF")
+    return wallet_balance(merchant=merchant, currency="XOF")
 
 
 def test_full_and_partial_refunds_complete_or_fail_through_a_real_worker(

@@ -4,7 +4,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from payments import ledger, provider, selectors, services, tasks
+from payments import ledger, provider, services, tasks
 from payments.models import Payin, Payout, ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
 from tests.payments.conftest import (
@@ -20,6 +20,7 @@ from tests.payments.conftest import (
     payin_body,
     payout_body,
 )
+from tests.support import wallet_balance
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -60,7 +61,7 @@ def _assert_timed_out_and_released(api, merchant, payout_id: str) -> None:
     """Failed for its timeout, its whole reservation back in the 20000 XOF wallet."""
     body = api.get(f"/payouts/{payout_id}").json()
     assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
-    assert selectors.wallet_balance(merchant=merchant, currency="XOF") == (
+    assert wallet_balance(merchant=merchant, currency="XOF") == (
         Decimal("20000"),
         Decimal("0"),
     )
@@ -73,7 +74,7 @@ def test_a_silent_payout_is_failed_by_the_sweep_and_its_reservation_released(
     payout_id = _silent_payout(
         enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
     )
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("9800"),
         Decimal("10200"),
     )
@@ -111,7 +112,7 @@ def test_a_late_answer_after_the_timeout_changes_nothing_and_is_kept_for_reconci
     payout = Payout.objects.get(pk=payout_id)
     assert payout.status == "failed"
     assert payout.history.count() == 2
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("20000"),
         Decimal("0"),
     )
@@ -236,7 +237,7 @@ def test_the_sweep_asks_the_provider_first_and_applies_a_payout_answer_that_was_
     assert payout["history"][-1]["reason"] != "provider_timeout"
     assert failed == 0  # answered, not timed out
     # a completed payout's money left; a declined one's reservation came back
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         available,
         reserved,
     )
@@ -275,7 +276,7 @@ def test_the_sweep_applies_a_payin_answer_that_was_lost_and_still_fails_a_silent
         "failed",
         "provider_timeout",
     )
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(
         lost["receive_amount"]
     )
     assert ledger.ledger_breaches() == []
@@ -313,7 +314,7 @@ def test_one_legs_status_trouble_does_not_hold_up_the_other_timeouts(
     statuses = [enabled_api.get(f"/payouts/{i}").json()["status"] for i in payout_ids]
     assert statuses == ["pending", "pending", "failed"]
     still_reserved = sum(Decimal(p["wallet_impact"]["debit_amount"]) for p in payouts[:2])
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[1] == still_reserved
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF")[1] == still_reserved
     assert ledger.ledger_breaches() == []
 
 
@@ -324,16 +325,14 @@ def test_a_payout_whose_status_cannot_be_asked_stays_pending_until_the_provider_
     quote = create_quote(enabled_api, "payout")
     with django_capture_on_commit_callbacks(execute=True):
         payout = enabled_api.post("/payouts", payout_body(quote, customer, "+221770021999")).json()
-    available_before = selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0]
+    available_before = wallet_balance(merchant=enabled_merchant, currency="XOF")[0]
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
 
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusTroubleGateway"
     for _ in range(2):  # failing it would free money the provider may have paid out
         assert services.payments_fail_timed_out(now=later) == 0
     assert enabled_api.get(f"/payouts/{payout['id']}").json()["status"] == "pending"
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == (
-        available_before
-    )
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == (available_before)
     assert not Event.objects.filter(data_id=payout["id"]).exists()
     assert "could not be asked its status" in caplog.text
 
@@ -393,7 +392,7 @@ def test_a_payout_whose_submission_may_be_in_flight_waits_then_times_out(
 
     assert services.payments_fail_timed_out(now=due) == 0  # may still reach the provider
     assert Payout.objects.get(pk=payout_id).status == "pending"
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[1] > 0
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF")[1] > 0
 
     after_any_call = started + timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
     assert services.payments_fail_timed_out(now=after_any_call) == 1
