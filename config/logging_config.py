@@ -75,6 +75,10 @@ class OncePer:
     """Whether a line about `key` is due: at most once per `seconds` in this process, so a
     condition met on every request or task is a line a minute, not a flood."""
 
+    # Past this many keys, those whose line is no longer recent are forgotten: a worker that
+    # runs for months keeps only the keys of the last `seconds`.
+    KEYS_KEPT = 1000
+
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self._last: dict[object, float] = {}
@@ -84,6 +88,8 @@ class OncePer:
         if last is not None and last <= at < last + self.seconds:
             return False
         self._last[key] = at
+        if len(self._last) > self.KEYS_KEPT:
+            self._last = {k: t for k, t in self._last.items() if t <= at < t + self.seconds}
         return True
 
 
