@@ -8,10 +8,10 @@ import pytest
 from django.db import transaction
 from django.test import Client
 
-from payments import selectors
 from payments.models import Journal, Payin, Refund
 from tests import locks
 from tests.dashboard.conftest import page_token
+from tests.support import wallet_balance
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +42,7 @@ def test_the_same_confirmation_sent_twice_creates_one_refund_and_shows_it(
     assert "was already created; nothing more leaves the wallet" in second.content.decode()
     assert (refund.amount, refund.status) == (Decimal("2500"), "completed")
     assert reservations() == 1
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("7350"),
         Decimal("0"),
     )

@@ -5,9 +5,9 @@ from decimal import Decimal
 import pytest
 from django.utils.html import strip_tags
 
-from payments import selectors
 from payments.models import Refund
 from tests.dashboard.conftest import page_token
+from tests.support import wallet_balance
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +40,7 @@ def test_the_owner_refunds_a_payin_after_a_confirmation_saying_what_leaves_the_w
         "completed",
         "Order cancelled",
     )
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("7350"),
         Decimal("0"),
     )

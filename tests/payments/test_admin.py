@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
-from payments import ledger, selectors, services
+from payments import ledger, services
 from payments.models import Payout, ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
 from tests.payments.conftest import (
@@ -20,6 +20,7 @@ from tests.payments.conftest import (
     payin_body,
     payout_body,
 )
+from tests.support import wallet_balance
 from webhooks import services as webhook_services
 from webhooks.models import Delivery, Event
 
@@ -97,14 +98,14 @@ def test_support_marks_a_stuck_payout_failed_its_reserve_released_and_recorded(
 ):
     fund(enabled_merchant, "50000")
     payout = _pending_payout(enabled_api, customer, django_capture_on_commit_callbacks)
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")[1] > 0
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF")[1] > 0
 
     with django_capture_on_commit_callbacks(execute=True):
         assert _mark_failed(_support_client(), payout["id"]).status_code == 302
 
     body = enabled_api.get(f"/payouts/{payout['id']}").json()
     assert (body["status"], body["history"][-1]["reason"]) == ("failed", "marked_failed_by_support")
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("50000"),
         Decimal("0"),
     )
@@ -137,7 +138,7 @@ def test_marking_failed_is_refused_for_a_final_payout_and_for_merchant_staff(
             "/payouts", payout_body(create_quote(enabled_api, "payout"), customer)
         ).json()
     pending = _pending_payout(enabled_api, customer, django_capture_on_commit_callbacks)
-    balance = selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")
+    balance = wallet_balance(merchant=enabled_merchant, currency="XOF")
 
     support = _support_client()
     refused = support.post(
@@ -157,7 +158,7 @@ def test_marking_failed_is_refused_for_a_final_payout_and_for_merchant_staff(
         enabled_api.get(f"/payouts/{p['id']}").json()["status"] for p in (completed, pending)
     ]
     assert statuses == ["completed", "pending"]
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == balance
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == balance
     assert not AuditLogEntry.objects.filter(action="support.action").exists()
 
 

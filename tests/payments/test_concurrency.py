@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from payments import ledger, selectors
+from payments import ledger
 from payments.models import Payin, Payout
 from tests.locks import together
 from tests.payments.conftest import (
@@ -15,7 +15,7 @@ from tests.payments.conftest import (
     payin_body,
     payout_body,
 )
-from tests.support import MerchantClient
+from tests.support import MerchantClient, wallet_balance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +39,7 @@ def test_concurrent_payouts_never_overdraw_the_wallet(enabled_merchant):
     assert len(refused) == 3
     assert {body["error"]["reason"] for body in refused} == {"insufficient_balance"}
     assert Payout.objects.count() == 2
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("9600"),
         Decimal("20400"),
     )
@@ -93,7 +93,7 @@ def test_concurrent_provider_answers_post_the_ledger_once(enabled_merchant):
     payout = Payout.objects.get(pk=payout_id)
     assert payout.status in ("completed", "failed")
     assert payout.history.count() == 2
-    available, reserved = selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")
+    available, reserved = wallet_balance(merchant=enabled_merchant, currency="XOF")
     assert reserved == 0
     assert available == (Decimal("9800") if payout.status == "completed" else Decimal("20000"))
     assert ledger.ledger_breaches() == []
@@ -127,7 +127,7 @@ def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_me
     assert Payout.objects.get(pk=payout_id).history.count() == 2
     assert AuditLogEntry.objects.filter(target=payout_id).count() == 1
     assert Event.objects.filter(data_id=payout_id).count() == 1
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("20000"),
         Decimal("0"),
     )

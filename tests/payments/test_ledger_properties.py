@@ -9,10 +9,11 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from payments import ledger, selectors, services
+from payments import ledger, services
 from quotes import services as quote_services
 from tests.catalog import enable_everything
 from tests.factories import CustomerFactory, MerchantFactory
+from tests.support import wallet_balance
 
 pytestmark = pytest.mark.django_db
 
@@ -111,7 +112,7 @@ def test_ledger_invariants_hold_after_every_step(ops, catalog, django_capture_on
             reserved = Decimal(0)
             silent_payouts.clear()
 
-        assert selectors.wallet_balance(merchant=merchant, currency="XOF") == (
+        assert wallet_balance(merchant=merchant, currency="XOF") == (
             available,
             reserved,
         )

@@ -3,7 +3,7 @@ from decimal import Decimal
 
 import pytest
 
-from payments import ledger, selectors
+from payments import ledger
 from payments.models import Journal, Payout
 from tests.payments.conftest import (
     DECLINED_PHONE,
@@ -11,13 +11,14 @@ from tests.payments.conftest import (
     fund,
     payout_body,
 )
+from tests.support import wallet_balance
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
 
 
 def _balances(merchant):
-    return selectors.wallet_balance(merchant=merchant, currency="XOF")
+    return wallet_balance(merchant=merchant, currency="XOF")
 
 
 def test_payout_reserves_the_debit_then_completes_and_settles_it(

@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 from django.db.models import Sum
 
-from payments import selectors, services
+from payments import services
 from payments.models import Payin, Payout, Refund
 from tests.locks import together
 from tests.payments.conftest import (
@@ -17,7 +17,7 @@ from tests.payments.conftest import (
     payin_body,
     payout_body,
 )
-from tests.support import MerchantClient
+from tests.support import MerchantClient, wallet_balance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,7 +51,7 @@ def test_ten_concurrent_refunds_of_one_payin_never_refund_more_than_it(enabled_m
     assert {body["error"]["reason"] for body in refused} == {"refund_exceeds_payin"}
     total = Refund.objects.filter(payin_id=payin_id).aggregate(total=Sum("amount"))["total"]
     assert total == Decimal("9000")
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("100850"),  # 9850 + 100000 - 9000 paid back
         Decimal("0"),
     )
@@ -80,7 +80,7 @@ def test_concurrent_refunds_and_payouts_never_overdraw_the_wallet(enabled_mercha
     assert len(created) + len(refused) == 6, results
     assert {body["error"]["reason"] for body in refused} == {"insufficient_balance"}
     assert len(created) == 2  # 29550 holds two debits of 10000 or 10200, not three
-    available, _ = selectors.wallet_balance(merchant=enabled_merchant, currency="XOF")
+    available, _ = wallet_balance(merchant=enabled_merchant, currency="XOF")
     debited = sum(Refund.objects.values_list("amount", flat=True)) + sum(
         Payout.objects.values_list("debit_amount", flat=True)
     )

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from payments import ledger, provider, selectors, services
+from payments import ledger, provider, services
 from payments.models import Journal, ProviderDiscrepancy, Refund
 from payments.provider.simulator import SimulatorGateway
 from tests.payments.conftest import (
@@ -16,6 +16,7 @@ from tests.payments.conftest import (
     fund,
     payin_body,
 )
+from tests.support import wallet_balance
 from webhooks import services as webhook_services
 from webhooks.models import Delivery, Event
 
@@ -25,7 +26,7 @@ PAYS_IN_ONLY_PHONE = "+221770001998"
 
 
 def _balances(merchant):
-    return selectors.wallet_balance(merchant=merchant, currency="XOF")
+    return wallet_balance(merchant=merchant, currency="XOF")
 
 
 def _completed_payin(api, customer, captured, phone: str = SN_PHONE) -> dict:

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from payments import ledger, selectors
+from payments import ledger
 from payments.models import Payin, Payout
 from tests.payments.conftest import (
     create_customer,
@@ -14,7 +14,7 @@ from tests.payments.conftest import (
     payin_body,
     payout_body,
 )
-from tests.support import MerchantClient
+from tests.support import MerchantClient, wallet_balance
 from tests.worker import wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -48,7 +48,7 @@ def test_a_payin_from_a_998_phone_completes_and_a_payout_to_it_is_declined(
     assert Payout.objects.get(pk=payout["id"]).failure_reason == "provider_declined"
 
     # 9850 from the payin + the 10000 float; the payout's reservation was released
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("19850"),
         Decimal("0"),
     )

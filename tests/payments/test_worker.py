@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from payments import ledger, selectors
+from payments import ledger
 from payments.models import Payin
 from tests.payments.conftest import (
     DECLINED_PHONE,
@@ -16,7 +16,7 @@ from tests.payments.conftest import (
     payin_body,
     payout_body,
 )
-from tests.support import MerchantClient
+from tests.support import MerchantClient, wallet_balance
 from tests.worker import celery_worker, wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -43,7 +43,7 @@ def test_payin_and_payout_complete_through_a_real_worker(enabled_merchant, celer
         lambda: api.get(f"/payouts/{payout_id}").json()["status"] == "completed", timeout=60
     )
     # 9850 from the payin + 10000 float - (5000 + 150 fee)
-    assert selectors.wallet_balance(merchant=enabled_merchant, currency="XOF") == (
+    assert wallet_balance(merchant=enabled_merchant, currency="XOF") == (
         Decimal("14700"),
         Decimal("0"),
     )
