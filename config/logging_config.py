@@ -75,21 +75,23 @@ class OncePer:
     """Whether a line about `key` is due: at most once per `seconds` in this process, so a
     condition met on every request or task is a line a minute, not a flood."""
 
-    # Past this many keys, those whose line is no longer recent are forgotten: a worker that
-    # runs for months keeps only the keys of the last `seconds`.
+    # Past this many keys (or twice what the last pruning kept), those whose line is no longer
+    # recent are forgotten: a worker that runs for months keeps only the last `seconds`' keys.
     KEYS_KEPT = 1000
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self._last: dict[object, float] = {}
+        self._prune_above = self.KEYS_KEPT
 
     def due(self, key: object, *, at: float) -> bool:
         last = self._last.get(key)
         if last is not None and last <= at < last + self.seconds:
             return False
         self._last[key] = at
-        if len(self._last) > self.KEYS_KEPT:
+        if len(self._last) > self._prune_above:
             self._last = {k: t for k, t in self._last.items() if t <= at < t + self.seconds}
+            self._prune_above = max(self.KEYS_KEPT, 2 * len(self._last))
         return True
 
 

@@ -39,22 +39,19 @@ def _imported_apps(path: Path) -> set[str]:
 @pytest.mark.parametrize("app", APPS)
 def test_an_app_imports_only_the_apps_below_it(app):
     allowed = {app, "config", *APPS[: APPS.index(app)]}
-    wrong = {
-        str(path.relative_to(ROOT)): sorted(_imported_apps(path) - allowed)
-        for path in _modules(app)
-        if _imported_apps(path) - allowed
+    imports = {
+        str(path.relative_to(ROOT)): _imported_apps(path) - allowed for path in _modules(app)
     }
-    assert wrong == {}
+    assert {name: sorted(apps) for name, apps in imports.items() if apps} == {}
 
 
 def test_the_config_kernel_imports_no_app():
-    wrong = {
-        name: sorted(_imported_apps(path) - {"config"})
+    imports = {
+        name: _imported_apps(path) - {"config"}
         for path in _modules("config")
         if (name := str(path.relative_to(ROOT))) not in CONFIG_ROOT_MODULES
-        and _imported_apps(path) - {"config"}
     }
-    assert wrong == {}
+    assert {name: sorted(apps) for name, apps in imports.items() if apps} == {}
 
 
 def _application_modules() -> list[Path]:
