@@ -4,12 +4,16 @@ from datetime import datetime
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models.functions import Concat
 from django.utils import timezone
 
 from config.money import CURRENCIES, format_amount
 
 CURRENCY_CHOICES = [(c, c) for c in CURRENCIES]
 AMOUNT = {"max_digits": 20, "decimal_places": 2}
+# <COUNTRY>_<OPERATOR>_<RAIL>, e.g. CM_MTN_MOMO; the constraint also ties COUNTRY and RAIL to
+# the operator's fields.
+OPERATOR_CODE_PATTERN = r"^[A-Z]{2}_[A-Z0-9]+(_[A-Z0-9]+)*_(MOMO|BANK)$"
 
 
 class RailType(models.TextChoices):
@@ -97,6 +101,19 @@ class Operator(models.Model):
             models.CheckConstraint(
                 condition=models.Q(rail_type__in=RailType.values), name="operator_rail_valid"
             ),
+            models.CheckConstraint(
+                condition=models.Q(code__regex=OPERATOR_CODE_PATTERN)
+                & models.Q(code__startswith=Concat("country_code", models.Value("_")))
+                & (
+                    models.Q(rail_type=RailType.MOBILE_MONEY, code__endswith="_MOMO")
+                    | models.Q(rail_type=RailType.BANK_TRANSFER, code__endswith="_BANK")
+                ),
+                name="operator_code_names_country_and_rail",
+                violation_error_message=(
+                    "The code must be <COUNTRY>_<OPERATOR>_<RAIL> in capitals: its country's"
+                    " code first, MOMO last for mobile money, BANK for a bank transfer."
+                ),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -122,7 +139,39 @@ class Corridor(models.Model):
             models.CheckConstraint(
                 condition=models.Q(corridor_type__in=CorridorType.values),
                 name="corridor_type_valid",
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    code=Concat(
+                        "payer_country",
+                        models.Value("-"),
+                        "recipient_country",
+                        models.Value("-"),
+                        "payer_currency",
+                        models.Value("-"),
+                        "recipient_currency",
+                        output_field=models.CharField(),
+                    )
+                ),
+                name="corridor_code_names_route",
+                violation_error_message=(
+                    "The code must be <payer_country>-<recipient_country>-<payer_currency>-"
+                    "<recipient_currency>, e.g. CM-SN-XAF-XOF."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    corridor_type=CorridorType.DOMESTIC, payer_country=models.F("recipient_country")
+                )
+                | (
+                    models.Q(corridor_type=CorridorType.CROSS_BORDER)
+                    & ~models.Q(payer_country=models.F("recipient_country"))
+                ),
+                name="corridor_type_matches_countries",
+                violation_error_message=(
+                    "A corridor within one country is domestic; between two, cross-border."
+                ),
+            ),
         ]
 
     def __str__(self) -> str:
