@@ -13,6 +13,12 @@ from rest_framework import serializers
 
 CURRENCIES = ("XAF", "XOF")
 
+# The countries whose money each currency is: the CEMAC's XAF and the UEMOA's XOF.
+CURRENCY_COUNTRIES = {
+    "XAF": ("CF", "CG", "CM", "GA", "GQ", "TD"),
+    "XOF": ("BF", "BJ", "CI", "GW", "ML", "NE", "SN", "TG"),
+}
+
 # Digits after the decimal point that a currency can carry.
 MINOR_UNITS = {"XAF": 0, "XOF": 0}
 

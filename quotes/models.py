@@ -7,13 +7,24 @@ from django.db import models
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from config.money import CURRENCIES, format_amount
+from config.money import CURRENCIES, CURRENCY_COUNTRIES, format_amount
 
 CURRENCY_CHOICES = [(c, c) for c in CURRENCIES]
 AMOUNT = {"max_digits": 20, "decimal_places": 2}
 # <COUNTRY>_<OPERATOR>_<RAIL>, e.g. CM_MTN_MOMO; the constraint also ties COUNTRY and RAIL to
 # the operator's fields.
 OPERATOR_CODE_PATTERN = r"^[A-Z]{2}_[A-Z0-9]+(_[A-Z0-9]+)*_(MOMO|BANK)$"
+
+
+def _currency_of_country(*, country: str, currency: str) -> models.Q:
+    """The row's `currency` field is the money of its `country` field."""
+    return models.Q.create(
+        [
+            models.Q(**{currency: code, f"{country}__in": countries})
+            for code, countries in CURRENCY_COUNTRIES.items()
+        ],
+        connector=models.Q.OR,
+    )
 
 
 class RailType(models.TextChoices):
@@ -114,6 +125,13 @@ class Operator(models.Model):
                     " code first, MOMO last for mobile money, BANK for a bank transfer."
                 ),
             ),
+            models.CheckConstraint(
+                condition=_currency_of_country(country="country_code", currency="currency"),
+                name="operator_currency_of_its_country",
+                violation_error_message=(
+                    "The currency must be the country's: XAF in the CEMAC, XOF in the UEMOA."
+                ),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -170,6 +188,14 @@ class Corridor(models.Model):
                 name="corridor_type_matches_countries",
                 violation_error_message=(
                     "A corridor within one country is domestic; between two, cross-border."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=_currency_of_country(country="payer_country", currency="payer_currency")
+                & _currency_of_country(country="recipient_country", currency="recipient_currency"),
+                name="corridor_currencies_of_its_countries",
+                violation_error_message=(
+                    "Each currency must be its country's: XAF in the CEMAC, XOF in the UEMOA."
                 ),
             ),
         ]

@@ -1,5 +1,6 @@
-"""Catalog codes say what they route: an operator's names its country and rail, a corridor's its
-countries and currencies, so a quote never shows a code that contradicts its own fields."""
+"""Catalog rows agree with themselves: an operator's code names its country and rail, a
+corridor's its countries and currencies, and each currency is its country's money, so a quote
+never shows a code or a currency that contradicts its route."""
 
 from decimal import Decimal
 
@@ -59,6 +60,21 @@ def test_admin_refuses_an_operator_code_that_contradicts_its_fields(admin_client
     assert not Operator.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"currency": "XAF"},  # Senegal pays in XOF
+        {"code": "CM_CBAO_BANK", "country_code": "CM"},  # Cameroon pays in XAF
+    ],
+)
+def test_admin_refuses_an_operator_in_another_countrys_currency(admin_client, fields):
+    response = admin_client.post(reverse("admin:quotes_operator_add"), _operator_form(**fields))
+    assert response.status_code == 200
+    errors = " ".join(response.context["adminform"].form.non_field_errors())
+    assert "XAF in the CEMAC, XOF in the UEMOA" in errors
+    assert not Operator.objects.exists()
+
+
 def test_admin_adds_an_operator_whose_code_matches(admin_client):
     response = admin_client.post(reverse("admin:quotes_operator_add"), _operator_form())
     assert response.status_code == 302
@@ -74,6 +90,14 @@ def test_admin_adds_an_operator_whose_code_matches(admin_client):
         (
             {"code": "CM-CM-XAF-XAF", "recipient_country": "CM"},
             "within one country is domestic",
+        ),
+        (
+            {"code": "CM-GA-XAF-XOF", "recipient_currency": "XOF"},
+            "XAF in the CEMAC, XOF in the UEMOA",
+        ),
+        (
+            {"code": "CM-SN-XOF-XOF", "recipient_country": "SN", "payer_currency": "XOF"},
+            "XAF in the CEMAC, XOF in the UEMOA",
         ),
     ],
 )
