@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 
 from merchants import services as merchant_services
 from merchants.models import Merchant
-from quotes.models import Corridor, FeeSchedule, FxRate, Operator
+from quotes.models import RAIL_SUFFIX, Corridor, FeeSchedule, FxRate, Operator, RailType
 
 # country -> (currency, [(operator part, display name)])
 COVERAGE: dict[str, tuple[str, list[tuple[str, str]]]] = {
@@ -33,8 +33,6 @@ COVERAGE: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ],
     ),
 }
-
-RAIL_SUFFIX = {"mobile_money": "MOMO", "bank_transfer": "BANK"}
 
 # Operator prediction: the network names phonenumbers' carrier data gives each network's numbers
 # (Free Senegal is "Yas" since its rebrand, Togocom "Togo Telecom"); ops edit them in the admin.
@@ -89,7 +87,7 @@ def operators() -> list[dict]:
     rows = []
     for country, (currency, names) in COVERAGE.items():
         for part, name in names:
-            code = f"{country}_{part}_{RAIL_SUFFIX['mobile_money']}"
+            code = f"{country}_{part}_{RAIL_SUFFIX[RailType.MOBILE_MONEY]}"
             rows.append(
                 {
                     "code": code,

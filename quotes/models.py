@@ -11,9 +11,6 @@ from config.money import CURRENCIES, CURRENCY_COUNTRIES, format_amount
 
 CURRENCY_CHOICES = [(c, c) for c in CURRENCIES]
 AMOUNT = {"max_digits": 20, "decimal_places": 2}
-# <COUNTRY>_<OPERATOR>_<RAIL>, e.g. CM_MTN_MOMO; the constraint also ties COUNTRY and RAIL to
-# the operator's fields.
-OPERATOR_CODE_PATTERN = r"^[A-Z]{2}_[A-Z0-9]+(_[A-Z0-9]+)*_(MOMO|BANK)$"
 
 
 def _currency_of_country(*, country: str, currency: str) -> models.Q:
@@ -30,6 +27,13 @@ def _currency_of_country(*, country: str, currency: str) -> models.Q:
 class RailType(models.TextChoices):
     MOBILE_MONEY = "mobile_money"
     BANK_TRANSFER = "bank_transfer"
+
+
+# The last part of an operator's code names its rail.
+RAIL_SUFFIX = {RailType.MOBILE_MONEY: "MOMO", RailType.BANK_TRANSFER: "BANK"}
+# <COUNTRY>_<OPERATOR>_<RAIL>, e.g. CM_MTN_MOMO; the constraint also ties COUNTRY and RAIL to
+# the operator's fields.
+OPERATOR_CODE_PATTERN = rf"^[A-Z]{{2}}_[A-Z0-9]+(_[A-Z0-9]+)*_({'|'.join(RAIL_SUFFIX.values())})$"
 
 
 class CorridorType(models.TextChoices):
@@ -115,9 +119,12 @@ class Operator(models.Model):
             models.CheckConstraint(
                 condition=models.Q(code__regex=OPERATOR_CODE_PATTERN)
                 & models.Q(code__startswith=Concat("country_code", models.Value("_")))
-                & (
-                    models.Q(rail_type=RailType.MOBILE_MONEY, code__endswith="_MOMO")
-                    | models.Q(rail_type=RailType.BANK_TRANSFER, code__endswith="_BANK")
+                & models.Q.create(
+                    [
+                        models.Q(rail_type=rail, code__endswith=f"_{suffix}")
+                        for rail, suffix in RAIL_SUFFIX.items()
+                    ],
+                    connector=models.Q.OR,
                 ),
                 name="operator_code_names_country_and_rail",
                 violation_error_message=(
