@@ -190,9 +190,8 @@ def test_the_worker_submits_a_payin_the_provider_answers_at_once(
         body = {"quote_id": quote["id"], "customer_id": customer["id"]}
         payins.append(api.post("/payins", {**body, "source": {"phone": "+221770001234"}}).json())
     payment_services.payin_submit(payin_id=payins[0]["id"], now=timezone.now())
-    # 18 in three transactions: the claim and move to pending; the answer's move with its
-    # journal, wallet, event and deliveries; the receipt's reference kept (an UPDATE that finds
-    # it already stored, left so one submitter serves every kind of payment)
-    with django_assert_num_queries(18):
+    # 17 in two transactions: the claim and move to pending; the answer's move with its
+    # journal, wallet, event and deliveries, which stores the receipt's reference with it
+    with django_assert_num_queries(17):
         payment_services.payin_submit(payin_id=payins[1]["id"], now=timezone.now())
     assert Payin.objects.get(pk=payins[1]["id"]).provider_reference.startswith("SIM-")

@@ -75,8 +75,12 @@ def _payin_send(payin: Payin, *, now: datetime) -> None:
             payin_id=payin.id, to=PayinStatus.FAILED, reason=rejected.reason, at=now
         )
         return
-    provider.receipt_answer_deliver(receipt, callback=PAYIN_CALLBACK, reference=str(payin.id))
-    provider_reference_store(payin, "provider_reference", receipt.provider_reference, refresh=False)
+    if receipt.outcome is None:
+        provider_reference_store(
+            payin, "provider_reference", receipt.provider_reference, refresh=False
+        )
+    else:  # the answer's move stores the reference with it
+        provider.receipt_answer_deliver(receipt, callback=PAYIN_CALLBACK, reference=str(payin.id))
 
 
 def payout_submit(*, payout_id: UUID, now: datetime) -> None:
@@ -141,7 +145,11 @@ def _disbursement_send(payment: Payout | Refund, *, now: datetime) -> None:
     except provider.ProviderRejected as rejected:
         leg["fail"](to="failed", reason=rejected.reason, at=now)
         return
-    provider.receipt_answer_deliver(receipt, callback=leg["callback"], reference=str(payment.id))
-    provider_reference_store(
-        payment, "provider_reference", receipt.provider_reference, refresh=False
-    )
+    if receipt.outcome is None:
+        provider_reference_store(
+            payment, "provider_reference", receipt.provider_reference, refresh=False
+        )
+    else:  # the answer's move stores the reference with it
+        provider.receipt_answer_deliver(
+            receipt, callback=leg["callback"], reference=str(payment.id)
+        )

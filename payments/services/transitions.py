@@ -103,7 +103,12 @@ def late_answer_ignored(
     reason: str,
     at: datetime,
 ) -> None:
-    """An answer for a payment already final: kept for reconciliation when it contradicts."""
+    """An answer for a payment already final: kept for reconciliation when it contradicts. Its
+    provider reference is kept on a payment that has none (failed before its receipt came)."""
+    if provider_reference and not payment.provider_reference:
+        type(payment).objects.filter(pk=payment.pk, provider_reference="").update(
+            provider_reference=provider_reference
+        )
     final = payment.status in (provider.COMPLETED, provider.FAILED)
     if final and outcome != payment.status:
         provider_discrepancy_record(

@@ -124,6 +124,26 @@ def test_a_late_answer_after_the_timeout_changes_nothing_and_is_kept_for_reconci
     assert discrepancy.resolved_at is None
 
 
+def test_a_late_answer_keeps_its_reference_on_a_payin_failed_before_its_receipt(
+    enabled_api, customer
+):
+    quote = create_quote(enabled_api, "payin")
+    payin_id = enabled_api.post("/payins", payin_body(quote, customer)).json()["id"]  # unsent
+    services.payin_transition(
+        payin_id=payin_id, to="failed", reason="marked_failed_by_support", at=timezone.now()
+    )
+    provider.deliver_answer(
+        callback=services.PAYIN_CALLBACK,
+        reference=payin_id,
+        provider_reference="SIM-late",
+        outcome=provider.COMPLETED,
+    )
+    payin = enabled_api.get(f"/payins/{payin_id}").json()
+    assert (payin["status"], payin["provider_reference"]) == ("failed", "SIM-late")
+    assert ProviderDiscrepancy.objects.get().provider_reference == "SIM-late"
+    assert ledger.ledger_breaches() == []
+
+
 def test_a_repeated_answer_that_agrees_records_no_discrepancy(
     enabled_api, customer, django_capture_on_commit_callbacks
 ):
