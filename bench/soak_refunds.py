@@ -1,7 +1,8 @@
 """The soak's refunds: full and partial refunds of its completed payins (some collected from a
 phone ending 998, whose refunds the sandbox declines), races of concurrent refunds asking for
 more than remains (one or some win, the rest get 400 refund_exceeds_payin), and a refund of a
-failed payin (400 payin_not_refundable); then the checks on what the database holds."""
+failed payin (400 payin_not_refundable) or of a remainder under the operator's minimum (400
+amount_below_minimum); then the checks on what the database holds."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from bench import loadgen, recorder
 
 PAYS_IN_ONLY_PHONE = "+221770001998"  # collections complete, disbursements (refunds) declined
 RACERS = 3  # concurrent refund requests in a race
+# Every seeded operator's min_amount (quotes.catalog): a refund is refused below it, so a
+# remainder under it cannot be refunded on its own (400 amount_below_minimum).
+OPERATOR_MINIMUM = Decimal(100)
 
 
 @dataclass
@@ -81,9 +85,13 @@ class Refunds:
         if item is None:
             return
         left = item.amount - item.asked
-        if left >= 2 and random.random() < 0.6:
+        if left < OPERATOR_MINIMUM:
+            await self._below_minimum(item)
+            return
+        if left > OPERATOR_MINIMUM and random.random() < 0.6:
             self.kinds["partial"] += 1
-            body = {"amount": str(random.randint(1, int(left) - 1)), "reason": "soak partial"}
+            amount = random.randint(int(OPERATOR_MINIMUM), int(left) - 1)
+            body = {"amount": str(amount), "reason": "soak partial"}
         else:
             self.kinds["full"] += 1
             body = {}
@@ -100,6 +108,16 @@ class Refunds:
         if item.asked < item.amount:
             self.pool.append(item)
 
+    async def _below_minimum(self, item: Refundable) -> None:
+        """The remainder of a payin under the operator's minimum: refused, and left alone. (A
+        payer who only pays in declined the refunds, which freed their amounts: not asked.)"""
+        if item.pays_in_only:
+            return
+        self.kinds["remainder below minimum"] += 1
+        status, body = await self._post(item, {}, "POST /payins/{id}/refunds (remainder)", 400)
+        if status != 400 or _reason(body) != "amount_below_minimum":
+            self.bad.append(f"refund of the remainder of {item.payin_id}: {status} {body}")
+
     async def over_refund(self) -> None:
         """RACERS concurrent refunds of one completed payin (a payer who takes refunds) that
         together ask for more than is left: as many win as the remainder covers, the others
@@ -110,9 +128,12 @@ class Refunds:
         if item.pays_in_only:  # a declined refund frees its amount: a late racer may win
             self.pool.append(item)
             return
-        self.kinds["race"] += 1
         left = item.amount - item.asked
-        each = left if random.random() < 0.5 else max(Decimal(1), (left * 4 / 10).quantize(1))
+        if left < OPERATOR_MINIMUM:
+            await self._below_minimum(item)
+            return
+        self.kinds["race"] += 1
+        each = left if random.random() < 0.5 else max(OPERATOR_MINIMUM, (left * 4 / 10).quantize(1))
         body = {"amount": str(each), "reason": "soak race"}
         label = "POST /payins/{id}/refunds (race)"
         answers = await asyncio.gather(
