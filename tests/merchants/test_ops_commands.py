@@ -155,3 +155,26 @@ def test_commands_that_set_something_are_safe_to_run_twice():
     assert MerchantMembership.objects.get(user__username="amina").role == "developer"
     assert Client().login(username="amina", password="s3cret-pw-staff")
     assert WebhookEndpoint.objects.filter(merchant_id=merchant_id).count() == 1
+
+
+def test_create_staff_user_reads_a_password_of_dash_from_standard_input():
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    out = StringIO()
+    typed = StringIO("a passphrase kept off argv\n")
+    call_command(
+        "create_staff_user",
+        "ana",
+        "--password",
+        "-",
+        "--support",
+        "--json",
+        stdin=typed,
+        stdout=out,
+    )
+    assert json.loads(out.getvalue()) == {"username": "ana", "merchant_id": None, "role": "support"}
+    assert Client().login(username="ana", password="a passphrase kept off argv")
+    with pytest.raises(CommandError, match="at least 12 characters"):  # nothing typed
+        call_command("create_staff_user", "bo", "--password", "-", "--support", stdin=StringIO())
+    assert not get_user_model().objects.filter(username="bo").exists()

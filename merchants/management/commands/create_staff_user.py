@@ -1,20 +1,29 @@
+import sys
+
 from django.core.management.base import CommandError
 
 from config.ops import OpsCommand
 from merchants import services
 
+READ_STDIN = "-"  # as --password: read the password from standard input
+
 
 class Command(OpsCommand):
     help = "Create a dashboard login: merchant staff (--merchant and --role) or --support."
+    stealth_options = ("stdin",)
 
     def add_command_arguments(self, parser) -> None:
         parser.add_argument("username")
-        parser.add_argument("--password", required=True)
+        parser.add_argument(
+            "--password", required=True, help="the password, or - to read it from standard input"
+        )
         parser.add_argument("--merchant", dest="merchant_id")
         parser.add_argument("--role", choices=["owner", "developer", "viewer"])
         parser.add_argument("--support", action="store_true")
 
-    def run(self, *, username, password, merchant_id, role, support, **_) -> None:
+    def run(self, *, username, password, merchant_id, role, support, **options) -> None:
+        if password == READ_STDIN:  # kept out of the shell's history and the process list
+            password = options.get("stdin", sys.stdin).readline().rstrip("\r\n")
         if support and (merchant_id or role):
             raise CommandError("--support takes no --merchant or --role.")
         if not support and not (merchant_id and role):
