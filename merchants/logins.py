@@ -21,6 +21,7 @@ import logging
 
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
@@ -169,6 +170,15 @@ def login_unlock(*, username: str, address: str = "") -> dict[str, int]:
     return {what: int(count or 0) for what, count in zip(stored, held, strict=True)}
 
 
+def logged_username(username: str) -> str:
+    """The username as a login's log line shows it: quoted when it is a user's; otherwise only
+    its length, since a name that is nobody's is often a password typed in the wrong field."""
+    user_model = get_user_model()
+    if user_model._default_manager.filter(**{user_model.USERNAME_FIELD: username}).exists():
+        return repr(username)
+    return f"unknown ({len(username)} characters)"
+
+
 class DashboardLoginForm(AdminAuthenticationForm):
     """The admin's login form, throttled: over the limit, the attempt is refused before the
     password is checked, with one message whether or not the username exists."""
@@ -190,8 +200,8 @@ class DashboardLoginForm(AdminAuthenticationForm):
         address = client_address(self.request)
         if not attempt_allowed(username=username, address=address):
             logger.warning(
-                "Dashboard login refused, too many failures: username %r from %s",
-                username,
+                "Dashboard login refused, too many failures: username %s from %s",
+                logged_username(username),
                 address,
             )
             minutes = max(1, round(settings.LOGIN_FAILURE_WINDOW_SECONDS / 60))
@@ -201,7 +211,9 @@ class DashboardLoginForm(AdminAuthenticationForm):
         try:
             cleaned = super().clean()
         except ValidationError:
-            logger.warning("Dashboard login failed: username %r from %s", username, address)
+            logger.warning(
+                "Dashboard login failed: username %s from %s", logged_username(username), address
+            )
             raise
         attempt_succeeded(username=username, address=address)
         logger.info("Dashboard login: username %r from %s", username, address)

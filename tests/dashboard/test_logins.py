@@ -266,6 +266,18 @@ def test_failed_and_refused_logins_are_logged_with_username_and_address_never_th
         assert WRONG not in repr(entry.detail) and PASSWORD not in repr(entry.detail)
 
 
+def test_a_username_that_is_nobodys_is_logged_by_its_length_not_its_text(amina, caplog):
+    """A password typed in the username field must not reach the logs."""
+    client = browser("198.51.100.8")
+    with caplog.at_level(logging.DEBUG):
+        log_in(client, PASSWORD, PASSWORD)
+
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    unknown = f"unknown ({len(PASSWORD)} characters)"
+    assert warnings == [f"Dashboard login failed: username {unknown} from 198.51.100.8"]
+    assert PASSWORD not in caplog.text
+
+
 # --- Redis down -----------------------------------------------------------------------------
 
 
