@@ -75,12 +75,7 @@ def _payin_send(payin: Payin, *, now: datetime) -> None:
             payin_id=payin.id, to=PayinStatus.FAILED, reason=rejected.reason, at=now
         )
         return
-    if receipt.outcome is None:
-        provider_reference_store(
-            payin, "provider_reference", receipt.provider_reference, refresh=False
-        )
-    else:  # the answer's move stores the reference with it
-        provider.receipt_answer_deliver(receipt, callback=PAYIN_CALLBACK, reference=str(payin.id))
+    _receipt_keep(payin, receipt, callback=PAYIN_CALLBACK)
 
 
 def payout_submit(*, payout_id: UUID, now: datetime) -> None:
@@ -145,11 +140,17 @@ def _disbursement_send(payment: Payout | Refund, *, now: datetime) -> None:
     except provider.ProviderRejected as rejected:
         leg["fail"](to="failed", reason=rejected.reason, at=now)
         return
+    _receipt_keep(payment, receipt, callback=leg["callback"])
+
+
+def _receipt_keep(
+    payment: Payin | Payout | Refund, receipt: provider.ProviderReceipt, *, callback: str
+) -> None:
+    """Keep what a receipt says of a payment the caller is done with: its answer, whose move
+    stores the provider reference with it, or else the reference alone."""
     if receipt.outcome is None:
         provider_reference_store(
             payment, "provider_reference", receipt.provider_reference, refresh=False
         )
-    else:  # the answer's move stores the reference with it
-        provider.receipt_answer_deliver(
-            receipt, callback=leg["callback"], reference=str(payment.id)
-        )
+    else:
+        provider.receipt_answer_deliver(receipt, callback=callback, reference=str(payment.id))
