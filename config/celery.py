@@ -3,7 +3,7 @@ import os
 
 from celery import Celery, bootsteps, signals
 
-from config.logging_config import OnChange
+from core.log_limits import OnChange
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 

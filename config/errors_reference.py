@@ -1,8 +1,8 @@
 """The error reference: every error `code` and `reason` the service can answer, found in the code.
 
-Reasons come from the DomainError subclasses (found by walking the apps' modules, wherever they
-live), from `DomainError(..., reason="...")` raised ad hoc, from the HTTP-level errors of
-config/exceptions.py, and from what gunicorn refuses before Django (config/gunicorn_worker.py).
+Reasons come from the DomainError subclasses listed in error_classes() (a test fails when one is
+missing), from `DomainError(..., reason="...")` raised ad hoc, from the HTTP-level errors of
+core/exceptions.py, and from what gunicorn refuses before Django (config/gunicorn_worker.py).
 What each means and what to do is written in GUIDANCE; docs/errors.md is this module's output
 (`python -m config.errors_reference --write`), and a test fails when it is stale or a reason
 has no guidance.
@@ -10,15 +10,14 @@ has no guidance.
 
 import ast
 import functools
-import importlib
 import inspect
-import pkgutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("config", "merchants", "customers", "kyc", "quotes", "payments", "transfers", "webhooks")
+# The packages whose source is read for ad hoc `SomeError(..., reason="...")` calls.
+SOURCES = ("core", "merchants", "customers", "kyc", "webhooks", "quotes", "payments", "transfers")
 DOC = ROOT / "docs" / "errors.md"
 
 
@@ -32,25 +31,175 @@ class Entry:
 
 
 @functools.cache
-def _import_app_modules() -> None:
-    """Import every module of the apps (not migrations or commands) so each error class exists."""
-    for app in APPS:
-        package = importlib.import_module(app)
-        for info in pkgutil.walk_packages(package.__path__, prefix=f"{app}."):
-            name = info.name
-            if ".migrations" in name or ".management" in name or name.startswith("config.settings"):
-                continue
-            if name in ("config.wsgi", "config.asgi", "config.celery"):
-                continue
-            importlib.import_module(name)
+def error_classes() -> tuple[type, ...]:
+    """Every error class the service answers with, the kernel's first, then the apps' in their
+    order; imported here, once Django is set up."""
+    from core.exceptions import DomainError, NotFound
+    from customers.selectors import CustomerBlocked, CustomerNotFound, CustomerNotFoundForPayment
+    from customers.services import DuplicateExternalRef
+    from kyc.services import KycAlreadyDecided
+    from kyc.status import KycTransitionRefused
+    from merchants.idempotency import (
+        IdempotencyKeyInvalid,
+        IdempotencyKeyMissing,
+        IdempotencyKeyReused,
+        RequestInProgress,
+    )
+    from merchants.services import DuplicateMerchantName, InvalidCredentials
+    from merchants.team import TeamChangeRefused
+    from payments.ledger.adjustments import (
+        AdjustmentReferenceUsed,
+        DiscrepancyNotCreditable,
+        DiscrepancyNotDebitable,
+        InvalidAdjustment,
+    )
+    from payments.ledger.journals import BalanceOutOfRange, InsufficientBalance
+    from payments.selectors import PayinNotFound, PayoutNotFound, RefundNotFound
+    from payments.services.parties import PartyInvalid, PartyRoutingMismatch
+    from payments.services.payouts import PayoutNotStuck
+    from payments.services.refunds import PayinNotRefundable, RefundExceedsPayin
+    from payments.services.transitions import InvalidTransition
+    from payments.statements import InvalidStatementRange
+    from quotes.prediction import OperatorUnknown, PhoneInvalid
+    from quotes.quote_pricing import (
+        AmountAboveMaximum,
+        AmountBelowMinimum,
+        AmountTooSmallForFees,
+        BadRequest,
+        FxRateUnavailable,
+        InvalidAmountPrecision,
+    )
+    from quotes.selectors import (
+        CorridorInactive,
+        CorridorNotEnabled,
+        OperatorClosed,
+        OperatorInactive,
+        OperatorNotEnabled,
+        QuoteNotFound,
+        UnknownCorridor,
+        UnknownOperator,
+    )
+    from quotes.services import (
+        AmountAmbiguous,
+        AmountRequired,
+        CurrencyMismatch,
+        OperatorCountryMismatch,
+        PayerOperatorMismatch,
+        PayinCurrencyMismatch,
+        PayinCurrencyRequired,
+        PayoutCurrencyMismatch,
+        QuoteConsumed,
+        QuoteCustomerMismatch,
+        QuoteExpired,
+        QuoteFlowMismatch,
+        QuoteNotFoundForPayment,
+        RailMismatch,
+        RecipientOperatorMismatch,
+        SendFieldConflict,
+    )
+    from transfers.selectors import TransferNotFound
+    from transfers.services.create import KycNotApproved, SenderDetailsRequired
+    from transfers.services.relaunch import (
+        InvalidPayoutAmount,
+        InvalidPayoutAmountPrecision,
+        PayoutAmountAboveOriginal,
+    )
+    from transfers.services.support import (
+        CollectedFundsNotReturnable,
+        ProviderCompletionNotApplicable,
+    )
+    from transfers.services.transitions import TransferNotRelaunchable
+    from webhooks.selectors import EventNotFound
+    from webhooks.services.endpoints import (
+        InvalidEventTypes,
+        InvalidSigningSecret,
+        InvalidWebhookUrl,
+        TooManyWebhookEndpoints,
+        WebhookNotConfigured,
+    )
+    from webhooks.services.resend import NoWebhookEndpoint
 
-
-def _subclasses(cls: type) -> list[type]:
-    found: list[type] = []
-    for sub in cls.__subclasses__():
-        found.append(sub)
-        found.extend(_subclasses(sub))
-    return found
+    return (
+        DomainError,
+        NotFound,
+        IdempotencyKeyMissing,
+        IdempotencyKeyInvalid,
+        IdempotencyKeyReused,
+        RequestInProgress,
+        InvalidCredentials,
+        DuplicateMerchantName,
+        TeamChangeRefused,
+        CustomerNotFound,
+        CustomerNotFoundForPayment,
+        CustomerBlocked,
+        DuplicateExternalRef,
+        KycAlreadyDecided,
+        KycTransitionRefused,
+        EventNotFound,
+        InvalidWebhookUrl,
+        InvalidSigningSecret,
+        WebhookNotConfigured,
+        TooManyWebhookEndpoints,
+        InvalidEventTypes,
+        NoWebhookEndpoint,
+        PhoneInvalid,
+        OperatorUnknown,
+        BadRequest,
+        InvalidAmountPrecision,
+        AmountBelowMinimum,
+        AmountAboveMaximum,
+        FxRateUnavailable,
+        AmountTooSmallForFees,
+        QuoteNotFound,
+        UnknownOperator,
+        OperatorInactive,
+        OperatorNotEnabled,
+        OperatorClosed,
+        UnknownCorridor,
+        CorridorInactive,
+        CorridorNotEnabled,
+        OperatorCountryMismatch,
+        CurrencyMismatch,
+        RailMismatch,
+        PayerOperatorMismatch,
+        RecipientOperatorMismatch,
+        PayinCurrencyMismatch,
+        PayoutCurrencyMismatch,
+        PayinCurrencyRequired,
+        AmountRequired,
+        AmountAmbiguous,
+        SendFieldConflict,
+        QuoteNotFoundForPayment,
+        QuoteExpired,
+        QuoteConsumed,
+        QuoteFlowMismatch,
+        QuoteCustomerMismatch,
+        InvalidAdjustment,
+        AdjustmentReferenceUsed,
+        DiscrepancyNotCreditable,
+        DiscrepancyNotDebitable,
+        InsufficientBalance,
+        BalanceOutOfRange,
+        PayinNotFound,
+        PayoutNotFound,
+        RefundNotFound,
+        PartyInvalid,
+        PartyRoutingMismatch,
+        PayoutNotStuck,
+        PayinNotRefundable,
+        RefundExceedsPayin,
+        InvalidTransition,
+        InvalidStatementRange,
+        TransferNotFound,
+        SenderDetailsRequired,
+        KycNotApproved,
+        PayoutAmountAboveOriginal,
+        InvalidPayoutAmount,
+        InvalidPayoutAmountPrecision,
+        ProviderCompletionNotApplicable,
+        CollectedFundsNotReturnable,
+        TransferNotRelaunchable,
+    )
 
 
 def _call_name(node: ast.Call) -> str:
@@ -67,8 +216,8 @@ def _ad_hoc_raises(error_names: set[str]) -> list[tuple[str, str, str]]:
     through a helper that passes its own `reason` argument on to an error."""
     files = tuple(
         (path, path.stat().st_mtime_ns)
-        for app in APPS
-        for path in sorted((ROOT / app).rglob("*.py"))
+        for package in SOURCES
+        for path in sorted((ROOT / package).rglob("*.py"))
         if "migrations" not in path.parts
     )
     return _scan(frozenset(error_names), files)
@@ -101,8 +250,8 @@ def _scan(error_names: frozenset[str], files: tuple) -> list[tuple[str, str, str
 
 
 def _http_level() -> list[Entry]:
-    """The reasons config/exceptions.py gives DRF's and Django's own errors."""
-    from config import exceptions
+    """The reasons core/exceptions.py gives DRF's and Django's own errors."""
+    from core import exceptions
 
     tree = ast.parse(inspect.getsource(exceptions))
     entries = []
@@ -131,7 +280,8 @@ def _http_level() -> list[Entry]:
 
 def _gunicorn_level() -> list[Entry]:
     """The reasons config.gunicorn_worker gives what gunicorn refuses before Django."""
-    from config import exceptions, gunicorn_worker
+    from config import gunicorn_worker
+    from core import exceptions
 
     return [
         Entry(reason, status, exceptions.CODE_BY_STATUS[status])
@@ -143,10 +293,9 @@ def discover() -> dict[tuple[int, str], Entry]:
     """Every (status, reason) the code can answer, in that order; django.setup() must have run.
     A reason answered with two statuses (customer_not_found: 404 for a path id, 400 for an id
     in the body) is two entries, each from an error class that declares its status."""
-    from config.exceptions import CODE_BY_STATUS, DomainError
+    from core.exceptions import CODE_BY_STATUS
 
-    _import_app_modules()
-    classes = [DomainError, *_subclasses(DomainError)]
+    classes = error_classes()
     entries: dict[tuple[int, str], Entry] = {}
 
     def add(reason: str, status: int, message: str, raised_by: str) -> None:
@@ -165,7 +314,7 @@ def discover() -> dict[tuple[int, str], Entry]:
         add(reason, cls.status, "", f"{module} ({name})")
     for entry in _http_level():
         existing = entries.setdefault((entry.status, entry.reason), entry)
-        existing.raised_by.add("config.exceptions")
+        existing.raised_by.add("core.exceptions")
     for entry in _gunicorn_level():
         existing = entries.setdefault((entry.status, entry.reason), entry)
         existing.raised_by.add("config.gunicorn_worker")
@@ -195,7 +344,7 @@ never on `message`); `fields` names the request fields at fault, when there are.
 def render_reasons_table() -> str:
     """The error reference as Markdown, for docs/errors.md and the OpenAPI description."""
     from config.errors_guidance import CODE_MEANINGS, GUIDANCE
-    from config.exceptions import CODE_BY_STATUS
+    from core.exceptions import CODE_BY_STATUS
 
     lines = ["## Errors", "", ERROR_SHAPE, "", "| Status | code | Meaning |", "|---|---|---|"]
     for status, code in sorted(CODE_BY_STATUS.items()):

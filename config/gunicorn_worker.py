@@ -4,7 +4,7 @@ gunicorn answers a request it cannot parse (a request line or a header over its 
 malformed request) before Django sees it, with an HTML page of its own. This worker class
 (the Procfile's `--worker-class`) makes those answers JSON: `{"error": {"code", "message",
 "reason"}}` with gunicorn's status (400, 414, 431, ...), the `code` of that status
-(config.exceptions.CODE_BY_STATUS) and the reason below, both in docs/errors.md
+(core.exceptions.CODE_BY_STATUS) and the reason below, both in docs/errors.md
 (config.errors_reference reads REASON_BY_STATUS). Importing this module changes nothing; the
 worker installs its writer when it starts. A malformed header line is named by
 its first word only, in the log and the answer: gunicorn quoted the whole line, and in
@@ -18,7 +18,7 @@ from gunicorn import util
 from gunicorn.http.errors import InvalidHeader, InvalidHeaderName
 from gunicorn.workers.sync import SyncWorker
 
-from config.exceptions import CODE_BY_STATUS
+from core.exceptions import CODE_BY_STATUS
 
 # Each status gunicorn answers (gunicorn.workers.base.Worker.handle_error) and its reason.
 REASON_BY_STATUS = {

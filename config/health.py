@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.db import connection
 
-from config.logging_config import OnChange
+from core.log_limits import OnChange
 
 logger = logging.getLogger("cowry")
 

@@ -6,29 +6,9 @@ from pathlib import Path
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.utils import OpenApiParameter
-from rest_framework import serializers
 
-from config.fields import CountryCodeField
-from config.serializers import OutputSerializer
-
-
-class ErrorDetailSerializer(serializers.Serializer):
-    code = serializers.CharField()
-    message = serializers.CharField()
-    reason = serializers.CharField(required=False)
-    fields = serializers.DictField(required=False)
-
-
-class ErrorResponseSerializer(serializers.Serializer):
-    error = ErrorDetailSerializer()
-
-
-class IdempotencyMetaSerializer(OutputSerializer):
-    idempotency_key = serializers.CharField()
-    idempotency_replayed = serializers.BooleanField()
-
-
-IDEMPOTENCY_KEY_MAX_LENGTH = 255  # merchants.idempotency.MAX_KEY_LENGTH (a test holds them equal)
+from core.fields import CountryCodeField
+from core.serializers import IDEMPOTENCY_KEY_MAX_LENGTH, ErrorResponseSerializer
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
     name="Idempotency-Key",

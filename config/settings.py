@@ -135,20 +135,20 @@ MEDIA_URL = "media/"
 
 CSRF_FAILURE_VIEW = "config.views.csrf_failure"
 # Dashboard messages are kept server-side, never in the default storage's cookie (signed, not
-# encrypted); a new secret is in none of them (config.secret_once).
+# encrypted); a new secret is in none of them (core.secret_once).
 MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["merchants.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_THROTTLE_CLASSES": ["merchants.throttling.ApiKeyRateThrottle"],
-    "DEFAULT_RENDERER_CLASSES": ["config.content.JsonRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["config.content.JsonParser"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.content.JsonWhateverTheAccept",
-    "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["core.content.JsonRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["core.content.JsonParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "core.content.JsonWhateverTheAccept",
+    "EXCEPTION_HANDLER": "core.exceptions.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "config.schema.CowryAutoSchema",
     "COERCE_DECIMAL_TO_STRING": True,
-    # config.fields.TIMESTAMP_FORMAT (DRF converts to the current time zone, UTC, first)
+    # core.fields.TIMESTAMP_FORMAT (DRF converts to the current time zone, UTC, first)
     "DATETIME_FORMAT": "%Y-%m-%dT%H:%M:%S.%fZ",
     "UNAUTHENTICATED_USER": None,
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
@@ -319,7 +319,7 @@ if len(WEBHOOK_RETRY_SCHEDULE) != 6:
 WEBHOOK_TIMEOUT_SECONDS = _duration(
     "WEBHOOK_TIMEOUT_SECONDS", env.float("WEBHOOK_TIMEOUT_SECONDS", default=10)
 )
-# Webhook signing secrets are stored Fernet-encrypted (config.secrets_at_rest). Comma-separated
+# Webhook signing secrets are stored Fernet-encrypted (core.secrets_at_rest). Comma-separated
 # Fernet keys: the first encrypts, every one decrypts (rotation: put the new key first, run
 # `reencrypt_webhook_secrets`, then drop the old key). The default is a fixed DEVELOPMENT-ONLY
 # key, public in this file; config.settings_production refuses it.

@@ -23,7 +23,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[])
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("Set ALLOWED_HOSTS to the host names the service answers on.")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
-# Fernet keys for the webhook signing secrets (config.secrets_at_rest); never the dev key.
+# Fernet keys for the webhook signing secrets (core.secrets_at_rest); never the dev key.
 WEBHOOK_SECRETS_KEYS = env.list("WEBHOOK_SECRETS_KEYS", default=[])
 if not WEBHOOK_SECRETS_KEYS or DEV_WEBHOOK_SECRETS_KEY in WEBHOOK_SECRETS_KEYS:  # noqa: F405
     raise ImproperlyConfigured(

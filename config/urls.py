@@ -5,7 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
 from config import converters, views
-from config.content import JsonErrors
+from core.content import JsonErrors
 from merchants import admin_team
 
 converters.register()  # before the apps' URLs below use it

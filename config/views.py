@@ -2,8 +2,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views import csrf, defaults
 from django.views.decorators.csrf import csrf_exempt
 
-from config import exceptions
 from config import health as health_checks
+from core import exceptions
 
 
 def _is_dashboard(request: HttpRequest) -> bool:

@@ -8,7 +8,7 @@ application = get_wsgi_application()
 
 from config.celery import app as celery_app  # noqa: E402 - Django is set up by now
 
-# The tasks the services enqueue by name (config.jobs), registered before the first request.
+# The tasks the services enqueue by name (core.jobs), registered before the first request.
 celery_app.loader.import_default_modules()
 
 # What is loaded by now lives as long as the process: keep it out of the cyclic collector's

@@ -3,8 +3,8 @@ from uuid import UUID
 
 from django.db.models import QuerySet
 
-from config import pagination
-from config.exceptions import DomainError, NotFound
+from core import pagination
+from core.exceptions import DomainError, NotFound
 from customers.models import Customer, CustomerStatus
 from merchants.models import Merchant
 

@@ -2,8 +2,8 @@ from datetime import date
 
 from rest_framework import serializers
 
-from config import pagination
-from config.fields import (
+from core import pagination
+from core.fields import (
     CountryCodeField,
     EmailAddressField,
     FullDateField,
@@ -11,8 +11,7 @@ from config.fields import (
     StrictCharField,
     TextLineField,
 )
-from config.schema import IdempotencyMetaSerializer
-from config.serializers import NullForBlank, RejectUnknownFields
+from core.serializers import IdempotencyMetaSerializer, NullForBlank, RejectUnknownFields
 from customers.models import CustomerStatus, CustomerType, IdType, KycStatus
 
 

@@ -3,7 +3,7 @@ from uuid import UUID
 
 from django.db import IntegrityError, transaction
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from customers.models import Customer, KycStatus
 from customers.selectors import CustomerNotFound
 from merchants.models import Merchant

@@ -4,7 +4,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import pagination
+from core import pagination
 from customers import selectors, services
 from customers.serializers import (
     CustomerCreateInput,

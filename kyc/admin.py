@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html_join
 from unfold import admin as unfold_admin
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from customers.admin import CustomerAdmin
 from kyc import services
 from kyc.models import FILE_SIDES, KycDocument, KycStatusChange, KycSubmission

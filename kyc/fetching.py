@@ -1,7 +1,7 @@
 """Downloading a merchant-supplied KYC file safely. No ORM here: fetch_file() returns the bytes
 or a failure reason, and the service records the result.
 
-- Every connection goes through config.netguard (the connected peer address is checked, so
+- Every connection goes through core.netguard (the connected peer address is checked, so
   URLs resolving to loopback/private/link-local/reserved addresses are refused unless
   ALLOW_PRIVATE_NETWORK_URLS).
 - Redirects are followed by hand, only to the same host and port (and never from https down
@@ -19,7 +19,7 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from config import netguard
+from core import netguard
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_REDIRECTS = 3

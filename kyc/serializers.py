@@ -7,8 +7,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from config import netguard
-from config.fields import (
+from core import netguard
+from core.fields import (
     CountryCodeField,
     FullDateField,
     StrictCharField,
@@ -16,7 +16,7 @@ from config.fields import (
     country_date,
     latest_country_date,
 )
-from config.serializers import NullForBlank, RejectUnknownFields
+from core.serializers import NullForBlank, RejectUnknownFields
 from customers.models import KycStatus
 from kyc.models import DocumentStatus, DocumentType, ReviewStatus
 

@@ -11,9 +11,9 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Max
 
-from config import jobs
-from config.exceptions import DomainError
-from config.fields import country_date
+from core import jobs
+from core.exceptions import DomainError
+from core.fields import country_date
 from customers import services as customer_services
 from customers.models import Customer, KycStatus
 from kyc import fetching, selectors

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from django.db import transaction
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from customers import services as customer_services
 from customers.models import Customer, KycStatus
 from kyc.models import KycStatusChange

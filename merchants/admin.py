@@ -9,9 +9,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from unfold import admin as unfold_admin
 
-from config import secret_once
-from config.exceptions import DomainError
-from merchants import dashboard, display, services
+from core import display, secret_once
+from core.exceptions import DomainError
+from merchants import dashboard, services
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import ApiKey, AuditLogEntry, Merchant
 

@@ -35,7 +35,7 @@ class MerchantMembershipAdmin(MerchantScopedAdmin):
 
     @admin.display(description="last login")
     def last_login(self, membership: MerchantMembership) -> str:
-        from merchants.display import timestamp
+        from core.display import timestamp
 
         return timestamp(membership.user.last_login)
 

@@ -1,7 +1,7 @@
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from config.exceptions import AUTH_CHALLENGE
+from core.exceptions import AUTH_CHALLENGE
 from merchants import services
 
 

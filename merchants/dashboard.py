@@ -27,8 +27,8 @@ from unfold import admin as unfold_admin
 from unfold.contrib.filters.admin import RangeDateTimeFilter
 from unfold.contrib.filters.admin.mixins import DropdownMixin, ValueMixin
 
-from config.exceptions import DomainError
-from merchants import display
+from core import display
+from core.exceptions import DomainError
 from merchants.models import MembershipRole, Merchant
 
 SUPPORT_GROUP = "Support"

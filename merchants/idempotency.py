@@ -23,8 +23,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from config.exceptions import DomainError
-from config.transactions import savepoint_if_nested
+from core.exceptions import DomainError
+from core.transactions import savepoint_if_nested
 from merchants.models import IdempotencyRecord, IdempotencyStatus, Merchant
 
 HEADER = "Idempotency-Key"

@@ -27,7 +27,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from redis.exceptions import RedisError
 
-from config import shared_cache
+from core import shared_cache
 
 logger = logging.getLogger("cowry")
 

@@ -25,7 +25,7 @@ from django.urls import reverse
 from rest_framework.response import Response
 from unfold.widgets import UnfoldAdminTextareaWidget
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from merchants import idempotency
 
 CONFIRMATION_TOKEN = re.compile(r"[A-Za-z0-9_-]{32}")

@@ -9,8 +9,8 @@ from django.db import connection, transaction
 from django.db.models import Model, Q
 from django.utils import timezone
 
-from config.exceptions import DomainError, NotFound
-from config.logging_config import OncePer
+from core.exceptions import DomainError, NotFound
+from core.log_limits import OncePer
 from merchants import secrets as key_secrets
 from merchants.models import (
     ApiKey,

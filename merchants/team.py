@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from merchants.models import (
     AuditAction,
     AuditLogEntry,

@@ -10,7 +10,7 @@ from django.core.cache import cache
 from redis.exceptions import RedisError
 from rest_framework.throttling import BaseThrottle
 
-from config import shared_cache
+from core import shared_cache
 
 logger = logging.getLogger("cowry")
 

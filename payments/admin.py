@@ -17,9 +17,9 @@ from django.utils.http import urlencode
 from unfold import admin as unfold_admin
 from unfold.decorators import action as unfold_action
 
-from config import money
-from config.exceptions import DomainError
-from merchants import dashboard, display, object_actions
+from core import display, money
+from core.exceptions import DomainError
+from merchants import dashboard, object_actions
 from merchants.dashboard import (
     ExactSearchMixin,
     ReadOnlyAdmin,

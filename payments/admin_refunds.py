@@ -15,9 +15,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from unfold.widgets import UnfoldAdminDecimalFieldWidget, UnfoldAdminTextInputWidget
 
-from config import money
-from config.exceptions import DomainError
-from merchants import dashboard, display, idempotency, object_actions
+from core import display, money
+from core.exceptions import DomainError
+from merchants import dashboard, idempotency, object_actions
 from merchants.models import MembershipRole
 from payments import services, views
 from payments.models import Payin

@@ -9,8 +9,8 @@ from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import DecimalField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
-from config import money, pagination
-from config.exceptions import NotFound
+from core import money, pagination
+from core.exceptions import NotFound
 from merchants.models import Merchant
 from payments.ledger.checks import ledger_check_last as ledger_check_last
 from payments.models import (

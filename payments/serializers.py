@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
-from config import pagination
-from config.fields import (
+from core import pagination
+from core.fields import (
     AccountIdentifierField,
     CountryCodeField,
     EmailAddressField,
@@ -11,9 +11,13 @@ from config.fields import (
     StrictUUIDField,
     TextLineField,
 )
-from config.money import AmountField, CurrencyField
-from config.schema import IdempotencyMetaSerializer
-from config.serializers import InputSerializer, NullForBlank, OutputSerializer
+from core.money import AmountField, CurrencyField
+from core.serializers import (
+    IdempotencyMetaSerializer,
+    InputSerializer,
+    NullForBlank,
+    OutputSerializer,
+)
 from payments.models import PayinStatus, PayoutStatus, RefundStatus
 from quotes.models import RailType
 

@@ -13,9 +13,9 @@ from uuid import UUID
 from django.db.models import Sum
 from django.utils import timezone
 
-from config import money
-from config.exceptions import DomainError
-from config.fields import format_timestamp
+from core import money
+from core.exceptions import DomainError
+from core.fields import format_timestamp
 from merchants.models import Merchant
 from payments import ledger
 from payments.models import Journal, JournalLine, Payin, Payout, Refund

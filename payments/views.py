@@ -8,9 +8,9 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import pagination
-from config.content import JsonErrors
-from config.schema import ErrorResponseSerializer
+from core import pagination
+from core.content import JsonErrors
+from core.serializers import ErrorResponseSerializer
 from merchants.idempotency import idempotent
 from merchants.models import Merchant
 from payments import selectors, services, statements

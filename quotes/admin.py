@@ -2,7 +2,8 @@ from django import forms
 from django.contrib import admin
 from unfold import admin as unfold_admin
 
-from merchants import dashboard, display
+from core import display
+from merchants import dashboard
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import MerchantCorridor, MerchantOperator
 from quotes import prediction

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from config.money import CURRENCIES, CURRENCY_COUNTRIES, format_amount
+from core.money import CURRENCIES, CURRENCY_COUNTRIES, format_amount
 
 CURRENCY_CHOICES = [(c, c) for c in CURRENCIES]
 AMOUNT = {"max_digits": 20, "decimal_places": 2}

@@ -14,7 +14,7 @@ import phonenumbers
 from django.db.models import OuterRef
 from phonenumbers import carrier
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from merchants import selectors as merchant_selectors
 from merchants.models import Merchant
 from quotes.models import Operator, RailType

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
-from config import money
+from core import money
 
 HUNDRED = Decimal(100)
 

@@ -7,9 +7,9 @@ from datetime import datetime
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
-from config import money
-from config.exceptions import DomainError
-from config.fields import format_timestamp
+from core import money
+from core.exceptions import DomainError
+from core.fields import format_timestamp
 from merchants.models import Merchant
 from quotes import pricing, selectors
 from quotes.models import Corridor, FlowType, Operator

@@ -10,8 +10,8 @@ from uuid import UUID
 
 from django.db.models import Exists, Expression, OuterRef, Q, Subquery
 
-from config import pagination
-from config.exceptions import DomainError, NotFound
+from core import pagination
+from core.exceptions import DomainError, NotFound
 from customers import selectors as customer_selectors
 from merchants import selectors as merchant_selectors
 from merchants.models import Merchant

@@ -1,10 +1,14 @@
 from rest_framework import serializers
 
-from config import money, pagination
-from config.fields import CountryCodeField, StrictCharField, StrictUUIDField
-from config.money import AmountField, CurrencyField
-from config.schema import IdempotencyMetaSerializer
-from config.serializers import InputSerializer, NullForBlank, OutputSerializer
+from core import money, pagination
+from core.fields import CountryCodeField, StrictCharField, StrictUUIDField
+from core.money import AmountField, CurrencyField
+from core.serializers import (
+    IdempotencyMetaSerializer,
+    InputSerializer,
+    NullForBlank,
+    OutputSerializer,
+)
 from quotes.models import CorridorType, FlowType, OperatorStatus, QuoteStatus, RailType
 
 

@@ -5,7 +5,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import pagination
+from core import pagination
 from merchants.idempotency import idempotent
 from quotes import prediction, selectors, services
 from quotes.models import FlowType

@@ -18,8 +18,8 @@ def _tasks_imported():
 def _eager_celery(settings):
     """Unit tests run task code in-process; the worker tests start a real worker instead."""
 
-    from config import shared_cache
     from config.celery import app
+    from core import shared_cache
 
     # nor dashboard logins refused for another test's (or an earlier run's) failures: every
     # test client logs in from 127.0.0.1, whose counter outlives a test by its window

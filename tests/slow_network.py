@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from config import netguard
+from core import netguard
 
 STALL_SECONDS = 10  # a stalled lookup answers after this at the latest (a failing test ends)
 

@@ -2,8 +2,10 @@
 
 import ast
 import gc
+import importlib
 import inspect
 import json
+import pkgutil
 import textwrap
 import uuid
 
@@ -11,10 +13,38 @@ from django.test import Client
 
 from config import errors_reference
 from config.errors_guidance import GUIDANCE
-from config.exceptions import CODE_BY_STATUS, DomainError
-from config.schema import IDEMPOTENCY_KEY_MAX_LENGTH
+from core.exceptions import CODE_BY_STATUS, DomainError
+from core.serializers import IDEMPOTENCY_KEY_MAX_LENGTH
 from merchants import idempotency
 from tests.catalog import PAYIN_QUOTE
+
+
+def _import_every_module() -> None:
+    for package in ["core", *errors_reference.SOURCES, "config"]:
+        for info in pkgutil.walk_packages(importlib.import_module(package).__path__, f"{package}."):
+            if ".migrations" in info.name or ".management" in info.name:
+                continue
+            if info.name.startswith("config.settings") or info.name in (
+                "config.wsgi",
+                "config.asgi",
+            ):
+                continue
+            importlib.import_module(info.name)
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [found for sub in cls.__subclasses__() for found in (sub, *_subclasses(sub))]
+
+
+def _missing_from_registry() -> list[str]:
+    _import_every_module()
+    defined = {DomainError, *_subclasses(DomainError)} - set(errors_reference.error_classes())
+    return sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in defined)
+
+
+def test_every_error_class_is_in_the_registry():
+    """The reference reads error_classes(): an error class defined anywhere must be listed there."""
+    assert _missing_from_registry() == []
 
 
 def test_every_reason_in_the_code_has_its_meaning_and_what_to_do():
@@ -31,17 +61,21 @@ def test_docs_errors_md_is_the_generated_reference():
     )
 
 
-def test_a_new_reason_is_found_wherever_its_class_lives_and_lacks_guidance():
+def test_a_new_error_class_must_be_registered_and_then_lacks_guidance(monkeypatch):
     class BrandNewRefusal(DomainError):
         status = 409
         reason = "brand_new_refusal"
         message = "Refused for a brand new reason."
 
     try:
+        assert any(name.endswith("BrandNewRefusal") for name in _missing_from_registry())
+        registered = (*errors_reference.error_classes(), BrandNewRefusal)
+        monkeypatch.setattr(errors_reference, "error_classes", lambda: registered)
         found = errors_reference.discover()
         assert found[409, "brand_new_refusal"].code == "conflict"
         assert "brand_new_refusal" not in GUIDANCE  # the first test would fail on it
     finally:
+        monkeypatch.undo()
         del BrandNewRefusal
         gc.collect()
     assert "brand_new_refusal" not in errors_reference.reasons()
@@ -51,7 +85,7 @@ def test_ad_hoc_and_http_level_reasons_are_found():
     found = errors_reference.discover()
     assert (400, "invalid_label") in found  # through merchants' length helper
     assert (400, "api_key_not_active") in found  # DomainError(..., reason=...)
-    assert (400, "malformed_json") in found  # config.exceptions
+    assert (400, "malformed_json") in found  # core.exceptions
     assert (429, "rate_limited") in found
     assert found[409, "idempotency_key_reused"].code == "conflict"
 
@@ -110,8 +144,7 @@ def test_a_reason_answered_with_two_statuses_is_listed_under_each(enabled_api):
 def test_no_error_class_changes_its_status_at_runtime():
     """The reference reads each class's declared status: an error that is a 404 here and a 400
     there is two classes (CustomerNotFound, CustomerNotFoundForPayment)."""
-    errors_reference._import_app_modules()
-    for cls in [DomainError, *errors_reference._subclasses(DomainError)]:
+    for cls in errors_reference.error_classes():
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
         assigned = [
             target

@@ -1,4 +1,4 @@
-"""Services enqueue tasks by their registered names (config.jobs): each name they give must be
+"""Services enqueue tasks by their registered names (core.jobs): each name they give must be
 a task the worker knows, and an unknown one is refused, not sent."""
 
 import os
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from celery.exceptions import NotRegistered
 
-from config import jobs
 from config.celery import app
+from core import jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("customers", "kyc", "merchants", "payments", "quotes", "transfers", "webhooks")

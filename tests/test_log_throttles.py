@@ -1,6 +1,6 @@
-"""config.logging_config.OncePer: a line a window per key, and no key kept for ever."""
+"""core.log_limits.OncePer: a line a window per key, and no key kept for ever."""
 
-from config.logging_config import OncePer
+from core.log_limits import OncePer
 
 
 def test_a_key_is_due_once_per_window_each_key_on_its_own():

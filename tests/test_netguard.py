@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import urllib3
 
-from config import netguard
+from core import netguard
 from tests.slow_network import SilentTlsServer, slow_connect
 
 

@@ -1,4 +1,4 @@
-"""Input serializers share their fields across instances (config.serializers.InputSerializer):
+"""Input serializers share their fields across instances (core.serializers.InputSerializer):
 each validation still gets its own errors and data, also under concurrent requests."""
 
 import threading

@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.conf import settings
 
-from config import shared_cache
+from core import shared_cache
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="needs the shared Redis")
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from config.pagination import PageRequest
+from core.pagination import PageRequest
 from customers.models import Customer
 from kyc.models import KycDocument
 from merchants import idempotency

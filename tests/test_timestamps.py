@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from config.fields import TIMESTAMP_FORMAT, format_timestamp
+from core.fields import TIMESTAMP_FORMAT, format_timestamp
 from payments.models import Payin
 from payments.statements import StatementLine, statement_csv
 from tests.payments.conftest import SN_PHONE, create_customer

@@ -14,8 +14,9 @@ from django.utils.html import format_html, format_html_join
 from unfold import admin as unfold_admin
 from unfold.decorators import action as unfold_action
 
-from config.exceptions import DomainError
-from merchants import display, object_actions
+from core import display
+from core.exceptions import DomainError
+from merchants import object_actions
 from merchants.dashboard import (
     ExactSearchMixin,
     MerchantScopedAdmin,

@@ -5,7 +5,7 @@ TransfersConfig.ready(): payments never imports transfers."""
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from payments import admin as payment_admin
 from transfers import services as transfer_services
 

@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import Case, F, OuterRef, Q, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 
-from config import money
+from core import money
 from payments import ledger, statements
 from payments import selectors as payment_selectors
 from payments.models import Journal

@@ -8,8 +8,8 @@ from uuid import UUID
 
 from django.db.models import QuerySet
 
-from config import pagination
-from config.exceptions import NotFound
+from core import pagination
+from core.exceptions import NotFound
 from merchants.models import Merchant
 from payments import ledger
 from payments import selectors as payment_selectors

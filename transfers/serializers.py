@@ -2,8 +2,8 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
-from config import pagination
-from config.fields import (
+from core import pagination
+from core.fields import (
     AccountIdentifierField,
     CountryCodeField,
     EmailAddressField,
@@ -12,9 +12,8 @@ from config.fields import (
     StrictUUIDField,
     TextLineField,
 )
-from config.money import AmountField, CurrencyField
-from config.schema import IdempotencyMetaSerializer
-from config.serializers import NullForBlank, RejectUnknownFields
+from core.money import AmountField, CurrencyField
+from core.serializers import IdempotencyMetaSerializer, NullForBlank, RejectUnknownFields
 from quotes.models import CorridorType, RailType
 from transfers.models import LegStatus, TransferStatus
 

@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import pagination
+from core import pagination
 from merchants.idempotency import idempotent
 from transfers import selectors, services
 from transfers.serializers import (

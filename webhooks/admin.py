@@ -22,10 +22,10 @@ from django.utils.safestring import mark_safe
 from unfold import admin as unfold_admin
 from unfold.decorators import action as unfold_action
 
-from config import secret_once, secrets_at_rest
-from config.exceptions import DomainError
-from config.fields import format_timestamp
-from merchants import dashboard, display, object_actions
+from core import display, secret_once, secrets_at_rest
+from core.exceptions import DomainError
+from core.fields import format_timestamp
+from merchants import dashboard, object_actions
 from merchants import services as merchant_services
 from merchants.dashboard import (
     MerchantScopedAdmin,

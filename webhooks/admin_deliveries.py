@@ -9,7 +9,8 @@ from django.db.models import BooleanField, Value
 from django.utils.html import format_html, format_html_join
 from unfold import admin as unfold_admin
 
-from merchants import dashboard, display
+from core import display
+from merchants import dashboard
 from merchants.dashboard import ReadOnlyAdmin, ScopedInlineMixin, known_values_filter
 from webhooks import services
 from webhooks.models import Delivery, DeliveryAttempt

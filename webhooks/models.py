@@ -17,7 +17,7 @@ class WebhookEndpoint(models.Model):
     """Where a merchant's events go: up to MAX_ENDPOINTS_PER_MERCHANT per merchant, each with
     its own URL, signing secret and subscribed event types (empty: every event). The oldest is
     the primary endpoint, the one `set_webhook` sets. The signing secret is stored encrypted
-    (config.secrets_at_rest: the signer needs it back, so it cannot be hashed); it is
+    (core.secrets_at_rest: the signer needs it back, so it cannot be hashed); it is
     `editable=False` so no admin form or page ever renders it, and it is shown only once, when
     it is set or rotated, or on an owner's audited reveal."""
 

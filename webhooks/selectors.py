@@ -4,8 +4,8 @@ from uuid import UUID
 from django.db import models
 from django.db.models import Case, Exists, OuterRef, Prefetch, QuerySet, Value, When
 
-from config import pagination, secrets_at_rest
-from config.exceptions import NotFound
+from core import pagination, secrets_at_rest
+from core.exceptions import NotFound
 from merchants.models import Merchant
 from webhooks.models import TEST_EVENT_TYPE, Delivery, DeliveryStatus, Event, WebhookEndpoint
 

@@ -1,8 +1,7 @@
 from rest_framework import serializers
 
-from config import pagination
-from config.schema import IdempotencyMetaSerializer
-from config.serializers import RejectUnknownFields
+from core import pagination
+from core.serializers import IdempotencyMetaSerializer, RejectUnknownFields
 from webhooks.selectors import EventDeliveryStatus
 from webhooks.services import EVENT_TYPES
 

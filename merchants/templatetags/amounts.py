@@ -3,7 +3,7 @@ the lists show it (display.amount), "1,234.5 XOF"."""
 
 from django import template
 
-from merchants import display
+from core import display
 
 register = template.Library()
 

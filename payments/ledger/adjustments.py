@@ -10,8 +10,8 @@ from uuid import UUID
 
 from django.db import models, transaction
 
-from config import money
-from config.exceptions import DomainError
+from core import money
+from core.exceptions import DomainError
 from merchants import selectors as merchant_selectors
 from merchants import services as merchant_services
 from merchants.models import AuditAction, Merchant

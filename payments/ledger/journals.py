@@ -9,9 +9,9 @@ from uuid import UUID
 from django.db.models import Subquery, Sum
 from django.utils import timezone
 
-from config import money
-from config.exceptions import DomainError
-from config.transactions import joined_atomic
+from core import money
+from core.exceptions import DomainError
+from core.transactions import joined_atomic
 from merchants.models import Merchant
 from payments.ledger.accounts import WALLET_COLUMNS, account_ids, wallet_locked
 from payments.models import Journal, JournalLine

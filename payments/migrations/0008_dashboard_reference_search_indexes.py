@@ -5,7 +5,7 @@ a transaction): the table takes writes meanwhile."""
 
 from django.db import migrations, models
 
-from config.migration_operations import AddIndexConcurrently
+from core.migration_operations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

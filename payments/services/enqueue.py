@@ -1,7 +1,7 @@
 """A payment's provider submission, enqueued after its creation commits (the sending is in
 payments.services.submission; a submission the broker lost is the sweep's)."""
 
-from config import jobs
+from core import jobs
 from payments.models import Payin, Payout, Refund
 
 # Each kind of payment's submission task, and the keyword that names the payment.

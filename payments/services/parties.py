@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from customers.selectors import CustomerNotFound  # noqa: F401  (payment_services.CustomerNotFound)
 from quotes.models import Quote, RailType
 

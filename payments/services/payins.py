@@ -8,7 +8,7 @@ from uuid import UUID
 
 from django.db import transaction
 
-from config import money
+from core import money
 from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import Payin, PayinHistory, PayinStatus

@@ -8,7 +8,7 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models import QuerySet
 
-from config import money
+from core import money
 from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import ledger, provider

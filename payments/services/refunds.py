@@ -9,8 +9,8 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet, Sum
 
-from config import money
-from config.exceptions import DomainError
+from core import money
+from core.exceptions import DomainError
 from merchants.models import Merchant
 from payments import ledger, provider
 from payments.models import (

@@ -10,7 +10,7 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models import Q
 
-from config.logging_config import OncePer
+from core.log_limits import OncePer
 from payments import provider
 from payments.models import Payin, PayinStatus, Payout, PayoutStatus, Refund, RefundStatus
 from payments.services import parties, payins, payouts, refunds

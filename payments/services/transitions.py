@@ -6,8 +6,8 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from config.exceptions import DomainError
-from config.transactions import log_on_commit
+from core.exceptions import DomainError
+from core.transactions import log_on_commit
 from payments import provider
 from payments.ledger import provider_discrepancy_record
 from payments.models import Payin, Payout, Refund

@@ -54,7 +54,7 @@ def staff_client(db):
 @pytest.fixture(autouse=True)
 def _no_login_failures_left():
     """No dashboard login counted as failed by another test (they share one Redis)."""
-    from config import shared_cache
+    from core import shared_cache
 
     client = shared_cache.redis_client()
     if client is not None:

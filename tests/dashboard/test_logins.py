@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from config import shared_cache
+from core import shared_cache
 from merchants import logins, services
 from merchants.models import AuditLogEntry
 from tests.locks import at_once

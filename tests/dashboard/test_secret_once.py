@@ -1,6 +1,6 @@
 """A new API secret or webhook signing secret waits for the page that shows it in the session,
 whose row lives in the database up to 12 h: encrypted there, and never shown after
-config.secret_once.SECRET_ONCE_SECONDS."""
+core.secret_once.SECRET_ONCE_SECONDS."""
 
 import json
 import re
@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
-from config import secret_once
+from core import secret_once
 from merchants import services
 from tests.dashboard.conftest import page_token
 from tests.webhooks.conftest import signing_secret

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from tests.extras.test_events import deliver_all, record
 from webhooks import services
 from webhooks.models import Delivery, WebhookEndpoint

@@ -20,8 +20,8 @@ import pytest
 import redis
 from django.utils import timezone
 
-from config import shared_cache
-from config.jobs import registered
+from core import shared_cache
+from core.jobs import registered
 from tests.faults.gateways import CUT_ENV, KILL_ENV, RUN_ENV, requests_key
 from tests.worker import QUEUES, _database_url, wait_until
 from webhooks import services as webhook_services

@@ -8,7 +8,7 @@ import signal
 
 from django.db import DatabaseError, connection
 
-from config import shared_cache
+from core import shared_cache
 from payments.provider.simulator import SimulatorGateway
 
 # FAULT_RUN: a token of the test run (its Redis keys); FAULT_KILL_AFTER / FAULT_CUT_AFTER: the

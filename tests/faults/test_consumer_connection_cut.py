@@ -12,7 +12,7 @@ receiver holds its request open."""
 import pytest
 from django.utils import timezone
 
-from config import shared_cache
+from core import shared_cache
 from tests.faults.conftest import WORKER_ENV, admin_connection, backend_gone
 from tests.worker import _database_url, celery_worker, wait_until
 from webhooks import services as webhook_services

@@ -9,7 +9,7 @@ from datetime import date, timedelta
 import pytest
 from django.core.files.storage import default_storage
 
-from config import netguard
+from core import netguard
 from kyc import fetching
 from kyc.models import KycDocument, KycStatusChange
 from tests.kyc.conftest import PDF, PNG

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from customers.models import Customer
 from kyc import selectors, services
 from kyc import status as kyc_status

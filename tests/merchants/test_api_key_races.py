@@ -5,7 +5,7 @@ import threading
 import pytest
 from django.db import connection
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from merchants import services
 from merchants.models import ApiKey, AuditLogEntry
 from tests.factories import MerchantFactory

@@ -4,7 +4,7 @@ import pytest
 from django.conf import settings
 from django.core.cache import cache
 
-from config import shared_cache
+from core import shared_cache
 
 pytestmark = pytest.mark.django_db
 PATH = "/customers/00000000-0000-0000-0000-000000000000"
@@ -50,7 +50,7 @@ def test_the_first_refusal_of_a_window_is_logged_once_with_the_key_and_merchant(
 def test_retry_after_is_the_wait_rounded_up_to_a_whole_second(wait, retry_after):
     from rest_framework.exceptions import Throttled
 
-    from config.exceptions import build_error_response
+    from core.exceptions import build_error_response
 
     response = build_error_response(Throttled(wait=wait))
 

@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from quotes import services, tasks
 from quotes.models import Quote
 from tests.catalog import enable_everything

@@ -3,7 +3,7 @@ from decimal import Decimal
 import pytest
 from rest_framework import serializers
 
-from config import money
+from core import money
 
 
 @pytest.mark.parametrize(

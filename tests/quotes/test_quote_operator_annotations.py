@@ -3,7 +3,7 @@ quote_operator_check_enabled() about its operator and customer, with no read of 
 
 import pytest
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from customers.models import CustomerStatus
 from merchants.models import MerchantOperator
 from quotes import selectors

@@ -4,8 +4,8 @@ move is caught as a payment's is, and each refusal answers the same 409 body as 
 import pytest
 from django.utils import timezone
 
-from config.content import JsonRenderer
-from config.exceptions import build_error_response
+from core.content import JsonRenderer
+from core.exceptions import build_error_response
 from payments import services as payment_services
 from tests.transfers.conftest import transfer_body
 from transfers import services

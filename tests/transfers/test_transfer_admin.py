@@ -6,7 +6,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
 from payments import services as payment_services

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from config.fields import format_timestamp
+from core.fields import format_timestamp
 from tests.extras.conftest import create_customer, create_payin
 from tests.support import MerchantClient
 from tests.webhooks.conftest import racing_behind_a_held_row, record_event

@@ -4,7 +4,7 @@ CONCURRENTLY (outside a transaction): the table takes writes meanwhile."""
 
 from django.db import migrations, models
 
-from config.migration_operations import AddIndexConcurrently
+from core.migration_operations import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

@@ -10,8 +10,8 @@ from uuid import UUID
 
 from django.db import transaction
 
-from config import jobs
-from config.exceptions import DomainError
+from core import jobs
+from core.exceptions import DomainError
 from customers import selectors as customer_selectors
 from customers.models import Customer, KycStatus
 from merchants.models import Merchant

@@ -3,7 +3,7 @@
 from datetime import datetime, timedelta
 from typing import Any
 
-from config import money
+from core import money
 from transfers.models import Transfer, TransferStatus
 from webhooks import services as webhook_services
 

@@ -8,8 +8,8 @@ from uuid import UUID
 
 from django.db import transaction
 
-from config import money
-from config.exceptions import DomainError
+from core import money
+from core.exceptions import DomainError
 from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import provider

@@ -7,8 +7,8 @@ from uuid import UUID
 
 from django.db import transaction
 
-from config import money
-from config.exceptions import DomainError
+from core import money
+from core.exceptions import DomainError
 from merchants import services as merchant_services
 from payments import provider
 from payments import selectors as payment_selectors

@@ -9,7 +9,7 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models import Q
 
-from config.logging_config import OncePer
+from core.log_limits import OncePer
 from payments import provider
 from payments import services as payment_services
 from transfers.models import Transfer, TransferStatus

@@ -16,9 +16,9 @@ from uuid import UUID
 
 from django.db import transaction
 
-from config import jobs
-from config.exceptions import DomainError
-from config.transactions import log_on_commit
+from core import jobs
+from core.exceptions import DomainError
+from core.transactions import log_on_commit
 from payments import services as payment_services
 from payments.services import InvalidTransition
 from transfers.models import (

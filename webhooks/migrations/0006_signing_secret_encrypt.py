@@ -1,9 +1,9 @@
-"""Encrypt the signing secrets stored in clear (config.secrets_at_rest, WEBHOOK_SECRETS_KEYS);
+"""Encrypt the signing secrets stored in clear (core.secrets_at_rest, WEBHOOK_SECRETS_KEYS);
 backwards, decrypt them again."""
 
 from django.db import migrations
 
-from config import secrets_at_rest
+from core import secrets_at_rest
 
 
 def encrypt_plaintext_secrets(apps, schema_editor) -> int:

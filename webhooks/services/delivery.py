@@ -14,8 +14,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from config import secrets_at_rest
-from config.logging_config import OncePer
+from core import secrets_at_rest
+from core.log_limits import OncePer
 from webhooks import selectors
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus
 from webhooks.services.events import delivery_enqueue, serialize

@@ -14,8 +14,8 @@ from django.core.validators import URLValidator
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
-from config import netguard, secrets_at_rest
-from config.exceptions import DomainError, NotFound
+from core import netguard, secrets_at_rest
+from core.exceptions import DomainError, NotFound
 from merchants import services as merchant_services
 from merchants.models import AuditAction, Merchant
 from webhooks.models import (

@@ -13,10 +13,10 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from kombu.exceptions import OperationalError as BrokerError
 
-from config import jobs
-from config.exceptions import NotFound
-from config.fields import format_timestamp
-from config.transactions import joined_atomic
+from core import jobs
+from core.exceptions import NotFound
+from core.fields import format_timestamp
+from core.transactions import joined_atomic
 from webhooks.models import (
     TEST_EVENT_TYPE,
     Delivery,

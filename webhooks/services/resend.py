@@ -7,7 +7,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 from merchants import services as merchant_services
 from merchants.models import Merchant
 from webhooks import selectors

@@ -9,7 +9,7 @@ from uuid import UUID
 import urllib3
 from django.conf import settings
 
-from config import netguard
+from core import netguard
 from webhooks import signing
 
 RESPONSE_PREFIX_BYTES = 1024

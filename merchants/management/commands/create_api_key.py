@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from config.ops import OpsCommand
+from core.ops import OpsCommand
 from merchants import services
 
 

@@ -2,7 +2,7 @@ import sys
 
 from django.core.management.base import CommandError
 
-from config.ops import OpsCommand
+from core.ops import OpsCommand
 from merchants import services
 
 READ_STDIN = "-"  # as --password: read the password from standard input

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from config.ops import OpsCommand
+from core.ops import OpsCommand
 from merchants import two_factor
 
 

@@ -1,4 +1,4 @@
-from config.ops import OpsCommand
+from core.ops import OpsCommand
 from merchants import logins
 
 

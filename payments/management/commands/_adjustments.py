@@ -5,8 +5,8 @@ from uuid import UUID
 
 from django.core.management.base import CommandError
 
-from config import money
-from config.ops import OpsCommand
+from core import money
+from core.ops import OpsCommand
 from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments.services import ADJUSTMENT_REFERENCE_MAX, Adjusted

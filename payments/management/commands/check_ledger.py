@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from config.ops import OpsCommand
+from core.ops import OpsCommand
 from payments import services
 
 

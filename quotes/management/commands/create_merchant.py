@@ -1,6 +1,6 @@
 from django.core.management.base import CommandError
 
-from config.ops import OpsCommand
+from core.ops import OpsCommand
 from merchants import services
 from quotes import catalog
 

@@ -1,6 +1,6 @@
 from django.utils import timezone
 
-from config.ops import OpsCommand
+from core.ops import OpsCommand
 from quotes import services
 
 

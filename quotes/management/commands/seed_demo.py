@@ -2,7 +2,7 @@ import secrets
 
 from django.db import transaction
 
-from config.ops import OpsCommand
+from core.ops import OpsCommand
 from merchants import services
 from quotes import catalog
 

@@ -1,6 +1,6 @@
 import argparse
 
-from config.ops import OpsCommand
+from core.ops import OpsCommand
 from webhooks import services
 
 

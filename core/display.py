@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from unfold.widgets import UnfoldAdminDecimalFieldWidget
 
-from config import money
+from core import money
 
 SHORT_ID_LENGTH = 8
 # A time inside a JSON value (a quote's locked_at): shown as every other time.

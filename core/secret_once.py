@@ -3,14 +3,14 @@ dashboard page that shows it (post/redirect/get).
 
 The session row lives in the database, and its backups, up to DASHBOARD_SESSION_SECONDS if the
 redirect is never followed: the secret is kept there encrypted, with the signing secrets' key
-(config.secrets_at_rest, WEBHOOK_SECRETS_KEYS), and shown only within SECRET_ONCE_SECONDS."""
+(core.secrets_at_rest, WEBHOOK_SECRETS_KEYS), and shown only within SECRET_ONCE_SECONDS."""
 
 import contextlib
 import time
 
 from django.http import HttpRequest
 
-from config import secrets_at_rest
+from core import secrets_at_rest
 
 # Time enough to follow a redirect, even slowly; after it the secret is never shown.
 SECRET_ONCE_SECONDS = 300

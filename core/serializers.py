@@ -59,3 +59,22 @@ class OutputSerializer(_FieldsBoundOnce):
 # updates: the shared fields see the first instance as their root.
 class InputSerializer(RejectUnknownFields, _FieldsBoundOnce):
     pass
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    reason = serializers.CharField(required=False)
+    fields = serializers.DictField(required=False)
+
+
+class ErrorResponseSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+class IdempotencyMetaSerializer(OutputSerializer):
+    idempotency_key = serializers.CharField()
+    idempotency_replayed = serializers.BooleanField()
+
+
+IDEMPOTENCY_KEY_MAX_LENGTH = 255  # merchants.idempotency.MAX_KEY_LENGTH (a test holds them equal)

@@ -1,5 +1,5 @@
 """Secrets encrypted at rest: the webhook signing secrets, and a new secret waiting in the
-session for the page that shows it once (config.secret_once).
+session for the page that shows it once (core.secret_once).
 
 The signer needs each secret back to compute its HMAC, so it cannot be hashed like an API
 secret; it is stored as a Fernet token (AES-128-CBC and HMAC-SHA256, from `cryptography`), so a

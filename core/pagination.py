@@ -21,7 +21,7 @@ from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from config.fields import StrictCharField, StrictIntegerField
+from core.fields import StrictCharField, StrictIntegerField
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100

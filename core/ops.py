@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from config.exceptions import DomainError
+from core.exceptions import DomainError
 
 
 class OpsCommand(BaseCommand):
