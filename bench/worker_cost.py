@@ -59,7 +59,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from customers.models import Customer
 from merchants.models import Merchant
-from payments import services as payments
+from payments.services.payins import payin_create
 from quotes import services as quotes
 
 merchant = Merchant.objects.get(id={merchant_id!r})
@@ -86,7 +86,7 @@ def payin():
             send_amount=Decimal("10000"), send_currency="XOF", now=timezone.now(),
         )
     with transaction.atomic():
-        payments.payin_create(
+        payin_create(
             merchant=merchant, quote_id=quote.id, customer_id=customer.id,
             source={{"phone": "+221770001234"}}, now=timezone.now(),
         )

@@ -28,7 +28,8 @@ from merchants.dashboard import (
     past_timeout_filter,
 )
 from merchants.models import Merchant
-from payments import admin_refunds, provider, selectors, services, statements
+from payments import admin_refunds, provider, selectors, statements
+from payments.ledger.discrepancies import provider_discrepancy_resolve
 from payments.models import (
     Journal,
     JournalLine,
@@ -42,6 +43,7 @@ from payments.models import (
     RefundHistory,
     Wallet,
 )
+from payments.services.payouts import payout_mark_failed, payouts_stuck
 from quotes import selectors as quote_selectors
 from webhooks import admin as webhook_admin
 from webhooks import selectors as webhook_selectors
@@ -227,14 +229,14 @@ class PayoutAdmin(PaymentAdmin):
         to the service, which checks under the payout's lock."""
         if object_id is None or request.method == "POST":
             return True
-        return services.payouts_stuck(now=timezone.now()).filter(pk=object_id).exists()
+        return payouts_stuck(now=timezone.now()).filter(pk=object_id).exists()
 
     @unfold_action(
         description="Mark failed", url_path="mark-failed", permissions=["support", "stuck"]
     )
     def mark_failed_detail(self, request, object_id):
         def perform(payout: Payout, reason: str) -> str:
-            services.payout_mark_failed(payout_id=payout.pk, actor=request.user, now=timezone.now())
+            payout_mark_failed(payout_id=payout.pk, actor=request.user, now=timezone.now())
             return f"Payout {payout.pk} marked failed; its reservation is released."
 
         return object_actions.confirm_then(
@@ -259,9 +261,7 @@ class PayoutAdmin(PaymentAdmin):
     def mark_failed(self, request, queryset) -> None:
         for payout in queryset:
             try:
-                services.payout_mark_failed(
-                    payout_id=payout.pk, actor=request.user, now=timezone.now()
-                )
+                payout_mark_failed(payout_id=payout.pk, actor=request.user, now=timezone.now())
             except DomainError as exc:
                 self.message_user(request, f"{payout.pk}: {exc.message}", messages.ERROR)
             else:
@@ -419,9 +419,7 @@ class ProviderDiscrepancyAdmin(ReadOnlyAdmin):
     def mark_resolved(self, request, queryset) -> None:
         now = timezone.now()
         resolved = sum(
-            services.provider_discrepancy_resolve(
-                discrepancy_id=discrepancy_id, actor=request.user, now=now
-            )
+            provider_discrepancy_resolve(discrepancy_id=discrepancy_id, actor=request.user, now=now)
             for discrepancy_id in queryset.values_list("pk", flat=True)
         )
         self.message_user(request, f"Marked {resolved} discrepancy(ies) resolved.")

@@ -19,8 +19,9 @@ from core import display, money
 from core.exceptions import DomainError
 from merchants import dashboard, idempotency, object_actions
 from merchants.models import MembershipRole
-from payments import services, views
+from payments import views
 from payments.models import Payin
+from payments.services.refunds import refundable_remainder
 
 KEY_PREFIX = "dashboard-refund:"  # the key's namespace beside the merchant's API keys
 
@@ -124,7 +125,7 @@ class PayinRefunds:
             "payin": payin,
             "payer": payin.source.get("phone") or payin.source.get("account_number", ""),
             "paid": display.amount(payin.send_amount, payin.send_currency),
-            "remainder": display.amount(services.refundable_remainder(payin), payin.send_currency),
+            "remainder": display.amount(refundable_remainder(payin), payin.send_currency),
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/payments/payin/refund.html", context)

@@ -12,7 +12,7 @@ AMOUNT = {"max_digits": 20, "decimal_places": 2}
 class Wallet(models.Model):
     """The merchant's balances in one currency. Both columns mirror the sum of the lines of the
     merchant's `merchant_available` / `merchant_reserved` ledger accounts and are only ever
-    changed by payments.ledger.post_journal, under this row's lock."""
+    changed by payments.ledger.journals.post_journal, under this row's lock."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     merchant = models.ForeignKey(

@@ -17,11 +17,11 @@ from core import money
 from core.exceptions import DomainError
 from core.fields import format_timestamp
 from merchants.models import Merchant
-from payments import ledger
+from payments.ledger.accounts import FEE_REVENUE, MERCHANT_AVAILABLE, MERCHANT_RESERVED
 from payments.models import Journal, JournalLine, Payin, Payout, Refund
 
 MAX_DAYS = 31
-WALLET_ACCOUNTS = (ledger.MERCHANT_AVAILABLE, ledger.MERCHANT_RESERVED)
+WALLET_ACCOUNTS = (MERCHANT_AVAILABLE, MERCHANT_RESERVED)
 COLUMNS = (
     "created_at",
     "journal_id",
@@ -119,7 +119,7 @@ def statement_lines(
         account__merchant=merchant, account__currency=currency, account__code__in=WALLET_ACCOUNTS
     )
     opening = wallet_lines.filter(
-        account__code=ledger.MERCHANT_AVAILABLE, journal__created_at__lt=start
+        account__code=MERCHANT_AVAILABLE, journal__created_at__lt=start
     ).aggregate(total=Sum("amount"))["total"] or Decimal(0)
     lines = list(
         wallet_lines.filter(journal__created_at__gte=start, journal__created_at__lt=end)
@@ -128,7 +128,7 @@ def statement_lines(
     )
     fees = dict(
         JournalLine.objects.filter(
-            journal_id__in={line.journal_id for line in lines}, account__code=ledger.FEE_REVENUE
+            journal_id__in={line.journal_id for line in lines}, account__code=FEE_REVENUE
         )
         .values("journal_id")
         .annotate(total=Sum("amount"))
@@ -139,7 +139,7 @@ def statement_lines(
     rows = []
     for line in lines:
         journal = line.journal
-        if line.account.code == ledger.MERCHANT_AVAILABLE:
+        if line.account.code == MERCHANT_AVAILABLE:
             balance += line.amount
         rows.append(
             StatementLine(

@@ -8,8 +8,15 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
-from payments import services
+from payments.ledger.checks import ledger_check_recorded
 from payments.provider import ProviderUnavailable, deliver_answer
+from payments.services.submission import payin_submit, payout_submit, refund_submit
+from payments.services.sweeps import (
+    payments_ask_provider,
+    payments_fail_timed_out,
+    payments_stale_submissions,
+    refunds_stale_submissions,
+)
 
 logger = logging.getLogger("cowry.payments")
 
@@ -49,7 +56,7 @@ def deliver_provider_answer(
 @shared_task(acks_late=True)
 def check_ledger(**_: object) -> dict:
     """Nightly: verify every ledger invariant; a breach is logged as an error."""
-    report = services.ledger_check_recorded(at=timezone.now())
+    report = ledger_check_recorded(at=timezone.now())
     if report["breaches"]:
         logger.error("Ledger check found %d breaches: %s", len(report["breaches"]), report)
     return report
@@ -66,17 +73,17 @@ PROVIDER_TASK_OPTIONS = {
 
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_payin(*, payin_id: str, **_: object) -> None:
-    services.payin_submit(payin_id=UUID(payin_id), now=timezone.now())
+    payin_submit(payin_id=UUID(payin_id), now=timezone.now())
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_payout(*, payout_id: str, **_: object) -> None:
-    services.payout_submit(payout_id=UUID(payout_id), now=timezone.now())
+    payout_submit(payout_id=UUID(payout_id), now=timezone.now())
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_refund(*, refund_id: str, **_: object) -> None:
-    services.refund_submit(refund_id=UUID(refund_id), now=timezone.now())
+    refund_submit(refund_id=UUID(refund_id), now=timezone.now())
 
 
 @shared_task(acks_late=True)
@@ -85,7 +92,7 @@ def fail_timed_out_payments(**_: object) -> int:
     payments_fail_timed_out for the ones it answers late or cannot be asked about), and
     re-enqueue submissions whose enqueue after commit was lost (submitting is idempotent)."""
     now = timezone.now()
-    failed = services.payments_fail_timed_out(now=now)
+    failed = payments_fail_timed_out(now=now)
     _resubmit_stale(now=now)
     return failed
 
@@ -96,16 +103,16 @@ def ask_provider_about_overdue_payments(**_: object) -> int:
     worker is applied within a run or two of it, not at the broker's visibility timeout), and
     re-enqueue submissions whose enqueue after commit was lost (submitting is idempotent)."""
     now = timezone.now()
-    applied = services.payments_ask_provider(now=now)
+    applied = payments_ask_provider(now=now)
     _resubmit_stale(now=now)
     return applied
 
 
 def _resubmit_stale(*, now: datetime) -> None:
-    payin_ids, payout_ids = services.payments_stale_submissions(now=now)
+    payin_ids, payout_ids = payments_stale_submissions(now=now)
     for payin_id in payin_ids:
         submit_payin.delay(payin_id=str(payin_id))
     for payout_id in payout_ids:
         submit_payout.delay(payout_id=str(payout_id))
-    for refund_id in services.refunds_stale_submissions(now=now):
+    for refund_id in refunds_stale_submissions(now=now):
         submit_refund.delay(refund_id=str(refund_id))

@@ -13,7 +13,7 @@ from core.content import JsonErrors
 from core.serializers import ErrorResponseSerializer
 from merchants.idempotency import idempotent
 from merchants.models import Merchant
-from payments import selectors, services, statements
+from payments import selectors, statements
 from payments.serializers import (
     BalanceListOutput,
     PayinCreateInput,
@@ -30,6 +30,9 @@ from payments.serializers import (
     RefundPageOutput,
     StatementQuery,
 )
+from payments.services.payins import payin_create
+from payments.services.payouts import payout_create
+from payments.services.refunds import refund_create
 
 
 class PayinCreateView(APIView):
@@ -62,7 +65,7 @@ class PayinCreateView(APIView):
         serializer = PayinCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        payin = services.payin_create(
+        payin = payin_create(
             merchant=request.merchant,
             quote_id=data["quote_id"],
             customer_id=data["customer_id"],
@@ -118,7 +121,7 @@ class PayoutCreateView(APIView):
         serializer = PayoutCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        payout = services.payout_create(
+        payout = payout_create(
             merchant=request.merchant,
             quote_id=data["quote_id"],
             customer_id=data["customer_id"],
@@ -218,7 +221,7 @@ def refund_created(
 ) -> Response:
     """The refund created and its 201 answer: the API's and the dashboard's Refund button's,
     each under its idempotency key (merchants.idempotency)."""
-    refund = services.refund_create(
+    refund = refund_create(
         merchant=merchant, payin_id=payin_id, amount=amount, reason=reason, now=timezone.now()
     )
     return Response(RefundOutput(refund).data, status=201)

@@ -16,7 +16,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from payments import services as payment_services
+from payments.ledger.adjustments import wallet_credit
 from payments.models import Wallet
 from quotes.models import Corridor, FeeSchedule, FxRate, Operator
 from tests.worker import _database_url
@@ -140,7 +140,7 @@ def test_a_failing_ops_command_exits_non_zero_with_one_clear_line_and_no_json(me
         assert result.stderr.startswith("CommandError: "), result.stderr
         assert "Traceback" not in result.stderr
 
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
     )
     assert _manage("check_ledger", "--json").returncode == 0

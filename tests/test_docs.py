@@ -136,7 +136,7 @@ def test_the_catalog_table_is_the_seeded_catalog():
 
 
 def test_the_webhook_events_and_retries_are_the_codes():
-    from webhooks.services import EVENT_TYPES
+    from webhooks.services.endpoints import EVENT_TYPES
 
     events = []
     for row in _table(DOCS / "webhooks.md", "## Events"):

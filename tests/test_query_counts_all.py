@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from payments import services as payment_services
 from payments.models import Payin
+from payments.services.submission import payin_submit
 from tests.kyc.test_kyc_api import passport
 from tests.payments.conftest import create_quote as payment_quote
 from tests.payments.conftest import fund, payout_body
@@ -23,7 +23,7 @@ from tests.transfers.conftest import (
 )
 from tests.transfers.conftest import create_customer as transfer_customer
 from tests.transfers.conftest import create_quote as transfer_quote
-from webhooks import services as webhook_services
+from webhooks.services.endpoints import endpoint_add
 
 pytestmark = pytest.mark.django_db
 
@@ -119,7 +119,7 @@ def test_transfers(api, customer, django_capture_on_commit_callbacks, django_ass
 def test_events(
     api, enabled_merchant, customer, django_capture_on_commit_callbacks, django_assert_num_queries
 ):
-    webhook_services.endpoint_add(
+    endpoint_add(
         merchant=enabled_merchant,
         url="https://hooks.example.com/cowry",
         event_types=[],
@@ -189,9 +189,9 @@ def test_the_worker_submits_a_payin_the_provider_answers_at_once(
         quote = payment_quote(api, "payin")
         body = {"quote_id": quote["id"], "customer_id": customer["id"]}
         payins.append(api.post("/payins", {**body, "source": {"phone": "+221770001234"}}).json())
-    payment_services.payin_submit(payin_id=payins[0]["id"], now=timezone.now())
+    payin_submit(payin_id=payins[0]["id"], now=timezone.now())
     # 17 in two transactions: the claim and move to pending; the answer's move with its
     # journal, wallet, event and deliveries, which stores the receipt's reference with it
     with django_assert_num_queries(17):
-        payment_services.payin_submit(payin_id=payins[1]["id"], now=timezone.now())
+        payin_submit(payin_id=payins[1]["id"], now=timezone.now())
     assert Payin.objects.get(pk=payins[1]["id"]).provider_reference.startswith("SIM-")

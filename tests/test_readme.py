@@ -249,7 +249,7 @@ def test_the_ops_table_lists_every_command_with_its_options():
 
 
 def test_the_readme_lists_every_webhook_event():
-    from webhooks.services import EVENT_TYPES
+    from webhooks.services.endpoints import EVENT_TYPES
 
     paragraph = _section("## Webhooks").split("The events: ")[1].split(". The signature")[0]
     assert re.findall(r"`([a-z.]+)`", paragraph) == list(EVENT_TYPES)

@@ -28,8 +28,15 @@ from merchants.dashboard import (
 from payments import admin as payment_admin
 from payments import provider
 from quotes import selectors as quote_selectors
-from transfers import selectors, services
+from transfers import selectors
 from transfers.models import Transfer, TransferDisbursementAttempt, TransferHistory
+from transfers.services.relaunch import transfer_relaunch_payout
+from transfers.services.support import (
+    disbursement_stuck,
+    transfer_mark_disbursement_failed,
+    transfer_return_collected_funds,
+)
+from transfers.services.transitions import is_relaunchable
 from webhooks import admin as webhook_admin
 
 
@@ -301,13 +308,11 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         return read[object_id, from_field]
 
     def has_relaunchable_permission(self, request, object_id=None) -> bool:
-        return self._transfer_where(request, object_id, services.is_relaunchable)
+        return self._transfer_where(request, object_id, is_relaunchable)
 
     def has_stuck_disbursement_permission(self, request, object_id=None) -> bool:
         now = timezone.now()
-        return self._transfer_where(
-            request, object_id, lambda t: services.disbursement_stuck(t, now=now)
-        )
+        return self._transfer_where(request, object_id, lambda t: disbursement_stuck(t, now=now))
 
     @unfold_action(
         description="Relaunch payout", url_path="relaunch", permissions=["support", "relaunchable"]
@@ -322,7 +327,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
                 "holds; nothing else leaves the merchant's wallet.",
                 display.amount(t.payout_amount, t.payout_currency),
             ),
-            service=lambda t: services.transfer_relaunch_payout(
+            service=lambda t: transfer_relaunch_payout(
                 merchant=t.merchant, transfer_id=t.id, actor=request.user, now=timezone.now()
             ),
         )
@@ -342,7 +347,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
                 "did not pay); the {} collected stay held, to relaunch or return.",
                 display.amount(t.payin_amount, t.payin_currency),
             ),
-            service=lambda t: services.transfer_mark_disbursement_failed(
+            service=lambda t: transfer_mark_disbursement_failed(
                 transfer_id=t.id, actor=request.user, now=timezone.now()
             ),
         )
@@ -361,7 +366,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
                 "The payout is given up for good: the funds collected for it are credited to "
                 f"{t.merchant}'s {t.payin_currency} wallet and the transfer ends failed."
             ),
-            service=lambda t: services.transfer_return_collected_funds(
+            service=lambda t: transfer_return_collected_funds(
                 transfer_id=t.id, actor=request.user, now=timezone.now()
             ),
         )
@@ -386,7 +391,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         self._run(
             request,
             queryset,
-            lambda transfer: services.transfer_relaunch_payout(
+            lambda transfer: transfer_relaunch_payout(
                 merchant=transfer.merchant,
                 transfer_id=transfer.id,
                 actor=request.user,
@@ -400,7 +405,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         self._run(
             request,
             queryset,
-            lambda transfer: services.transfer_mark_disbursement_failed(
+            lambda transfer: transfer_mark_disbursement_failed(
                 transfer_id=transfer.id, actor=request.user, now=timezone.now()
             ),
             "Disbursement marked failed",
@@ -414,7 +419,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         self._run(
             request,
             queryset,
-            lambda transfer: services.transfer_return_collected_funds(
+            lambda transfer: transfer_return_collected_funds(
                 transfer_id=transfer.id, actor=request.user, now=timezone.now()
             ),
             "Collected funds returned to the merchant's wallet",

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from core.exceptions import DomainError
 from payments import admin as payment_admin
-from transfers import services as transfer_services
+from transfers.services.support import transfer_apply_provider_completion
 
 
 @admin.action(
@@ -19,7 +19,7 @@ from transfers import services as transfer_services
 def apply_provider_completion(modeladmin, request, queryset) -> None:
     for discrepancy_id in queryset.values_list("pk", flat=True):
         try:
-            transfer = transfer_services.transfer_apply_provider_completion(
+            transfer = transfer_apply_provider_completion(
                 discrepancy_id=discrepancy_id, actor=request.user, now=timezone.now()
             )
         except DomainError as exc:

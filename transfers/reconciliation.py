@@ -11,15 +11,18 @@ from django.db.models import Case, F, OuterRef, Q, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 
 from core import money
-from payments import ledger, statements
 from payments import selectors as payment_selectors
+from payments import statements
+from payments.ledger.accounts import TRANSFER_SUSPENSE
+from payments.ledger.adjustments import Settles, settlement_register
+from payments.ledger.checks import breaches_register
 from payments.models import Journal
 from transfers.models import LegStatus, Transfer, TransferStatus
 
 # The transfer failed at its collection and is final; the payer's money reached the provider.
 # The merchant gets what the payer paid, as when support returns the collected funds of a
 # failed disbursement: the whole payin amount, no fee.
-COLLECTION_SETTLES = ledger.Settles(
+COLLECTION_SETTLES = Settles(
     resource_type="transfer_collection",
     model=Transfer,
     state={"payin_status": LegStatus.FAILED},
@@ -31,7 +34,7 @@ COLLECTION_SETTLES = ledger.Settles(
 )
 # Support returned the collected funds of the failed disbursement to the wallet, then the
 # provider said it paid the recipient: the merchant holds that money twice.
-DISBURSEMENT_SETTLES = ledger.Settles(
+DISBURSEMENT_SETTLES = Settles(
     resource_type="transfer_disbursement",
     model=Transfer,
     state={"payin_status": LegStatus.COMPLETED, "payout_status": LegStatus.CANCELLED},
@@ -81,7 +84,7 @@ def _transfer_suspense_breaches() -> list[str]:
     return), nothing otherwise (not collected yet, failed at collection, completed, returned).
     And every transfer_suspense line is in a journal of a transfer, in that transfer's payin
     currency: one elsewhere would be money in suspense that no transfer accounts for."""
-    suspense = payment_selectors.journal_lines_on(account_code=ledger.TRANSFER_SUSPENSE)
+    suspense = payment_selectors.journal_lines_on(account_code=TRANSFER_SUSPENSE)
     return _suspense_held_wrongly(suspense) + _suspense_lines_of_no_transfer(suspense)
 
 
@@ -168,7 +171,7 @@ def transfer_statement_references(journals: list[Journal]) -> dict[tuple[str, UU
 
 def register() -> None:
     """Called once from TransfersConfig.ready()."""
-    ledger.settlement_register(direction="credit", settles=COLLECTION_SETTLES)
-    ledger.settlement_register(direction="debit", settles=DISBURSEMENT_SETTLES)
-    ledger.breaches_register(expected=EXPECTED_JOURNALS, check=_transfer_suspense_breaches)
+    settlement_register(direction="credit", settles=COLLECTION_SETTLES)
+    settlement_register(direction="debit", settles=DISBURSEMENT_SETTLES)
+    breaches_register(expected=EXPECTED_JOURNALS, check=_transfer_suspense_breaches)
     statements.references_register("transfer", transfer_statement_references)

@@ -11,8 +11,8 @@ from django.db.models import QuerySet
 from core import pagination
 from core.exceptions import NotFound
 from merchants.models import Merchant
-from payments import ledger
 from payments import selectors as payment_selectors
+from payments.ledger.accounts import TRANSFER_SUSPENSE
 from payments.models import Journal
 from transfers.models import Transfer, TransferStatus
 from webhooks import selectors as webhook_selectors
@@ -72,7 +72,7 @@ def transfer_suspense_held(*, transfer: Transfer) -> Decimal:
     """What this transfer holds in transfer_suspense (payin currency): the collected amount
     until the disbursement completes, then zero."""
     return payment_selectors.account_total_of(
-        resource_type="transfer", resource_id=transfer.id, account_code=ledger.TRANSFER_SUSPENSE
+        resource_type="transfer", resource_id=transfer.id, account_code=TRANSFER_SUSPENSE
     )
 
 

@@ -6,17 +6,22 @@ from celery import shared_task
 from django.utils import timezone
 
 from payments.tasks import PROVIDER_TASK_OPTIONS
-from transfers import services
+from transfers.services.submission import transfer_submit_collection, transfer_submit_disbursement
+from transfers.services.sweeps import (
+    transfers_ask_overdue_answers,
+    transfers_fail_timed_out,
+    transfers_stale_submissions,
+)
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_transfer_collection(*, transfer_id: str, **_: object) -> None:
-    services.transfer_submit_collection(transfer_id=UUID(transfer_id), now=timezone.now())
+    transfer_submit_collection(transfer_id=UUID(transfer_id), now=timezone.now())
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_transfer_disbursement(*, transfer_id: str, attempt: int, **_: object) -> None:
-    services.transfer_submit_disbursement(
+    transfer_submit_disbursement(
         transfer_id=UUID(transfer_id), attempt=int(attempt), now=timezone.now()
     )
 
@@ -28,9 +33,9 @@ def fail_timed_out_transfers(**_: object) -> int:
     and re-enqueue submissions whose enqueue after commit was lost (submitting is
     idempotent)."""
     now = timezone.now()
-    services.transfers_ask_overdue_answers(now=now)
-    failed = services.transfers_fail_timed_out(now=now)
-    for transfer_id, attempt in services.transfers_stale_submissions(now=now):
+    transfers_ask_overdue_answers(now=now)
+    failed = transfers_fail_timed_out(now=now)
+    for transfer_id, attempt in transfers_stale_submissions(now=now):
         if attempt is None:
             submit_transfer_collection.delay(transfer_id=str(transfer_id))
         else:

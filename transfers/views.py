@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 
 from core import pagination
 from merchants.idempotency import idempotent
-from transfers import selectors, services
+from transfers import selectors
 from transfers.serializers import (
     TransferCreateInput,
     TransferListQuery,
@@ -15,6 +15,8 @@ from transfers.serializers import (
     TransferPageOutput,
     TransferRelaunchPayoutInput,
 )
+from transfers.services.create import transfer_create
+from transfers.services.relaunch import transfer_relaunch_payout
 
 
 class TransferCreateView(APIView):
@@ -50,7 +52,7 @@ class TransferCreateView(APIView):
         serializer = TransferCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        transfer = services.transfer_create(
+        transfer = transfer_create(
             merchant=request.merchant,
             quote_id=data["quote_id"],
             customer_id=data["customer_id"],
@@ -101,7 +103,7 @@ class TransferRelaunchPayoutView(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         recipient = data.get("recipient")
-        transfer = services.transfer_relaunch_payout(
+        transfer = transfer_relaunch_payout(
             merchant=request.merchant,
             transfer_id=transfer_id,
             payout_amount=data.get("payout_amount"),

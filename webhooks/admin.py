@@ -35,13 +35,23 @@ from merchants.dashboard import (
     known_values_filter,
 )
 from merchants.models import AuditAction
-from webhooks import selectors, services
+from webhooks import selectors
 from webhooks.admin_deliveries import (  # and their pages
     attempts_log,
     error_shown,
     with_errors_in_full,
 )
 from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
+from webhooks.services.endpoints import (
+    EVENT_TYPES,
+    endpoint_add,
+    endpoint_rotate_secret,
+    endpoint_update,
+    event_types_validate,
+    webhook_url_validate,
+)
+from webhooks.services.events import endpoint_send_test_event
+from webhooks.services.resend import endpoint_recovery_since, event_resend
 
 logger = logging.getLogger("cowry.webhooks")
 
@@ -81,7 +91,7 @@ def events_table(events) -> str:
 class WebhookEndpointForm(forms.ModelForm):
     url = forms.URLField(max_length=2048, assume_scheme="https")
     event_types = forms.MultipleChoiceField(
-        choices=[(name, name) for name in services.EVENT_TYPES],
+        choices=[(name, name) for name in EVENT_TYPES],
         widget=forms.CheckboxSelectMultiple,
         required=False,
         help_text="None ticked: every event.",
@@ -93,14 +103,14 @@ class WebhookEndpointForm(forms.ModelForm):
 
     def clean_url(self) -> str:
         try:
-            return services.webhook_url_validate(self.cleaned_data["url"])
+            return webhook_url_validate(self.cleaned_data["url"])
         except DomainError as exc:
             raise forms.ValidationError(exc.message) from exc
 
     def clean_event_types(self) -> list[str]:
         value = list(self.cleaned_data.get("event_types") or [])
         try:
-            return services.event_types_validate(value)
+            return event_types_validate(value)
         except DomainError as exc:
             raise forms.ValidationError(exc.message) from exc
 
@@ -193,9 +203,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
     @unfold_action(description="Send a test event", url_path="send-test", permissions=["manage"])
     def send_test_event_detail(self, request, object_id):
         def perform(endpoint, reason):
-            delivery = services.endpoint_send_test_event(
-                endpoint_id=endpoint.pk, now=timezone.now()
-            )
+            delivery = endpoint_send_test_event(endpoint_id=endpoint.pk, now=timezone.now())
             return f"Test event {delivery.event_id} queued for {endpoint.url}."
 
         return object_actions.confirm_then(
@@ -212,7 +220,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
     )
     def rotate_signing_secret_detail(self, request, object_id):
         def perform(endpoint, reason):
-            secret = services.endpoint_rotate_secret(endpoint_id=endpoint.pk, now=timezone.now())
+            secret = endpoint_rotate_secret(endpoint_id=endpoint.pk, now=timezone.now())
             merchant_services.audit_record(
                 merchant=endpoint.merchant,
                 actor=request.user,
@@ -241,7 +249,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
         if change:
             switched_on = obj.enabled and "enabled" in form.changed_data
             disabled = (obj.disabled_at, obj.disabled_reason)  # as read: enabling clears them
-            services.endpoint_update(
+            endpoint_update(
                 endpoint_id=obj.pk,
                 url=obj.url,
                 enabled=obj.enabled,
@@ -262,7 +270,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
             obj.merchant if dashboard.is_ops(request.user) else dashboard.merchant_of(request.user)
         )
         # A merchant has up to five endpoints: adding one never replaces another.
-        endpoint, secret = services.endpoint_add(
+        endpoint, secret = endpoint_add(
             merchant=merchant, url=obj.url, event_types=obj.event_types or [], now=now
         )
         merchant_services.audit_record(
@@ -290,9 +298,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
         since = "when it was disabled"
         if disabled_at is not None:
             since = format_timestamp(
-                services.endpoint_recovery_since(
-                    disabled_at=disabled_at, disabled_reason=disabled_reason
-                )
+                endpoint_recovery_since(disabled_at=disabled_at, disabled_reason=disabled_reason)
             )
         messages.info(
             request,
@@ -400,9 +406,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
     def send_test_event(self, request, queryset) -> None:
         for endpoint in queryset:
             try:
-                delivery = services.endpoint_send_test_event(
-                    endpoint_id=endpoint.pk, now=timezone.now()
-                )
+                delivery = endpoint_send_test_event(endpoint_id=endpoint.pk, now=timezone.now())
             except DomainError as exc:
                 self.message_user(request, f"{endpoint.url}: {exc.message}", messages.ERROR)
             else:
@@ -415,7 +419,7 @@ class WebhookEndpointAdmin(MerchantScopedAdmin):
     )
     def rotate_signing_secret(self, request, queryset) -> None:
         for endpoint in queryset:
-            secret = services.endpoint_rotate_secret(endpoint_id=endpoint.pk, now=timezone.now())
+            secret = endpoint_rotate_secret(endpoint_id=endpoint.pk, now=timezone.now())
             merchant_services.audit_record(
                 merchant=endpoint.merchant,
                 actor=request.user,
@@ -493,7 +497,7 @@ class EventDeliveryStatusFilter(admin.SimpleListFilter):
 def _resend_audited(event: Event, *, actor, detail: dict) -> None:
     """Re-send the event and record it in the audit log, in one transaction."""
     with transaction.atomic():
-        services.event_resend(event_id=event.pk, now=timezone.now())
+        event_resend(event_id=event.pk, now=timezone.now())
         merchant_services.audit_record(
             merchant=event.merchant,
             actor=actor,
@@ -508,7 +512,7 @@ class EventAdmin(ReadOnlyAdmin):  # events are facts; re-sending is an action
     list_display = ["id", "event_type", "merchant", "data_type", "data_id", "created_at"]
     list_filter = [
         "merchant",
-        ("event_type", known_values_filter(lambda: services.EVENT_TYPES)),
+        ("event_type", known_values_filter(lambda: EVENT_TYPES)),
         EventDeliveryStatusFilter,
     ]
     search_fields = ["id", "data_id"]

@@ -12,8 +12,8 @@ from unfold import admin as unfold_admin
 from core import display
 from merchants import dashboard
 from merchants.dashboard import ReadOnlyAdmin, ScopedInlineMixin, known_values_filter
-from webhooks import services
 from webhooks.models import Delivery, DeliveryAttempt
+from webhooks.services.endpoints import EVENT_TYPES
 
 _TLS = re.compile(r"SSLError|\[SSL")
 # What an exception's text says went wrong, in a few words, first match wins.
@@ -151,7 +151,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
     list_filter = [
         "status",
         "event__merchant",
-        ("event__event_type", known_values_filter(lambda: services.EVENT_TYPES)),
+        ("event__event_type", known_values_filter(lambda: EVENT_TYPES)),
     ]
     search_fields = ["id", "event__id", "event__data_id"]
     fields = [

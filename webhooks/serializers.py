@@ -3,7 +3,7 @@ from rest_framework import serializers
 from core import pagination
 from core.serializers import IdempotencyMetaSerializer, RejectUnknownFields
 from webhooks.selectors import EventDeliveryStatus
-from webhooks.services import EVENT_TYPES
+from webhooks.services.endpoints import EVENT_TYPES
 
 
 class EventDataOutput(serializers.Serializer):

@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 
 from core import pagination
 from merchants.idempotency import idempotent
-from webhooks import selectors, services
+from webhooks import selectors
 from webhooks.serializers import (
     EventListQuery,
     EventOutput,
@@ -16,6 +16,7 @@ from webhooks.serializers import (
     EventResendFailedOutput,
     EventResendInput,
 )
+from webhooks.services.resend import event_resend_for_merchant, events_resend_failed
 
 
 class EventListView(APIView):
@@ -69,7 +70,7 @@ class EventResendView(APIView):
     @idempotent
     def post(self, request, event_id: UUID):
         EventResendInput(data=request.data).is_valid(raise_exception=True)  # no body parses as {}
-        event = services.event_resend_for_merchant(
+        event = event_resend_for_merchant(
             merchant=request.merchant, event_id=event_id, now=timezone.now()
         )
         return Response(EventOutput(event).data, status=202)
@@ -95,7 +96,7 @@ class EventResendFailedView(APIView):
     def post(self, request):
         serializer = EventResendFailedInput(data=request.data)
         serializer.is_valid(raise_exception=True)
-        resent = services.events_resend_failed(
+        resent = events_resend_failed(
             merchant=request.merchant,
             since=serializer.validated_data["since"],
             now=timezone.now(),

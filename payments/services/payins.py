@@ -10,13 +10,15 @@ from django.db import transaction
 
 from core import money
 from merchants.models import Merchant
-from payments import ledger, provider
+from payments import provider
+from payments.ledger.accounts import FEE_REVENUE, MERCHANT_AVAILABLE, provider_clearing
+from payments.ledger.journals import post_journal
 from payments.models import Payin, PayinHistory, PayinStatus
 from payments.services import enqueue, parties, transitions
 from payments.services.transitions import InvalidTransition, late_answer_ignored
 from quotes import services as quote_services
 from quotes.models import FlowType
-from webhooks import services as webhook_services
+from webhooks.services.events import event_record
 
 PAYIN_ALLOWED = {
     PayinStatus.CREATED: {PayinStatus.PENDING, PayinStatus.FAILED},
@@ -128,16 +130,16 @@ def payin_move_locked(
 
 def _payin_post_completion(payin: Payin, *, at: datetime) -> None:
     """The journal of a completed payin: the provider's clearing pays the merchant and the fee."""
-    ledger.post_journal(
+    post_journal(
         merchant_id=payin.merchant_id,
         currency=payin.receive_currency,
         kind="payin_completed",
         resource_type="payin",
         resource_id=payin.id,
         lines=[
-            (ledger.provider_clearing(payin.operator_code), -payin.send_amount),
-            (ledger.MERCHANT_AVAILABLE, payin.receive_amount),
-            (ledger.FEE_REVENUE, payin.total_fee),
+            (provider_clearing(payin.operator_code), -payin.send_amount),
+            (MERCHANT_AVAILABLE, payin.receive_amount),
+            (FEE_REVENUE, payin.total_fee),
         ],
         at=at,
     )
@@ -145,7 +147,7 @@ def _payin_post_completion(payin: Payin, *, at: datetime) -> None:
 
 def _payin_event_record(payin: Payin, *, at: datetime) -> None:
     """The event of a payin's final status."""
-    webhook_services.event_record(
+    event_record(
         merchant_id=payin.merchant_id,
         event_type=f"payin.{payin.status}",
         data_type="payin",

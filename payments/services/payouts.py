@@ -11,7 +11,13 @@ from django.db.models import QuerySet
 from core import money
 from merchants import services as merchant_services
 from merchants.models import Merchant
-from payments import ledger, provider
+from payments import provider
+from payments.ledger.reservations import (
+    Reservation,
+    reservation_hold,
+    reservation_pay,
+    reservation_release,
+)
 from payments.models import Payout, PayoutHistory, PayoutStatus
 from payments.services import enqueue, parties, transitions
 from payments.services.transitions import (
@@ -21,7 +27,7 @@ from payments.services.transitions import (
 )
 from quotes import services as quote_services
 from quotes.models import FlowType
-from webhooks import services as webhook_services
+from webhooks.services.events import event_record
 
 PAYOUT_ALLOWED = {
     PayoutStatus.PENDING: {PayoutStatus.COMPLETED, PayoutStatus.FAILED},
@@ -80,13 +86,13 @@ def payout_create(
             payout=payout, status=PayoutStatus.PENDING, created_at=now
         )
         payout.history_entries = [pending]
-        ledger.reservation_hold(_payout_reservation(payout))
+        reservation_hold(_payout_reservation(payout))
         enqueue.submission_enqueue_on_commit(payout)
     return payout
 
 
-def _payout_reservation(payout: Payout) -> ledger.Reservation:
-    return ledger.Reservation(
+def _payout_reservation(payout: Payout) -> Reservation:
+    return Reservation(
         merchant_id=payout.merchant_id,
         currency=payout.send_currency,
         resource_type="payout",
@@ -142,7 +148,7 @@ def payout_transition(
 
 def _payout_settle(payout: Payout, *, at: datetime) -> None:
     """A completed payout: the reservation pays the provider's clearing and the fee."""
-    ledger.reservation_pay(
+    reservation_pay(
         _payout_reservation(payout),
         operator_code=payout.operator_code,
         paid=payout.send_amount,
@@ -153,11 +159,11 @@ def _payout_settle(payout: Payout, *, at: datetime) -> None:
 
 def _payout_release(payout: Payout, *, at: datetime) -> None:
     """A failed payout: the reservation goes back to the available balance."""
-    ledger.reservation_release(_payout_reservation(payout), at=at)
+    reservation_release(_payout_reservation(payout), at=at)
 
 
 def _payout_event_record(payout: Payout, *, at: datetime) -> None:
-    webhook_services.event_record(
+    event_record(
         merchant_id=payout.merchant_id,
         event_type=f"payout.{payout.status}",
         data_type="payout",

@@ -12,7 +12,14 @@ from django.db.models import Exists, OuterRef, QuerySet, Sum
 from core import money
 from core.exceptions import DomainError
 from merchants.models import Merchant
-from payments import ledger, provider
+from payments import provider
+from payments.ledger.discrepancies import refund_holds_its_payin
+from payments.ledger.reservations import (
+    Reservation,
+    reservation_hold,
+    reservation_pay,
+    reservation_release,
+)
 from payments.models import (
     Payin,
     PayinStatus,
@@ -26,7 +33,7 @@ from payments.services import enqueue, parties, transitions
 from payments.services.transitions import InvalidTransition, late_answer_ignored
 from quotes import selectors as quote_selectors
 from quotes import services as quote_services
-from webhooks import services as webhook_services
+from webhooks.services.events import event_record
 
 REFUND_ALLOWED = {
     RefundStatus.PENDING: {RefundStatus.COMPLETED, RefundStatus.FAILED},
@@ -47,7 +54,7 @@ class RefundExceedsPayin(DomainError):
 
 def refundable_remainder(payin: Payin) -> Decimal:
     """The payin's send_amount less its refunds that hold part of it."""
-    refunded = Refund.objects.filter(ledger.refund_holds_its_payin(), payin=payin).aggregate(
+    refunded = Refund.objects.filter(refund_holds_its_payin(), payin=payin).aggregate(
         total=Sum("amount")
     )["total"]
     return payin.send_amount - (refunded or Decimal(0))
@@ -100,7 +107,7 @@ def refund_create(
             refund=refund, status=RefundStatus.PENDING, created_at=now
         )
         refund.history_entries = [pending]
-        ledger.reservation_hold(_refund_reservation(refund))
+        reservation_hold(_refund_reservation(refund))
         enqueue.submission_enqueue_on_commit(refund)
     return refund
 
@@ -193,8 +200,8 @@ def refund_transition(
         )
 
 
-def _refund_reservation(refund: Refund) -> ledger.Reservation:
-    return ledger.Reservation(
+def _refund_reservation(refund: Refund) -> Reservation:
+    return Reservation(
         merchant_id=refund.merchant_id,
         currency=refund.currency,
         resource_type="refund",
@@ -205,18 +212,18 @@ def _refund_reservation(refund: Refund) -> ledger.Reservation:
 
 def _refund_pay(refund: Refund, *, at: datetime) -> None:
     """A completed refund: the reservation pays the provider's clearing (no fee)."""
-    ledger.reservation_pay(
+    reservation_pay(
         _refund_reservation(refund), operator_code=refund.operator_code, paid=refund.amount, at=at
     )
 
 
 def _refund_release(refund: Refund, *, at: datetime) -> None:
     """A failed refund: the reservation goes back to the available balance."""
-    ledger.reservation_release(_refund_reservation(refund), at=at)
+    reservation_release(_refund_reservation(refund), at=at)
 
 
 def _refund_event_record(refund: Refund, *, at: datetime) -> None:
-    webhook_services.event_record(
+    event_record(
         merchant_id=refund.merchant_id,
         event_type=f"refund.{refund.status}",
         data_type="refund",

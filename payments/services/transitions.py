@@ -9,14 +9,14 @@ from datetime import datetime
 from core.exceptions import DomainError
 from core.transactions import log_on_commit
 from payments import provider
-from payments.ledger import provider_discrepancy_record
+from payments.ledger.discrepancies import provider_discrepancy_record
 from payments.models import Payin, Payout, Refund
 
 logger = logging.getLogger("cowry.payments")
 
-PAYIN_CALLBACK = "payments.services.payin_apply_provider_result"
-PAYOUT_CALLBACK = "payments.services.payout_apply_provider_result"
-REFUND_CALLBACK = "payments.services.refund_apply_provider_result"
+PAYIN_CALLBACK = "payments.services.payins.payin_apply_provider_result"
+PAYOUT_CALLBACK = "payments.services.payouts.payout_apply_provider_result"
+REFUND_CALLBACK = "payments.services.refunds.refund_apply_provider_result"
 
 REASON_PROVIDER_TIMEOUT = "provider_timeout"
 REASON_SUBMITTED = "submitted_to_provider"

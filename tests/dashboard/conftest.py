@@ -7,7 +7,7 @@ from django.test import Client
 from django.utils import timezone
 
 from merchants import services
-from payments import services as payment_services
+from payments.ledger.discrepancies import provider_discrepancy_record
 from payments.models import ProviderDiscrepancy
 from tests.browsers import headless_chromium
 from tests.payments.conftest import create_customer, create_quote, payin_body
@@ -18,7 +18,7 @@ def late_completion(
 ) -> ProviderDiscrepancy:
     """A payment failed on our side (a payout unless told) that the provider says it
     completed."""
-    return payment_services.provider_discrepancy_record(
+    return provider_discrepancy_record(
         merchant=merchant,
         resource_type=resource_type,
         resource_id=uuid.uuid4(),

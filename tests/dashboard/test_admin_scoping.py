@@ -13,12 +13,12 @@ from django.utils import timezone
 from merchants import services as merchant_services
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import Merchant
-from payments import services as payment_services
+from payments.ledger.adjustments import wallet_credit
 from tests.catalog import enable_everything
 from tests.dashboard.conftest import shown_choices
 from tests.support import MerchantClient
 from tests.webhooks.conftest import signing_secret
-from webhooks import services as webhook_services
+from webhooks.services.endpoints import endpoint_set
 
 pytestmark = pytest.mark.django_db
 
@@ -71,9 +71,7 @@ def _build_merchant_world(merchant: Merchant, settings) -> dict:
         },
         format="json",
     )
-    webhook_services.endpoint_set(
-        merchant=merchant, url="https://127.0.0.1:9/hook", now=timezone.now()
-    )
+    endpoint_set(merchant=merchant, url="https://127.0.0.1:9/hook", now=timezone.now())
     quote = api.post(
         "/quotes/payin",
         {
@@ -94,7 +92,7 @@ def _build_merchant_world(merchant: Merchant, settings) -> dict:
         },
     )
     assert payin.status_code == 201, payin.json()
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=merchant,
         currency="XOF",
         amount=Decimal("100000"),
@@ -327,7 +325,7 @@ def test_list_filters_offer_merchant_staff_only_values_of_their_own_rows(
     from payments.models import LedgerAccount
 
     for owner, currency in ((merchant, "XOF"), (other_merchant, "XAF")):
-        payment_services.wallet_credit(
+        wallet_credit(
             merchant=owner, currency=currency, amount=Decimal("100"), reason="f", at=timezone.now()
         )
     LedgerAccount.objects.create(

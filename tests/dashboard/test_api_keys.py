@@ -178,9 +178,9 @@ def test_revoking_a_revoked_key_is_refused_and_not_recorded_again(merchant, staf
 
 @pytest.mark.parametrize("who", ["support", "viewer", "owner"])
 def test_no_one_can_filter_a_list_by_a_secret(merchant, staff_client, who):
-    from webhooks import services as webhook_services
+    from webhooks.services.endpoints import endpoint_set
 
-    _endpoint, secret = webhook_services.endpoint_set(
+    _endpoint, secret = endpoint_set(
         merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
     )
     services.api_key_create(merchant=merchant)
@@ -200,9 +200,9 @@ def test_no_one_can_filter_a_list_by_a_secret(merchant, staff_client, who):
 
 
 def test_changing_a_webhook_endpoint_in_the_dashboard_is_audited(merchant, staff_client):
-    from webhooks import services as webhook_services
+    from webhooks.services.endpoints import endpoint_set
 
-    endpoint, _ = webhook_services.endpoint_set(
+    endpoint, _ = endpoint_set(
         merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
     )
     browser = staff_client(merchant=merchant, role="developer")

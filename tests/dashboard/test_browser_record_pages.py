@@ -22,8 +22,8 @@ from tests.transfers.conftest import (
     transfer_body,
 )
 from tests.webhooks.conftest import webhook_settings  # noqa: F401 - plain HTTP to 127.0.0.1
-from webhooks import services as webhook_services
 from webhooks.models import Delivery
+from webhooks.services.endpoints import endpoint_set
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,9 +52,7 @@ def records(enabled_merchant, enabled_api, webhook_settings):  # noqa: F811
     nowhere, so every delivery failed with a connection error."""
     enabled_merchant.name = MERCHANT_NAME
     enabled_merchant.save(update_fields=["name"])
-    webhook_services.endpoint_set(
-        merchant=enabled_merchant, url="http://127.0.0.1:1/hook", now=timezone.now()
-    )
+    endpoint_set(merchant=enabled_merchant, url="http://127.0.0.1:1/hook", now=timezone.now())
     payments.fund(enabled_merchant, "1250000")
     payer = payments.create_customer(enabled_api)
     quote = payments.create_quote(enabled_api, "payin", amount="4000")

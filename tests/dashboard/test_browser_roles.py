@@ -13,7 +13,7 @@ from django_otp.oath import totp
 
 from merchants import services as merchant_services
 from merchants.models import MerchantMembership
-from payments import services as payment_services
+from payments.ledger.adjustments import wallet_credit
 from tests.dashboard.conftest import ARTIFACTS
 from tests.transfers.conftest import (
     SENDER_DETAILS,
@@ -84,7 +84,7 @@ def test_a_merchant_owner_walks_home_lists_team_and_two_factor(
 ):
     from django.utils import timezone
 
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=enabled_merchant,
         currency="XOF",
         amount=Decimal("1250000"),
@@ -193,7 +193,7 @@ def test_support_relaunches_a_failed_transfers_payout_from_its_page(
 def test_ops_see_the_platforms_totals(live_server, browser, enabled_merchant):
     from django.utils import timezone
 
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=enabled_merchant,
         currency="XAF",
         amount=Decimal("500000"),

@@ -10,8 +10,8 @@ from django.utils import timezone
 from tests.dashboard.test_browser_record_pages import staff
 from tests.dashboard.test_browser_roles import by, log_in, shoot, wait_for
 from tests.webhooks.conftest import receiver, record_event, webhook_settings  # noqa: F401
-from webhooks import services
 from webhooks.models import Delivery
+from webhooks.services.endpoints import endpoint_add
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,7 +33,7 @@ def deliveries(merchant, receiver, webhook_settings):  # noqa: F811
     answered = f"{receiver.url}{LONG_PATH}"
     refused = f"http://127.0.0.1:1{LONG_PATH}"
     for url in (answered, refused):
-        services.endpoint_add(merchant=merchant, url=url, now=timezone.now())
+        endpoint_add(merchant=merchant, url=url, now=timezone.now())
     receiver.plan = [500]
     event = record_event(merchant, "payout.failed")
     by_url = {d.endpoint.url: d for d in Delivery.objects.filter(event=event)}

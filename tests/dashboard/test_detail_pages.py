@@ -33,11 +33,11 @@ def test_a_wallets_page_has_a_statement_button_for_its_own_merchant_only(
 
     from django.utils import timezone
 
-    from payments import services as payment_services
+    from payments.ledger.adjustments import wallet_credit
     from payments.models import Wallet
 
     for owner in (merchant, other_merchant):
-        payment_services.wallet_credit(
+        wallet_credit(
             merchant=owner, currency="XOF", amount=Decimal("100"), reason="f", at=timezone.now()
         )
     mine = Wallet.objects.get(merchant=merchant)

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from payments import services as payment_services
+from payments.ledger.adjustments import wallet_credit
 
 pytestmark = pytest.mark.django_db
 
@@ -14,14 +14,14 @@ def test_merchant_staff_land_on_their_balances_and_todays_payments(
 ):
     from django.utils import timezone
 
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=merchant,
         currency="XOF",
         amount=Decimal("125000"),
         reason="float",
         at=timezone.now(),
     )
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=other_merchant,
         currency="XAF",
         amount=Decimal("999"),

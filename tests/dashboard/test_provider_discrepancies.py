@@ -2,7 +2,7 @@ import pytest
 from django.utils import timezone
 
 from merchants.models import AuditLogEntry
-from payments import services
+from payments.ledger.discrepancies import provider_discrepancy_resolve
 from payments.models import ProviderDiscrepancy
 from tests.dashboard.conftest import late_completion
 
@@ -80,7 +80,7 @@ def test_racing_clicks_on_mark_resolved_record_one_resolution(merchant):
         try:
             barrier.wait()
             results.append(
-                services.provider_discrepancy_resolve(
+                provider_discrepancy_resolve(
                     discrepancy_id=discrepancy.pk, actor=agent, now=timezone.now()
                 )
             )

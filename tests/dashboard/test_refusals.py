@@ -9,12 +9,12 @@ from django.test import Client
 from django.utils import timezone
 
 from kyc import status as kyc_status
-from payments import services as payment_services
+from payments.ledger.adjustments import wallet_credit
 from payments.models import Wallet
 from tests.transfers.conftest import create_customer, create_quote, transfer_body
 from transfers.models import Transfer
-from webhooks import services as webhook_services
 from webhooks.models import Delivery, Event, WebhookEndpoint
+from webhooks.services.endpoints import endpoint_add, endpoint_set
 
 pytestmark = pytest.mark.django_db
 
@@ -29,9 +29,7 @@ def ops_client(db) -> Client:
 
 def test_a_sixth_webhook_endpoint_is_a_message_on_the_form_not_a_500(merchant, staff_client):
     for i in range(5):
-        webhook_services.endpoint_add(
-            merchant=merchant, url=f"https://h{i}.example.com/hook", now=timezone.now()
-        )
+        endpoint_add(merchant=merchant, url=f"https://h{i}.example.com/hook", now=timezone.now())
     owner = staff_client(merchant=merchant, role="owner")
 
     response = owner.post(
@@ -48,7 +46,7 @@ def test_a_sixth_webhook_endpoint_is_a_message_on_the_form_not_a_500(merchant, s
 def test_the_statement_action_on_a_wallet_out_of_sight_is_a_message(
     merchant, other_merchant, staff_client
 ):
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=merchant, currency="XOF", amount=Decimal("1000"), reason="float", at=timezone.now()
     )
     wallet = Wallet.objects.get(merchant=merchant)
@@ -76,9 +74,7 @@ def test_transfers_events_and_deliveries_cannot_be_added_or_saved_even_by_ops(
         source_of_funds="salary",
     )
     quote = create_quote(enabled_api, customer_id=customer["id"])
-    webhook_services.endpoint_set(
-        merchant=enabled_merchant, url="https://93.184.216.34/hook", now=timezone.now()
-    )
+    endpoint_set(merchant=enabled_merchant, url="https://93.184.216.34/hook", now=timezone.now())
     transfer_id = enabled_api.post("/transfers", transfer_body(quote, customer)).json()["id"]
     event = Event.objects.create(
         merchant=enabled_merchant,

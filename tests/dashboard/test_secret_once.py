@@ -14,7 +14,7 @@ from core import secret_once
 from merchants import services
 from tests.dashboard.conftest import page_token
 from tests.webhooks.conftest import signing_secret
-from webhooks import services as webhook_services
+from webhooks.services.endpoints import endpoint_add
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +38,7 @@ def _secret_now(endpoint) -> str:
 
 
 def _endpoint(merchant):
-    endpoint, _secret = webhook_services.endpoint_add(
+    endpoint, _secret = endpoint_add(
         merchant=merchant, url="https://hooks.example.com/cowry", now=timezone.now()
     )
     return endpoint

@@ -5,7 +5,8 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
-from payments import ledger
+from payments.ledger.accounts import MERCHANT_AVAILABLE, MERCHANT_RESERVED
+from payments.ledger.journals import account_balances
 from tests.extras.conftest import SILENT_PHONE, create_payout, fund
 
 pytestmark = pytest.mark.django_db
@@ -33,9 +34,9 @@ def test_balances_follow_the_ledger_through_a_reserving_payout(
     body = enabled_api.get("/balances").json()
 
     xof = next(item for item in body["data"] if item["currency"] == "XOF")
-    accounts = ledger.account_balances(merchant=enabled_merchant, currency="XOF")
-    assert Decimal(xof["reserved"]) == Decimal(debit) == accounts[ledger.MERCHANT_RESERVED]
-    assert Decimal(xof["available"]) == accounts[ledger.MERCHANT_AVAILABLE]
+    accounts = account_balances(merchant=enabled_merchant, currency="XOF")
+    assert Decimal(xof["reserved"]) == Decimal(debit) == accounts[MERCHANT_RESERVED]
+    assert Decimal(xof["available"]) == accounts[MERCHANT_AVAILABLE]
     assert int(xof["available"]) + int(xof["reserved"]) == 50000
     assert next(i for i in body["data"] if i["currency"] == "XAF")["available"] == "0"
 

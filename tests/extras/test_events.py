@@ -9,15 +9,17 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.extras.conftest import SN_PHONE, create_customer, create_payin
-from webhooks import services
 from webhooks.models import Delivery, DeliveryStatus
+from webhooks.services.endpoints import endpoint_set
+from webhooks.services.events import event_record
+from webhooks.services.sweeps import deliveries_send_due
 
 pytestmark = pytest.mark.django_db
 
 
 def record(merchant, event_type="payin.completed", *, at=None, data_id=None):
     data_id = data_id or uuid.uuid4()
-    return services.event_record(
+    return event_record(
         merchant_id=merchant.pk,
         event_type=event_type,
         data_type=event_type.split(".")[0],
@@ -28,13 +30,13 @@ def record(merchant, event_type="payin.completed", *, at=None, data_id=None):
 
 
 def deliver_all(now=None):
-    while services.deliveries_send_due(now=now or timezone.now()).attempted:
+    while deliveries_send_due(now=now or timezone.now()).attempted:
         pass
 
 
 @pytest.fixture
 def hook(merchant, receiver, webhook_settings):
-    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    endpoint, _ = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     return endpoint
 
 

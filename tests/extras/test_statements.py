@@ -10,8 +10,9 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from payments import services as payment_services
+from payments.ledger.adjustments import wallet_credit
 from payments.models import Payin, Wallet
+from payments.services.payouts import payout_create
 from payments.statements import COLUMNS
 from tests.extras.conftest import (
     SILENT_PHONE,
@@ -39,7 +40,7 @@ def today() -> str:
 @pytest.fixture
 def history(enabled_api, enabled_merchant, django_capture_on_commit_callbacks):
     """Last week an adjustment of 5000; today a completed payin and a pending payout."""
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=enabled_merchant,
         currency="XOF",
         amount=Decimal(5000),
@@ -87,14 +88,14 @@ def test_a_payout_reserved_against_a_credit_that_landed_during_its_request_is_li
     customer = create_customer(enabled_api)
     quote = create_quote(enabled_api, "payout", amount="1000")
     request_started = timezone.now()
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=enabled_merchant,
         currency="XOF",
         amount=Decimal(5000),
         reason="a payin completing",
         at=timezone.now(),
     )
-    payment_services.payout_create(
+    payout_create(
         merchant=enabled_merchant,
         quote_id=quote["id"],
         customer_id=customer["id"],

@@ -10,8 +10,13 @@ from django.utils import timezone
 
 from core.exceptions import DomainError
 from tests.extras.test_events import deliver_all, record
-from webhooks import services
 from webhooks.models import Delivery, WebhookEndpoint
+from webhooks.services.endpoints import (
+    endpoint_add,
+    endpoint_set,
+    endpoint_update,
+    endpoints_disable_failing,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -22,15 +27,15 @@ def test_each_event_goes_to_every_enabled_subscribed_endpoint(
     webhook_settings,
 ):
     now = timezone.now()
-    services.endpoint_add(merchant=merchant, url=receiver.url + "/all", now=now)
-    _, payouts_secret = services.endpoint_add(
+    endpoint_add(merchant=merchant, url=receiver.url + "/all", now=now)
+    _, payouts_secret = endpoint_add(
         merchant=merchant,
         url=receiver.url + "/payouts",
         event_types=["payout.completed", "payout.failed"],
         now=now,
     )
-    off, _ = services.endpoint_add(merchant=merchant, url=receiver.url + "/off", now=now)
-    services.endpoint_update(endpoint_id=off.pk, url=off.url, enabled=False, now=now)
+    off, _ = endpoint_add(merchant=merchant, url=receiver.url + "/off", now=now)
+    endpoint_update(endpoint_id=off.pk, url=off.url, enabled=False, now=now)
 
     payin = record(merchant, "payin.completed")
     payout = record(merchant, "payout.failed")
@@ -54,12 +59,10 @@ def test_each_event_goes_to_every_enabled_subscribed_endpoint(
 
 def test_a_merchant_has_at_most_five_endpoints(merchant, webhook_settings):
     for i in range(5):
-        services.endpoint_add(
-            merchant=merchant, url=f"https://h{i}.example.com", now=timezone.now()
-        )
+        endpoint_add(merchant=merchant, url=f"https://h{i}.example.com", now=timezone.now())
 
     with pytest.raises(DomainError) as refused:
-        services.endpoint_add(merchant=merchant, url="https://h6.example.com", now=timezone.now())
+        endpoint_add(merchant=merchant, url="https://h6.example.com", now=timezone.now())
 
     assert refused.value.reason == "too_many_webhook_endpoints"
     assert WebhookEndpoint.objects.filter(merchant=merchant).count() == 5
@@ -67,7 +70,7 @@ def test_a_merchant_has_at_most_five_endpoints(merchant, webhook_settings):
 
 def test_unknown_event_types_are_refused(merchant):
     with pytest.raises(DomainError) as refused:
-        services.endpoint_add(
+        endpoint_add(
             merchant=merchant,
             url="https://h.example.com",
             event_types=["payin.done"],
@@ -80,7 +83,7 @@ def test_unknown_event_types_are_refused(merchant):
 
 def test_set_webhook_updates_the_primary_endpoint_and_keeps_the_others(merchant):
     call_command("set_webhook", str(merchant.pk), "https://first.example.com", "--json")
-    services.endpoint_add(
+    endpoint_add(
         merchant=merchant,
         url="https://second.example.com",
         event_types=["payin.failed"],
@@ -113,9 +116,7 @@ def failing_for_six_days(merchant, receiver, webhook_settings):
     webhook_settings.WEBHOOK_RETRY_SCHEDULE = []
     receiver.default = 500
     now = timezone.now()
-    failing, _ = services.endpoint_add(
-        merchant=merchant, url=receiver.url, now=now - timedelta(days=7)
-    )
+    failing, _ = endpoint_add(merchant=merchant, url=receiver.url, now=now - timedelta(days=7))
     _fail_at(merchant, now - timedelta(days=6))
     _fail_at(merchant, now - timedelta(hours=2))
     return failing, now
@@ -124,7 +125,7 @@ def failing_for_six_days(merchant, receiver, webhook_settings):
 def test_an_endpoint_failing_every_delivery_for_5_days_is_disabled(merchant, failing_for_six_days):
     failing, now = failing_for_six_days
 
-    disabled = services.endpoints_disable_failing(now=now)
+    disabled = endpoints_disable_failing(now=now)
 
     failing.refresh_from_db()
     assert disabled == 1
@@ -133,7 +134,7 @@ def test_an_endpoint_failing_every_delivery_for_5_days_is_disabled(merchant, fai
     # A disabled endpoint gets no new deliveries; enabling it again clears the reason.
     record(merchant)
     assert Delivery.objects.filter(endpoint=failing, status="pending").count() == 0
-    services.endpoint_update(endpoint_id=failing.pk, url=failing.url, enabled=True, now=now)
+    endpoint_update(endpoint_id=failing.pk, url=failing.url, enabled=True, now=now)
     failing.refresh_from_db()
     assert failing.enabled is True and failing.disabled_reason == ""
 
@@ -145,9 +146,7 @@ def test_a_success_inside_the_window_keeps_the_endpoint(
 ):
     webhook_settings.WEBHOOK_RETRY_SCHEDULE = []
     now = timezone.now()
-    endpoint, _ = services.endpoint_add(
-        merchant=merchant, url=receiver.url, now=now - timedelta(days=7)
-    )
+    endpoint, _ = endpoint_add(merchant=merchant, url=receiver.url, now=now - timedelta(days=7))
     receiver.default = 500
     _fail_at(merchant, now - timedelta(days=6))
     receiver.default = 200
@@ -155,7 +154,7 @@ def test_a_success_inside_the_window_keeps_the_endpoint(
     receiver.default = 500
     _fail_at(merchant, now - timedelta(hours=1))
 
-    assert services.endpoints_disable_failing(now=now) == 0
+    assert endpoints_disable_failing(now=now) == 0
     endpoint.refresh_from_db()
     assert endpoint.enabled is True
 
@@ -168,28 +167,28 @@ def test_failures_younger_than_5_days_keep_the_endpoint(
     webhook_settings.WEBHOOK_RETRY_SCHEDULE = []
     receiver.default = 500
     now = timezone.now()
-    services.endpoint_add(merchant=merchant, url=receiver.url, now=now - timedelta(days=7))
+    endpoint_add(merchant=merchant, url=receiver.url, now=now - timedelta(days=7))
     _fail_at(merchant, now - timedelta(days=4))
     _fail_at(merchant, now - timedelta(hours=1))
 
-    assert services.endpoints_disable_failing(now=now) == 0
+    assert endpoints_disable_failing(now=now) == 0
 
 
 def test_an_endpoint_re_enabled_is_not_disabled_again_for_what_failed_before(
     merchant, failing_for_six_days
 ):
     failing, now = failing_for_six_days
-    assert services.endpoints_disable_failing(now=now - timedelta(hours=1)) == 1
+    assert endpoints_disable_failing(now=now - timedelta(hours=1)) == 1
 
     # the merchant fixes the receiver and switches the endpoint back on; nothing sent since
-    services.endpoint_update(endpoint_id=failing.pk, url=failing.url, enabled=True, now=now)
-    assert services.endpoints_disable_failing(now=now + timedelta(minutes=1)) == 0
+    endpoint_update(endpoint_id=failing.pk, url=failing.url, enabled=True, now=now)
+    assert endpoints_disable_failing(now=now + timedelta(minutes=1)) == 0
     failing.refresh_from_db()
     assert failing.enabled is True
     # failing again afterwards, for five days more, disables it again
     _fail_at(merchant, now + timedelta(hours=1))
     _fail_at(merchant, now + timedelta(days=6))
-    assert services.endpoints_disable_failing(now=now + timedelta(days=6, hours=1)) == 1
+    assert endpoints_disable_failing(now=now + timedelta(days=6, hours=1)) == 1
 
 
 def test_the_sweep_is_scheduled(settings):
@@ -198,9 +197,7 @@ def test_the_sweep_is_scheduled(settings):
 
 
 def test_the_admin_list_shows_a_disabled_endpoint_and_why(merchant, admin_client):
-    endpoint, _ = services.endpoint_add(
-        merchant=merchant, url="https://h.example.com", now=timezone.now()
-    )
+    endpoint, _ = endpoint_add(merchant=merchant, url="https://h.example.com", now=timezone.now())
     WebhookEndpoint.objects.filter(pk=endpoint.pk).update(enabled=False, disabled_reason="failing")
 
     page = admin_client.get(reverse("admin:webhooks_webhookendpoint_changelist")).content.decode()
@@ -211,9 +208,7 @@ def test_the_admin_list_shows_a_disabled_endpoint_and_why(merchant, admin_client
 def test_the_admin_adds_a_second_subscribed_endpoint_without_replacing_the_first(
     merchant, admin_client
 ):
-    first, _ = services.endpoint_set(
-        merchant=merchant, url="https://a.example.com", now=timezone.now()
-    )
+    first, _ = endpoint_set(merchant=merchant, url="https://a.example.com", now=timezone.now())
 
     refused = admin_client.post(
         "/admin/webhooks/webhookendpoint/add/",

@@ -24,7 +24,7 @@ from core import shared_cache
 from core.jobs import registered
 from tests.faults.gateways import CUT_ENV, KILL_ENV, RUN_ENV, requests_key
 from tests.worker import QUEUES, _database_url, wait_until
-from webhooks import services as webhook_services
+from webhooks.services.endpoints import endpoint_set
 
 
 @dataclass
@@ -91,7 +91,7 @@ def webhook_endpoint(hanging_receiver, settings):
     settings.WEBHOOK_ALLOW_HTTP = True
 
     def configure(merchant, url: str | None = None):
-        endpoint, _secret = webhook_services.endpoint_set(
+        endpoint, _secret = endpoint_set(
             merchant=merchant, url=url or hanging_receiver.url, now=timezone.now()
         )
         return endpoint

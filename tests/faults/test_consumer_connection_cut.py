@@ -15,8 +15,9 @@ from django.utils import timezone
 from core import shared_cache
 from tests.faults.conftest import WORKER_ENV, admin_connection, backend_gone
 from tests.worker import _database_url, celery_worker, wait_until
-from webhooks import services as webhook_services
 from webhooks.models import Delivery, DeliveryStatus, Event
+from webhooks.services.events import event_record
+from webhooks.services.sweeps import deliveries_dispatch_due
 
 pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -35,7 +36,7 @@ APPLICATION = "cowry-test-sender"
 
 
 def _event(merchant) -> Event:
-    return webhook_services.event_record(
+    return event_record(
         merchant_id=merchant.pk,
         event_type="payin.completed",
         data_type="payin",
@@ -75,7 +76,7 @@ def test_an_event_after_the_senders_connection_was_cut_mid_send_is_delivered_at_
             assert (delivery.status, delivery.attempts) == (DeliveryStatus.DELIVERING, 1)
             now = timezone.now()
             Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=now)
-            assert webhook_services.deliveries_dispatch_due(now=now) == 1
+            assert deliveries_dispatch_due(now=now) == 1
             assert wait_until(
                 lambda: Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED,
                 timeout=60,

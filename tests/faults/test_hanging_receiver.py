@@ -8,14 +8,16 @@ import pytest
 from django.utils import timezone
 
 from tests.slow_network import slow_connect
-from webhooks import services as webhook_services
 from webhooks.models import Delivery, DeliveryStatus
+from webhooks.services.delivery import delivery_attempt
+from webhooks.services.events import event_record
+from webhooks.services.sweeps import deliveries_send_due
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db]
 
 
 def _record(merchant, now):
-    event = webhook_services.event_record(
+    event = event_record(
         merchant_id=merchant.pk,
         event_type="payin.completed",
         data_type="payin",
@@ -35,7 +37,7 @@ def test_a_hanging_receiver_times_out_is_recorded_and_is_retried(
     event, delivery = _record(merchant, now)
     hanging_receiver.hold = True  # the receiver accepts the request and never answers
 
-    webhook_services.delivery_attempt(delivery_id=delivery.pk, now=now)
+    delivery_attempt(delivery_id=delivery.pk, now=now)
 
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.PENDING
@@ -48,7 +50,7 @@ def test_a_hanging_receiver_times_out_is_recorded_and_is_retried(
     assert attempt.finished_at is not None
 
     hanging_receiver.release()
-    assert webhook_services.deliveries_send_due(now=now + timedelta(seconds=120)).attempted == 1
+    assert deliveries_send_due(now=now + timedelta(seconds=120)).attempted == 1
 
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SUCCEEDED
@@ -73,7 +75,7 @@ def test_a_receiver_whose_name_does_not_resolve_times_out_and_holds_up_no_other_
     other_event, other_delivery = _record(other_merchant, now)
 
     started = time.monotonic()
-    assert webhook_services.deliveries_send_due(now=now).attempted == 2
+    assert deliveries_send_due(now=now).attempted == 2
     assert time.monotonic() - started < 2.5  # not until the name server answers
 
     other_delivery.refresh_from_db()
@@ -90,7 +92,7 @@ def test_a_receiver_whose_name_does_not_resolve_times_out_and_holds_up_no_other_
     assert hanging_receiver.webhook_ids() == [str(other_event.id)]
 
     stalled_dns.release()  # the name server answers again
-    assert webhook_services.deliveries_send_due(now=now + timedelta(seconds=120)).attempted == 1
+    assert deliveries_send_due(now=now + timedelta(seconds=120)).attempted == 1
 
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SUCCEEDED
@@ -111,7 +113,7 @@ def test_a_receiver_whose_tls_handshake_never_ends_times_out_and_is_retried(
     _event, delivery = _record(merchant, now)
 
     started = time.monotonic()
-    webhook_services.delivery_attempt(delivery_id=delivery.pk, now=now)
+    delivery_attempt(delivery_id=delivery.pk, now=now)
     assert time.monotonic() - started < 1.5
 
     delivery.refresh_from_db()
@@ -123,7 +125,7 @@ def test_a_receiver_whose_tls_handshake_never_ends_times_out_and_is_retried(
     assert attempt.duration_ms < 1500
 
     later = now + timedelta(seconds=120)  # the retry is due, and is made, on the schedule
-    assert webhook_services.deliveries_send_due(now=later).attempted == 1
+    assert deliveries_send_due(now=later).attempted == 1
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.PENDING
     assert delivery.attempts == 2

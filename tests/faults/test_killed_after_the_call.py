@@ -14,8 +14,14 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from payments import ledger, services, tasks
+from payments import tasks
+from payments.ledger.checks import ledger_breaches
 from payments.models import Journal, Payout
+from payments.services.sweeps import (
+    RESUBMIT_AFTER_SECONDS,
+    payments_fail_timed_out,
+    payments_stale_submissions,
+)
 from tests.payments.conftest import create_customer, create_quote, fund, payout_body
 from tests.support import MerchantClient, wallet_balance
 from tests.transfers import conftest as transfers
@@ -32,14 +38,14 @@ def _killed(worker) -> bool:
 
 def _resubmission_due():
     """When the sweep of lost submissions next runs for a payment submitted now."""
-    return timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
+    return timezone.now() + timedelta(seconds=RESUBMIT_AFTER_SECONDS + 1)
 
 
 def _resubmit_lost_payout(payout_id: str, receiver):
     """The sweep of lost submissions finds the payout and submits it again (its body when next
     due); returns its one event, once the payout completed and the receiver got the webhook."""
     later = _resubmission_due()
-    assert services.payments_stale_submissions(now=later) == ([], [uuid.UUID(payout_id)])
+    assert payments_stale_submissions(now=later) == ([], [uuid.UUID(payout_id)])
     tasks.submit_payout.delay(payout_id=payout_id)
     assert wait_until(lambda: Payout.objects.get(pk=payout_id).status == "completed", timeout=60)
     (event,) = Event.objects.filter(data_id=payout_id)
@@ -56,7 +62,7 @@ def _assert_payout_paid_once(merchant, payout_id: str, debit, event, provider_re
         Decimal("20000") - debit,
         Decimal(0),
     )
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def _assert_transfer_completed_once(transfer_id: str, events, provider_requests) -> None:
@@ -104,7 +110,7 @@ def test_worker_killed_after_the_provider_paid_a_payout_pays_it_once(
     )
 
     with celery_worker(extra_env=env()) as worker:
-        assert services.payments_fail_timed_out(now=_resubmission_due()) == 0
+        assert payments_fail_timed_out(now=_resubmission_due()) == 0
         event = _resubmit_lost_payout(payout_id, hanging_receiver)
         assert worker.poll() is None
 
@@ -154,7 +160,7 @@ def test_worker_killed_after_each_provider_call_of_a_transfer_completes_it_once(
         "collection_completed",
         "disbursement_completed",
     ]
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
     assert set(hanging_receiver.webhook_ids()) == ids
 
 
@@ -212,4 +218,4 @@ def test_connection_cut_after_each_provider_call_of_a_transfer_completes_it_once
         assert worker.poll() is None
 
     _assert_transfer_completed_once(transfer_id, events, provider_requests)
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []

@@ -20,7 +20,7 @@ from tests.payments.conftest import (
     payout_body,
 )
 from tests.support import MerchantClient
-from webhooks import services as webhook_services
+from webhooks.services.endpoints import endpoint_set
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,7 +73,7 @@ def test_the_whole_flow_logs_no_api_secret_no_signing_secret_and_no_phone(
 ):
     settings.PROVIDER_SIMULATION_DELAY_SECONDS = 0
     key, api_secret = _dashboard_key(enabled_merchant)
-    _endpoint, signing_secret = webhook_services.endpoint_set(
+    _endpoint, signing_secret = endpoint_set(
         merchant=enabled_merchant, url=hanging_receiver.url, now=timezone.now()
     )
     api = MerchantClient(enabled_merchant)

@@ -12,14 +12,18 @@ from rest_framework.test import APIClient
 
 from config import health
 from config.health import HEARTBEAT_KEY
-from payments import ledger, provider, services, tasks
+from payments import provider, tasks
+from payments.ledger.checks import ledger_breaches
 from payments.models import Payin
+from payments.services.sweeps import RESUBMIT_AFTER_SECONDS, payments_stale_submissions
+from payments.services.transitions import PAYIN_CALLBACK
 from tests.faults.conftest import WORKER_ENV
 from tests.payments.conftest import SILENT_PHONE, create_customer, create_quote, payin_body
 from tests.support import MerchantClient
 from tests.worker import celery_worker, wait_until
-from webhooks import services as webhook_services
 from webhooks.models import Event
+from webhooks.services.delivery import lease_seconds
+from webhooks.services.sweeps import deliveries_dispatch_due
 
 pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -50,7 +54,7 @@ def test_payins_created_while_redis_is_down_are_processed_and_delivered_after_it
         # into the web process): applied and its event recorded, the hand-off to Redis fails.
         held = Payin.objects.get(pk=waiting["id"])
         provider.deliver_answer(
-            callback=services.PAYIN_CALLBACK,
+            callback=PAYIN_CALLBACK,
             reference=str(held.pk),
             provider_reference=held.provider_reference,
             outcome=provider.COMPLETED,
@@ -65,13 +69,13 @@ def test_payins_created_while_redis_is_down_are_processed_and_delivered_after_it
         # The beat sweeps, run when they are next due: resubmit the lost submissions (the
         # body of payments.tasks.fail_timed_out_payments at that time) and re-dispatch the
         # deliveries whose hand-off was lost.
-        later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
-        stale_payins, _ = services.payments_stale_submissions(now=later)
+        later = timezone.now() + timedelta(seconds=RESUBMIT_AFTER_SECONDS + 1)
+        stale_payins, _ = payments_stale_submissions(now=later)
         assert sorted(map(str, stale_payins)) == sorted(created)
         for payin_id in stale_payins:
             tasks.submit_payin.delay(payin_id=str(payin_id))
-        lease = timedelta(seconds=webhook_services.lease_seconds() + 1)
-        assert webhook_services.deliveries_dispatch_due(now=timezone.now() + lease) == 1
+        lease = timedelta(seconds=lease_seconds() + 1)
+        assert deliveries_dispatch_due(now=timezone.now() + lease) == 1
 
         everything = [*created, waiting["id"]]
 
@@ -87,7 +91,7 @@ def test_payins_created_while_redis_is_down_are_processed_and_delivered_after_it
     for payin_id in everything:
         (event,) = Event.objects.filter(data_id=payin_id)
         assert event.event_type == "payin.completed"
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_health_is_503_while_the_broker_is_away_and_200_when_it_is_back(

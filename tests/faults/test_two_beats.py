@@ -11,8 +11,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from payments import ledger, services
+from payments.ledger.checks import ledger_breaches
 from payments.models import Journal, Payin, Payout
+from payments.services.sweeps import payments_fail_timed_out
 from quotes import services as quote_services
 from tests.locks import at_once
 from tests.payments.conftest import (
@@ -26,10 +27,11 @@ from tests.payments.conftest import (
 )
 from tests.support import MerchantClient
 from tests.transfers import conftest as transfers
-from transfers import services as transfer_services
 from transfers.models import Transfer, TransferHistory
-from webhooks import services as webhook_services
+from transfers.services.sweeps import transfers_fail_timed_out
 from webhooks.models import Delivery, DeliveryAttempt, Event
+from webhooks.services.delivery import lease_seconds
+from webhooks.services.sweeps import deliveries_dispatch_due
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
@@ -38,10 +40,10 @@ SCHEDULERS = 3
 
 def _sweeps(now) -> None:
     """One beat's due sweeps, as their tasks run them at `now`."""
-    services.payments_fail_timed_out(now=now)
-    transfer_services.transfers_fail_timed_out(now=now)
+    payments_fail_timed_out(now=now)
+    transfers_fail_timed_out(now=now)
     quote_services.quotes_expire(now=now)
-    webhook_services.deliveries_dispatch_due(now=now)
+    deliveries_dispatch_due(now=now)
 
 
 def test_sweeps_of_two_beat_schedulers_at_once_end_each_leg_once(
@@ -120,15 +122,15 @@ def test_sweeps_of_two_beat_schedulers_at_once_end_each_leg_once(
             "reason", flat=True
         )
         assert list(reasons).count("provider_timeout") == 1
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
     # The sweeps' events were recorded at the clock of the sweep; their deliveries are due,
     # and the wake of a sender after the commit was lost: the dispatch sweeps of both
     # schedulers hand them out, each once, and each is attempted once.
     now = timezone.now()
-    stale = now - timedelta(seconds=webhook_services.lease_seconds() + 1)
+    stale = now - timedelta(seconds=lease_seconds() + 1)
     assert Delivery.objects.update(next_attempt_at=now, dispatched_at=stale) == swept.count()
-    at_once(lambda: webhook_services.deliveries_dispatch_due(now=now), SCHEDULERS)
+    at_once(lambda: deliveries_dispatch_due(now=now), SCHEDULERS)
     assert set(Delivery.objects.values_list("status", flat=True)) == {"succeeded"}
     assert set(Delivery.objects.values_list("attempts", flat=True)) == {1}
     assert DeliveryAttempt.objects.count() == swept.count()

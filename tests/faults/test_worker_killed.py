@@ -16,8 +16,10 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from payments import ledger, services, tasks
+from payments import tasks
+from payments.ledger.checks import ledger_breaches
 from payments.models import Journal, Payin
+from payments.services.sweeps import RESUBMIT_AFTER_SECONDS, payments_stale_submissions
 from tests.faults.conftest import (
     WORKER_ENV,
     admin_connection,
@@ -27,8 +29,9 @@ from tests.faults.conftest import (
 from tests.payments.conftest import create_customer, create_quote, payin_body
 from tests.support import MerchantClient, wallet_balance
 from tests.worker import celery_worker, wait_until
-from webhooks import services as webhook_services
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Event
+from webhooks.services.events import event_record
+from webhooks.services.sweeps import deliveries_dispatch_due
 
 pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -97,10 +100,8 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     # sweep of lost submissions resubmits it when next due (the body of
     # payments.tasks.fail_timed_out_payments then) under the same reference, the same provider
     # transaction, and a new worker applies the answer.
-    later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
-    assert [str(payin_id) for payin_id in services.payments_stale_submissions(now=later)[0]] == [
-        payin_id
-    ]
+    later = timezone.now() + timedelta(seconds=RESUBMIT_AFTER_SECONDS + 1)
+    assert [str(payin_id) for payin_id in payments_stale_submissions(now=later)[0]] == [payin_id]
     with celery_worker(extra_env=WORKER_ENV) as worker:
         tasks.submit_payin.delay(payin_id=payin_id)
         assert wait_until(
@@ -115,7 +116,7 @@ def test_worker_killed_while_applying_a_provider_answer_applies_it_once_after_re
     assert Journal.objects.filter(resource_id=payin_id).count() == 1
     # 9850 credited (10000 less the 1.5% fee), once.
     assert wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal("9850")
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
     assert set(hanging_receiver.webhook_ids()) == {str(event.id)}
 
 
@@ -125,7 +126,7 @@ def test_worker_killed_during_a_webhook_delivery_delivers_it_again_with_the_same
     endpoint = webhook_endpoint(merchant)
     hanging_receiver.hold = True
     with celery_worker(extra_env=WORKER_ENV) as worker:
-        event = webhook_services.event_record(
+        event = event_record(
             merchant_id=merchant.pk,
             event_type="payin.completed",
             data_type="payin",
@@ -147,7 +148,7 @@ def test_worker_killed_during_a_webhook_delivery_delivers_it_again_with_the_same
         # hands the delivery to the new worker.
         now = timezone.now()
         Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=now)
-        assert webhook_services.deliveries_dispatch_due(now=now) == 1
+        assert deliveries_dispatch_due(now=now) == 1
         assert wait_until(
             lambda: (
                 worker.poll() is None
@@ -177,7 +178,7 @@ def test_deliveries_a_killed_worker_held_are_final_within_two_minutes_of_its_res
     hanging_receiver.hold = True
     with celery_worker(extra_env=WORKER_ENV) as worker:
         events = [
-            webhook_services.event_record(
+            event_record(
                 merchant_id=merchant.pk,
                 event_type="payin.completed",
                 data_type="payin",

@@ -13,7 +13,8 @@ import time
 import pytest
 import redis
 
-from payments import ledger, tasks
+from payments import tasks
+from payments.ledger.checks import ledger_check
 from payments.models import Journal, Payin, Payout
 from tests.payments.conftest import (
     DECLINED_PHONE,
@@ -111,4 +112,4 @@ def test_every_payment_in_flight_when_the_worker_is_killed_is_final_once_after_r
     assert completed.count() == 4  # the declined phone's fail, the others complete
     assert Journal.objects.filter(resource_id__in=completed.values("id")).count() == 4
     assert Payout.objects.filter(pk__in=payout_ids, status="completed").count() == 2
-    assert ledger.ledger_check()["breaches"] == []
+    assert ledger_check()["breaches"] == []

@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from payments import services as payment_services
+from payments.ledger.adjustments import wallet_credit
 from tests.catalog import enable_everything
 from tests.factories import MerchantFactory
 from tests.support import MerchantClient
@@ -61,7 +61,7 @@ def fuzz_credentials(db) -> dict[str, str]:
     merchant = MerchantFactory()
     enable_everything(merchant)
     for currency in ("XOF", "XAF"):
-        payment_services.wallet_credit(
+        wallet_credit(
             merchant=merchant,
             currency=currency,
             amount=Decimal("100000000"),

@@ -108,12 +108,10 @@ def test_a_key_outside_printable_ascii_is_refused_alike(api, key):
 
 
 def test_a_retry_spelling_the_path_id_in_capitals_is_the_same_request(api):
-    from webhooks import services as webhook_services
     from webhooks.models import Event
+    from webhooks.services.endpoints import endpoint_set
 
-    webhook_services.endpoint_set(
-        merchant=api.merchant, url="https://93.184.216.34/hook", now=timezone.now()
-    )
+    endpoint_set(merchant=api.merchant, url="https://93.184.216.34/hook", now=timezone.now())
     event = Event.objects.create(
         merchant=api.merchant,
         event_type="payin.completed",
@@ -372,12 +370,10 @@ def test_racing_identical_quote_and_payment_posts_create_one_each(enabled_mercha
 @pytest.mark.django_db(transaction=True)
 def test_racing_identical_re_sends_add_one_delivery(merchant):
     from tests.webhooks.conftest import record_event
-    from webhooks import services as webhook_services
     from webhooks.models import Delivery
+    from webhooks.services.endpoints import endpoint_set
 
-    webhook_services.endpoint_set(
-        merchant=merchant, url="https://93.184.216.34/hook", now=timezone.now()
-    )
+    endpoint_set(merchant=merchant, url="https://93.184.216.34/hook", now=timezone.now())
     event = record_event(merchant)
     Delivery.objects.filter(event=event).update(status="succeeded")
     responses = _post_together(merchant, f"/events/{event.id}/resend", None, "resend", count=6)

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from customers import services as customer_services
 from customers.models import Customer
 from merchants.models import IdempotencyRecord, IdempotencyStatus
-from payments import services as payment_services
+from payments import views as payment_views
 from payments.models import Payin
 from quotes import services as quote_services
 from quotes.models import Quote, QuoteStatus
@@ -106,7 +106,7 @@ def _endpoint(path: str, api: MerchantClient):
     if path == "/quotes/payin":
         return (quote_services, "quote_create_collection"), QUOTE, Quote.objects
     body = payin_body(create_quote(api), create_customer(api))
-    return (payment_services, "payin_create"), body, Payin.objects
+    return (payment_views, "payin_create"), body, Payin.objects
 
 
 # Not /payins: a stalled payin holds its quote's row lock, so the retry of the same body waits
@@ -157,7 +157,7 @@ def test_a_stalled_payin_whose_key_was_taken_over_consumes_nothing(
     api, first = MerchantClient(enabled_merchant), MerchantClient(enabled_merchant)
     customer = create_customer(api)
     stalled_quote, retry_quote = create_quote(api), create_quote(api)
-    stalls.install(payment_services, "payin_create")
+    stalls.install(payment_views, "payin_create")
     key = str(uuid.uuid4())
 
     first_response = stalls.post(first, "/payins", payin_body(stalled_quote, customer), key)

@@ -9,8 +9,10 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from merchants.models import AuditLogEntry
-from payments import provider, services
+from payments import provider
 from payments.models import Journal, Payin, Payout, ProviderDiscrepancy, Wallet
+from payments.services.sweeps import payments_fail_timed_out
+from payments.services.transitions import PAYIN_CALLBACK, PAYOUT_CALLBACK
 from tests.payments.conftest import (
     SILENT_PHONE,
     SN_PHONE,
@@ -21,8 +23,9 @@ from tests.payments.conftest import (
     payout_body,
 )
 from tests.transfers import conftest as transfer_helpers
-from transfers import services as transfer_services
 from transfers.models import Transfer
+from transfers.services.submission import COLLECTION_CALLBACK
+from transfers.services.sweeps import transfers_fail_timed_out
 
 CM_SILENT_PHONE = "+237670001999"  # the sandbox never answers for it
 
@@ -83,8 +86,8 @@ def late_answer(callback: str, reference: str, outcome: str) -> None:
 
 
 _KINDS = {
-    "payin": (payin_body, Payin, services.PAYIN_CALLBACK),
-    "payout": (payout_body, Payout, services.PAYOUT_CALLBACK),
+    "payin": (payin_body, Payin, PAYIN_CALLBACK),
+    "payout": (payout_body, Payout, PAYOUT_CALLBACK),
 }
 
 
@@ -106,7 +109,7 @@ def _answered_late(kind: str, payment_id: str, outcome: str) -> ProviderDiscrepa
 
 def _failed_by_the_timeout_sweep(settings) -> None:
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    services.payments_fail_timed_out(now=later)
+    payments_fail_timed_out(now=later)
 
 
 def payout_paid_after_we_failed_it(api, merchant, capture, settings) -> ProviderDiscrepancy:
@@ -145,8 +148,8 @@ def transfer_collected_after_we_failed_it(api, capture) -> ProviderDiscrepancy:
     transfer = Transfer.objects.get(pk=created.json()["id"])
     assert transfer.status == "collecting" and transfer.collection_reference
     with capture(execute=True):
-        assert transfer_services.transfers_fail_timed_out(now=transfer.leg_timeout_at) == 1
-    late_answer(transfer_services.COLLECTION_CALLBACK, str(transfer.id), provider.COMPLETED)
+        assert transfers_fail_timed_out(now=transfer.leg_timeout_at) == 1
+    late_answer(COLLECTION_CALLBACK, str(transfer.id), provider.COMPLETED)
     transfer.refresh_from_db()
     assert (transfer.status, transfer.payin_status, transfer.payout_status) == (
         "failed",

@@ -5,7 +5,8 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from payments import provider, services
+from payments import provider
+from payments.ledger.adjustments import wallet_credit
 from payments.provider.simulator import SimulatorGateway
 from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped for a moment
     broker_down,
@@ -87,7 +88,7 @@ def create_quote(
 
 
 def fund(merchant, amount: str, currency: str = "XOF") -> None:
-    services.wallet_credit(
+    wallet_credit(
         merchant=merchant,
         currency=currency,
         amount=Decimal(amount),

@@ -16,7 +16,14 @@ import textwrap
 import pytest
 from django.conf import settings
 
-from payments import ledger
+from payments.ledger.accounts import (
+    ADJUSTMENTS,
+    FEE_REVENUE,
+    MERCHANT_AVAILABLE,
+    MERCHANT_RESERVED,
+    provider_clearing,
+)
+from payments.ledger.checks import ledger_breaches
 from payments.models import LedgerAccount, Payin, Payout
 from tests.faults.conftest import admin_connection, backends_waiting_on_a_lock
 from tests.payments.conftest import (
@@ -31,12 +38,12 @@ from tests.support import MerchantClient
 from tests.worker import _database_url, wait_until
 
 OPERATOR = "SN_ORANGE_MOMO"
-CLEARING = ledger.provider_clearing(OPERATOR)
+CLEARING = provider_clearing(OPERATOR)
 # what each posting's accounts are, and what the wallet's funding and the payout's
 # reservation had created before (see _account_ids)
-PAYIN_CODES = [CLEARING, ledger.MERCHANT_AVAILABLE, ledger.FEE_REVENUE]
-PAYOUT_CODES = [ledger.MERCHANT_RESERVED, CLEARING, ledger.FEE_REVENUE]
-EXISTING = [ledger.ADJUSTMENTS, ledger.MERCHANT_AVAILABLE, ledger.MERCHANT_RESERVED]
+PAYIN_CODES = [CLEARING, MERCHANT_AVAILABLE, FEE_REVENUE]
+PAYOUT_CODES = [MERCHANT_RESERVED, CLEARING, FEE_REVENUE]
+EXISTING = [ADJUSTMENTS, MERCHANT_AVAILABLE, MERCHANT_RESERVED]
 
 _MISSING_IN_SET_ORDER = textwrap.dedent(
     """
@@ -52,9 +59,15 @@ _ANSWER = textwrap.dedent(
     import django
     django.setup()
     from django.utils import timezone
-    from payments import services
+    from payments.services.payins import payin_apply_provider_result
+    from payments.services.payouts import payout_apply_provider_result
+    from payments.services.refunds import refund_apply_provider_result
     kind, reference = sys.argv[1], sys.argv[2]
-    apply = getattr(services, f"{kind}_apply_provider_result")
+    apply = {
+        "payin": payin_apply_provider_result,
+        "payout": payout_apply_provider_result,
+        "refund": refund_apply_provider_result,
+    }[kind]
     apply(reference=reference, provider_reference="SIM-" + reference[:8], outcome="completed",
           reason="", at=timezone.now())
     """
@@ -78,9 +91,9 @@ def _opposite_seeds() -> tuple[int, int]:
     """A hash seed under which the payout's missing accounts come in one order, and one under
     which the payin's come in the other."""
     payout = {seed: _missing_in_set_order(seed, PAYOUT_CODES) for seed in range(1, 40)}
-    first = next(seed for seed, order in payout.items() if order == [CLEARING, ledger.FEE_REVENUE])
+    first = next(seed for seed, order in payout.items() if order == [CLEARING, FEE_REVENUE])
     for seed in range(1, 40):
-        if _missing_in_set_order(seed, PAYIN_CODES) == [ledger.FEE_REVENUE, CLEARING]:
+        if _missing_in_set_order(seed, PAYIN_CODES) == [FEE_REVENUE, CLEARING]:
             return first, seed
     raise AssertionError("no hash seed orders the codes the other way")
 
@@ -119,7 +132,7 @@ def test_first_payin_and_payout_of_an_operator_completing_at_once_do_not_deadloc
     ).json()
     assert Payout.objects.get(pk=payout["id"]).status == "pending"
     assert Payin.objects.get(pk=payin["id"]).status == "pending"
-    assert not LedgerAccount.objects.filter(code__in=[CLEARING, ledger.FEE_REVENUE]).exists()
+    assert not LedgerAccount.objects.filter(code__in=[CLEARING, FEE_REVENUE]).exists()
     payout_seed, payin_seed = _opposite_seeds()
 
     holder, monitor = admin_connection(), admin_connection()
@@ -152,7 +165,7 @@ def test_first_payin_and_payout_of_an_operator_completing_at_once_do_not_deadloc
     assert [answer.returncode for answer in answers] == [0, 0], "\n".join(outputs)
     assert Payout.objects.get(pk=payout["id"]).status == "completed"
     assert Payin.objects.get(pk=payin["id"]).status == "completed"
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 class _RollBack(Exception):

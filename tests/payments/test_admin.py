@@ -9,9 +9,14 @@ from django.utils import timezone
 
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
-from payments import ledger, services
+from payments.ledger.checks import ledger_breaches
 from payments.models import Payout, ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
+from payments.services.payouts import (
+    PayoutNotStuck,
+    payout_apply_provider_result,
+    payout_mark_failed,
+)
 from tests.payments.conftest import (
     DECLINED_PHONE,
     SILENT_PHONE,
@@ -21,8 +26,8 @@ from tests.payments.conftest import (
     payout_body,
 )
 from tests.support import wallet_balance
-from webhooks import services as webhook_services
 from webhooks.models import Delivery, Event
+from webhooks.services.endpoints import endpoint_add
 
 pytestmark = pytest.mark.django_db
 
@@ -114,10 +119,10 @@ def test_support_marks_a_stuck_payout_failed_its_reserve_released_and_recorded(
     entry = AuditLogEntry.objects.get(target=payout["id"])
     assert (entry.action, entry.actor.username) == ("support.action", "support-agent")
     assert entry.detail == {"action": "payout.mark_failed"}
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
     # the provider pays after all: nothing moves, support sees it to reconcile
-    services.payout_apply_provider_result(
+    payout_apply_provider_result(
         reference=payout["id"],
         provider_reference="SIM-late",
         outcome="completed",
@@ -126,7 +131,7 @@ def test_support_marks_a_stuck_payout_failed_its_reserve_released_and_recorded(
     )
     assert enabled_api.get(f"/payouts/{payout['id']}").json()["status"] == "failed"
     assert ProviderDiscrepancy.objects.filter(resource_id=payout["id"]).count() == 1
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_marking_failed_is_refused_for_a_final_payout_and_for_merchant_staff(
@@ -181,13 +186,11 @@ def test_marking_failed_is_refused_before_the_timeout_and_while_the_provider_is_
         in_flight = enabled_api.post(
             "/payouts", payout_body(create_quote(enabled_api, "payout"), customer)
         ).json()
-    assert [type(error) for error in SupportClicksDuringTheCallGateway.refusals] == [
-        services.PayoutNotStuck
-    ]
+    assert [type(error) for error in SupportClicksDuringTheCallGateway.refusals] == [PayoutNotStuck]
     assert enabled_api.get(f"/payouts/{in_flight['id']}").json()["status"] == "completed"
     assert not AuditLogEntry.objects.filter(action="support.action").exists()
     assert not ProviderDiscrepancy.objects.exists()
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 class SupportClicksDuringTheCallGateway(SimulatorGateway):
@@ -201,10 +204,8 @@ class SupportClicksDuringTheCallGateway(SimulatorGateway):
         Payout.objects.filter(pk=kwargs["reference"]).update(provider_timeout_at=slow)
         support = get_user_model().objects.get(username="support-agent")
         try:
-            services.payout_mark_failed(
-                payout_id=kwargs["reference"], actor=support, now=timezone.now()
-            )
-        except services.PayoutNotStuck as refused:
+            payout_mark_failed(payout_id=kwargs["reference"], actor=support, now=timezone.now())
+        except PayoutNotStuck as refused:
             self.refusals.append(refused)
         return super().submit_disbursement(**kwargs)
 
@@ -222,9 +223,7 @@ def test_support_sees_a_payments_history_and_its_events_with_every_delivery(
     page (every attempt, the answers, re-send), with each endpoint's delivery, in a fixed
     number of queries whatever the number of endpoints."""
     for n in range(3):
-        webhook_services.endpoint_add(
-            merchant=enabled_merchant, url=f"{receiver.url}?n={n}", now=timezone.now()
-        )
+        endpoint_add(merchant=enabled_merchant, url=f"{receiver.url}?n={n}", now=timezone.now())
     fund(enabled_merchant, "50000")
     with django_capture_on_commit_callbacks(execute=True):
         payout = enabled_api.post(
@@ -257,7 +256,7 @@ def test_a_payouts_page_shows_support_its_provider_discrepancy_and_merchant_staf
     support = _support_client()
     with django_capture_on_commit_callbacks(execute=True):
         _mark_failed(support, payout["id"])
-    services.payout_apply_provider_result(
+    payout_apply_provider_result(
         reference=payout["id"],
         provider_reference="SIM-late",
         outcome="completed",

@@ -12,8 +12,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from merchants import services as merchant_services
-from payments import provider, services
+from payments import provider
 from payments.models import Payin, Payout, ProviderDiscrepancy
+from payments.services.payouts import PayoutNotStuck, payout_mark_failed
+from payments.services.sweeps import payments_fail_timed_out
+from payments.services.transitions import PAYIN_CALLBACK, PAYOUT_CALLBACK
 from quotes import services as quote_services
 from quotes.models import Quote
 from tests.locks import start, waiting_for_a_lock
@@ -28,10 +31,16 @@ from tests.payments.conftest import (
 )
 from tests.support import MerchantClient
 from tests.transfers import conftest as transfer_helpers
-from transfers import services as transfer_services
 from transfers.models import Transfer
-from webhooks import services as webhook_services
+from transfers.services.submission import (
+    COLLECTION_CALLBACK,
+    DISBURSEMENT_CALLBACK,
+    transfer_submit_collection,
+)
+from transfers.services.support import transfer_apply_provider_completion
+from transfers.services.sweeps import transfers_fail_timed_out
 from webhooks.models import Delivery, Event
+from webhooks.services.endpoints import endpoint_set
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,7 +81,7 @@ def _in_order(model, row_id, racers: dict, first: str | None = None) -> dict:
 @pytest.fixture
 def hooks(enabled_merchant, receiver, webhook_settings):
     """The merchant's webhook endpoint, a local receiver: the events it was sent."""
-    webhook_services.endpoint_set(merchant=enabled_merchant, url=receiver.url, now=timezone.now())
+    endpoint_set(merchant=enabled_merchant, url=receiver.url, now=timezone.now())
 
     def sent(data_id) -> list[str]:
         return [
@@ -127,14 +136,14 @@ def test_a_payouts_late_completion_racing_the_timeout_sweep_settles_it_once(
 
     def answer():
         return provider.deliver_answer(
-            callback=services.PAYOUT_CALLBACK,
+            callback=PAYOUT_CALLBACK,
             reference=payout_id,
             provider_reference=payout.provider_reference,
             outcome=provider.COMPLETED,
         )
 
     def sweep():
-        return services.payments_fail_timed_out(now=timezone.now())
+        return payments_fail_timed_out(now=timezone.now())
 
     results = _in_order(Payout, payout_id, {"answer": answer, "sweep": sweep}, first)
 
@@ -184,21 +193,21 @@ def test_support_marking_a_stuck_payout_failed_racing_its_completion_settles_it_
 
     def answer():
         return provider.deliver_answer(
-            callback=services.PAYOUT_CALLBACK,
+            callback=PAYOUT_CALLBACK,
             reference=payout_id,
             provider_reference=payout.provider_reference,
             outcome=provider.COMPLETED,
         )
 
     def support():
-        return services.payout_mark_failed(payout_id=payout_id, actor=agent, now=timezone.now())
+        return payout_mark_failed(payout_id=payout_id, actor=agent, now=timezone.now())
 
     results = _in_order(Payout, payout_id, {"answer": answer, "support": support}, first)
 
     body = api.get(f"/payouts/{payout_id}").json()
     assert results["answer"] is None
     if first == "answer":
-        assert isinstance(results["support"], services.PayoutNotStuck), results
+        assert isinstance(results["support"], PayoutNotStuck), results
         assert body["status"] == "completed"
         assert balances(api) == {"currency": "XOF", "available": "9800", "reserved": "0"}
         assert not ProviderDiscrepancy.objects.exists()
@@ -236,14 +245,14 @@ def test_a_payins_answer_written_at_once_racing_the_timeout_sweep_has_one_outcom
 
     def answer():
         return provider.deliver_answer(
-            callback=services.PAYIN_CALLBACK,
+            callback=PAYIN_CALLBACK,
             reference=payin_id,
             provider_reference=payin.provider_reference,
             outcome=provider.COMPLETED,
         )
 
     def sweep():
-        return services.payments_fail_timed_out(now=timezone.now())
+        return payments_fail_timed_out(now=timezone.now())
 
     results = _in_order(Payin, payin_id, {"answer": answer, "sweep": sweep}, first)
 
@@ -286,7 +295,7 @@ class SweepDuringCollectionGateway:
 
     def submit_collection(self, **kwargs):
         _due(Payin, kwargs["reference"])
-        swept.append(services.payments_fail_timed_out(now=timezone.now()))
+        swept.append(payments_fail_timed_out(now=timezone.now()))
         receipt = self.simulator.transaction_status(
             kind=provider.COLLECTION, reference=kwargs["reference"], phone=kwargs["phone"]
         )
@@ -347,7 +356,7 @@ def _transfer_whose_collection_enqueue_is_lost(api, broker_down) -> Transfer:
 
 
 def _suspense(transfer_id) -> Decimal:
-    from payments.ledger import TRANSFER_SUSPENSE
+    from payments.ledger.accounts import TRANSFER_SUSPENSE
     from payments.models import JournalLine
 
     lines = JournalLine.objects.filter(
@@ -367,14 +376,14 @@ def test_a_collections_late_completion_racing_the_timeout_sweep_has_one_outcome(
 
     def answer():
         return provider.deliver_answer(
-            callback=transfer_services.COLLECTION_CALLBACK,
+            callback=COLLECTION_CALLBACK,
             reference=str(transfer.id),
             provider_reference=transfer.collection_reference,
             outcome=provider.COMPLETED,
         )
 
     def sweep():
-        return transfer_services.transfers_fail_timed_out(now=timezone.now())
+        return transfers_fail_timed_out(now=timezone.now())
 
     results = _in_order(Transfer, transfer.id, {"answer": answer, "sweep": sweep}, first)
 
@@ -438,14 +447,14 @@ def test_a_disbursements_late_completion_racing_the_timeout_sweep_pays_the_recip
 
     def answer():
         return provider.deliver_answer(
-            callback=transfer_services.DISBURSEMENT_CALLBACK,
+            callback=DISBURSEMENT_CALLBACK,
             reference=f"{transfer.id}:1",
             provider_reference=transfer.disbursement_reference,
             outcome=provider.COMPLETED,
         )
 
     def sweep():
-        return transfer_services.transfers_fail_timed_out(now=timezone.now())
+        return transfers_fail_timed_out(now=timezone.now())
 
     results = _in_order(Transfer, transfer.id, {"answer": answer, "sweep": sweep}, first)
 
@@ -484,7 +493,7 @@ def test_a_disbursements_late_completion_racing_the_timeout_sweep_pays_the_recip
     agent = merchant_services.staff_user_create(
         username="support-agent", password="pw-1-staff-login", support=True
     )
-    transfer_services.transfer_apply_provider_completion(
+    transfer_apply_provider_completion(
         discrepancy_id=discrepancy.id, actor=agent, now=timezone.now()
     )
     body = api.get(f"/transfers/{transfer.id}").json()
@@ -546,14 +555,14 @@ def test_a_transfer_whose_collection_is_submitted_while_the_sweep_looks_has_one_
 
     def submit():
         if submission == "in time":  # the task's clock read just before the timeout
-            return transfer_services.transfer_submit_collection(
+            return transfer_submit_collection(
                 transfer_id=transfer.id, now=due - timedelta(milliseconds=1)
             )
         return transfer_tasks.submit_transfer_collection.delay(transfer_id=str(transfer.id))
 
     def sweep():
         try:
-            return transfer_services.transfers_fail_timed_out(now=timezone.now())
+            return transfers_fail_timed_out(now=timezone.now())
         finally:
             CollectionOnItsWayGateway.sweep_done.set()
 
@@ -609,12 +618,12 @@ def test_a_collection_submission_that_finds_the_sweep_has_failed_its_transfer_st
     CollectionOnItsWayGateway.calls.clear()
 
     def submit():
-        return transfer_services.transfer_submit_collection(
+        return transfer_submit_collection(
             transfer_id=transfer.id, now=due - timedelta(milliseconds=1)
         )
 
     def sweep():
-        return transfer_services.transfers_fail_timed_out(now=timezone.now())
+        return transfers_fail_timed_out(now=timezone.now())
 
     with caplog.at_level("WARNING"):
         results = _in_order(
@@ -652,7 +661,7 @@ def test_a_relaunch_racing_the_previous_attempts_late_completion_is_kept_for_sup
 
     def answer():
         return provider.deliver_answer(
-            callback=transfer_services.DISBURSEMENT_CALLBACK,
+            callback=DISBURSEMENT_CALLBACK,
             reference=f"{transfer.id}:1",
             provider_reference="SIM-attempt-1",
             outcome=provider.COMPLETED,

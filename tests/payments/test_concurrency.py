@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from payments import ledger
+from payments.ledger.checks import ledger_breaches
 from payments.models import Payin, Payout
 from tests.locks import together
 from tests.payments.conftest import (
@@ -43,7 +43,7 @@ def test_concurrent_payouts_never_overdraw_the_wallet(enabled_merchant):
         Decimal("9600"),
         Decimal("20400"),
     )
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_two_payments_racing_for_one_quote_have_exactly_one_winner(enabled_merchant):
@@ -75,13 +75,14 @@ def _silent_payout(merchant) -> str:
 
 
 def test_concurrent_provider_answers_post_the_ledger_once(enabled_merchant):
-    from payments import provider, services
+    from payments import provider
+    from payments.services.transitions import PAYOUT_CALLBACK
 
     payout_id = _silent_payout(enabled_merchant)
 
     def work(i):
         provider.deliver_answer(
-            callback=services.PAYOUT_CALLBACK,
+            callback=PAYOUT_CALLBACK,
             reference=payout_id,
             provider_reference="SIM-x",
             outcome=provider.COMPLETED if i % 2 == 0 else provider.FAILED,
@@ -96,7 +97,7 @@ def test_concurrent_provider_answers_post_the_ledger_once(enabled_merchant):
     available, reserved = wallet_balance(merchant=enabled_merchant, currency="XOF")
     assert reserved == 0
     assert available == (Decimal("9800") if payout.status == "completed" else Decimal("20000"))
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_merchant):
@@ -104,7 +105,7 @@ def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_me
 
     from merchants import services as merchant_services
     from merchants.models import AuditLogEntry
-    from payments import services
+    from payments.services.payouts import PayoutNotStuck, payout_mark_failed
     from webhooks.models import Event
 
     payout_id = _silent_payout(enabled_merchant)
@@ -118,8 +119,8 @@ def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_me
 
     def work(i):
         try:
-            services.payout_mark_failed(payout_id=payout_id, actor=agents[i], now=timezone.now())
-        except services.PayoutNotStuck:
+            payout_mark_failed(payout_id=payout_id, actor=agents[i], now=timezone.now())
+        except PayoutNotStuck:
             return "refused"
         return "marked"
 
@@ -131,13 +132,14 @@ def test_two_support_agents_marking_one_payout_failed_have_one_winner(enabled_me
         Decimal("20000"),
         Decimal("0"),
     )
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_provider_answers_and_new_payouts_on_one_merchant_never_deadlock(enabled_merchant):
     """Answers lock a payment then the wallet; new payouts lock the wallet and, at commit,
     key-share the merchant row. Locking only the payment row keeps the two orders compatible."""
-    from payments import provider, services
+    from payments import provider
+    from payments.services.transitions import PAYIN_CALLBACK
 
     api = MerchantClient(enabled_merchant)
     customer = create_customer(api)
@@ -154,7 +156,7 @@ def test_provider_answers_and_new_payouts_on_one_merchant_never_deadlock(enabled
     def work(i):
         if i % 2 == 0:
             provider.deliver_answer(
-                callback=services.PAYIN_CALLBACK,
+                callback=PAYIN_CALLBACK,
                 reference=payin_ids[i // 2],
                 provider_reference=f"SIM-{i}",
                 outcome=provider.COMPLETED,
@@ -166,4 +168,4 @@ def test_provider_answers_and_new_payouts_on_one_merchant_never_deadlock(enabled
 
     assert statuses.count(201) == 6
     assert Payin.objects.filter(pk__in=payin_ids, status="completed").count() == 6
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []

@@ -13,7 +13,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from merchants.models import AuditLogEntry
-from payments import ledger, services
+from payments.ledger.adjustments import DiscrepancyNotCreditable, wallet_credit
+from payments.ledger.checks import ledger_breaches
+from payments.ledger.discrepancies import provider_discrepancy_resolve
 from payments.models import Journal, ProviderDiscrepancy, Wallet
 from tests.locks import start, waiting_for_a_lock
 from tests.payments.adjustments import (
@@ -31,8 +33,12 @@ from tests.payments.adjustments import (
 from tests.payments.conftest import fund
 from tests.support import MerchantClient
 from tests.transfers import conftest as transfer_helpers
-from transfers import services as transfer_services
 from transfers.models import Transfer, TransferHistory
+from transfers.services.submission import COLLECTION_CALLBACK
+from transfers.services.support import (
+    ProviderCompletionNotApplicable,
+    transfer_apply_provider_completion,
+)
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -144,7 +150,7 @@ def test_a_credit_refuses_a_discrepancy_support_already_marked_resolved(
     """Ops credited it by hand and support clicked "Mark resolved": crediting it again with
     --discrepancy would pay the merchant twice."""
     agent = get_user_model().objects.create_user(username="agent-ama", password="x" * 16)
-    assert services.provider_discrepancy_resolve(
+    assert provider_discrepancy_resolve(
         discrepancy_id=collected.id, actor=agent, now=timezone.now()
     )
     before = adjustment_state(enabled_merchant)
@@ -171,8 +177,8 @@ def test_a_credit_refuses_a_discrepancy_about_a_payout_and_says_what_settles_it(
         _credit(enabled_merchant, "100", "--discrepancy", str(discrepancy.id))
 
     assert adjustment_state(enabled_merchant) == before
-    with pytest.raises(services.DiscrepancyNotCreditable) as refused:
-        services.wallet_credit(
+    with pytest.raises(DiscrepancyNotCreditable) as refused:
+        wallet_credit(
             merchant=enabled_merchant,
             currency="XOF",
             amount=Decimal("100"),
@@ -234,7 +240,7 @@ def test_two_credits_racing_for_one_discrepancy_have_exactly_one_winner(
     assert Journal.objects.filter(kind="adjustment").count() == 1
     assert AuditLogEntry.objects.filter(detail__action="wallet_credited").count() == 1
     assert ProviderDiscrepancy.objects.get(pk=discrepancy.id).resolved_by == "credit_wallet"
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
     ledger_clean()
 
 
@@ -334,7 +340,7 @@ def test_a_transfer_collection_the_provider_reversed_is_not_credited(
         created = enabled_api.post("/transfers", transfer_helpers.transfer_body(quote, customer))
     transfer_id = created.json()["id"]
     assert Transfer.objects.get(pk=transfer_id).status == "completed"
-    late_answer(transfer_services.COLLECTION_CALLBACK, transfer_id, "failed")
+    late_answer(COLLECTION_CALLBACK, transfer_id, "failed")
     discrepancy = ProviderDiscrepancy.objects.get(resource_id=transfer_id)
     before = adjustment_state(enabled_merchant)
 
@@ -364,8 +370,8 @@ def test_a_transfer_collections_discrepancy_names_credit_wallet_where_it_is_refu
             str(transfer_collected.id),
             currency="XAF",
         )
-    with pytest.raises(transfer_services.ProviderCompletionNotApplicable) as refused:
-        transfer_services.transfer_apply_provider_completion(
+    with pytest.raises(ProviderCompletionNotApplicable) as refused:
+        transfer_apply_provider_completion(
             discrepancy_id=transfer_collected.id,
             actor=get_user_model().objects.create_user(username="agent-ama", password="x" * 16),
             now=timezone.now(),
@@ -639,5 +645,5 @@ def test_two_runs_racing_with_one_reference_apply_it_once(enabled_merchant, seco
         .order_by("currency")
         .values_list("currency", "available")
     ) == [("XAF", Decimal("5000")), ("XOF", Decimal("6000"))]
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
     ledger_clean()

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.db import transaction
 
 from merchants.models import AuditLogEntry
-from payments import ledger
+from payments.ledger.checks import ledger_breaches
 from payments.models import Journal, Payout, Wallet
 from tests.locks import start, waiting_for_a_lock
 from tests.payments.adjustments import (
@@ -276,7 +276,7 @@ def test_a_debit_racing_a_payout_for_the_last_funds_has_exactly_one_winner(enabl
         assert (status, body["error"]["reason"]) == (400, "insufficient_balance"), body
         assert balances(api) == {"currency": "XOF", "available": "0", "reserved": "0"}
         assert not Payout.objects.exists()
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
     ledger_clean()
 
 

@@ -7,17 +7,33 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from merchants.models import AuditLogEntry
-from payments import ledger, services
+from payments.ledger.accounts import (
+    ADJUSTMENTS,
+    FEE_REVENUE,
+    MERCHANT_AVAILABLE,
+    MERCHANT_RESERVED,
+    TRANSFER_SUSPENSE,
+    provider_clearing,
+)
+from payments.ledger.adjustments import InvalidAdjustment, wallet_credit
+from payments.ledger.checks import ledger_breaches, ledger_check
+from payments.ledger.journals import (
+    InsufficientBalance,
+    UnbalancedJournal,
+    account_balances,
+    post_journal,
+)
 from payments.models import Journal, JournalLine, Wallet
+from payments.services.sweeps import payments_fail_timed_out
 from tests.transfers import conftest as transfer_helpers
-from transfers import services as transfer_services
 from transfers.models import Transfer
+from transfers.services.support import transfer_return_collected_funds
 
 pytestmark = pytest.mark.django_db
 
 
 def _post(merchant, lines, *, kind="test", resource_id=None, currency="XOF"):
-    return ledger.post_journal(
+    return post_journal(
         merchant_id=merchant.pk,
         currency=currency,
         kind=kind,
@@ -29,7 +45,7 @@ def _post(merchant, lines, *, kind="test", resource_id=None, currency="XOF"):
 
 
 def test_credit_wallet_posts_a_balanced_adjustment(merchant):
-    wallet = services.wallet_credit(
+    wallet = wallet_credit(
         merchant=merchant,
         currency="XOF",
         amount=Decimal("5000"),
@@ -45,12 +61,12 @@ def test_credit_wallet_posts_a_balanced_adjustment(merchant):
         ("adjustments", Decimal("-5000")),
         ("merchant_available", Decimal("5000")),
     ]
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_posting_the_same_resource_and_kind_twice_changes_nothing(merchant):
     resource_id = uuid.uuid4()
-    lines = [(ledger.ADJUSTMENTS, Decimal("-10")), (ledger.MERCHANT_AVAILABLE, Decimal("10"))]
+    lines = [(ADJUSTMENTS, Decimal("-10")), (MERCHANT_AVAILABLE, Decimal("10"))]
     first = _post(merchant, lines, resource_id=resource_id)
     second = _post(merchant, lines, resource_id=resource_id)
     assert first.pk == second.pk
@@ -59,27 +75,27 @@ def test_posting_the_same_resource_and_kind_twice_changes_nothing(merchant):
 
 
 def test_an_unbalanced_journal_is_refused(merchant):
-    with pytest.raises(ledger.UnbalancedJournal):
+    with pytest.raises(UnbalancedJournal):
         _post(
             merchant,
-            [(ledger.ADJUSTMENTS, Decimal("-10")), (ledger.MERCHANT_AVAILABLE, Decimal("9"))],
+            [(ADJUSTMENTS, Decimal("-10")), (MERCHANT_AVAILABLE, Decimal("9"))],
         )
-    with pytest.raises(ledger.UnbalancedJournal):
-        _post(merchant, [(ledger.ADJUSTMENTS, -10.0), (ledger.MERCHANT_AVAILABLE, 10.0)])
+    with pytest.raises(UnbalancedJournal):
+        _post(merchant, [(ADJUSTMENTS, -10.0), (MERCHANT_AVAILABLE, 10.0)])
     assert Journal.objects.count() == 0
     assert JournalLine.objects.count() == 0
 
 
 def test_a_journal_that_would_overdraw_the_wallet_is_refused_and_changes_nothing(merchant):
-    services.wallet_credit(
+    wallet_credit(
         merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
     )
-    with pytest.raises(ledger.InsufficientBalance):
+    with pytest.raises(InsufficientBalance):
         _post(
             merchant,
             [
-                (ledger.MERCHANT_AVAILABLE, Decimal("-101")),
-                (ledger.MERCHANT_RESERVED, Decimal("101")),
+                (MERCHANT_AVAILABLE, Decimal("-101")),
+                (MERCHANT_RESERVED, Decimal("101")),
             ],
         )
     wallet = Wallet.objects.get(merchant=merchant)
@@ -88,10 +104,10 @@ def test_a_journal_that_would_overdraw_the_wallet_is_refused_and_changes_nothing
 
 
 def test_wallets_are_per_currency(merchant):
-    services.wallet_credit(
+    wallet_credit(
         merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
     )
-    services.wallet_credit(
+    wallet_credit(
         merchant=merchant, currency="XAF", amount=Decimal("7"), reason="x", at=timezone.now()
     )
     balances = dict(Wallet.objects.filter(merchant=merchant).values_list("currency", "available"))
@@ -103,8 +119,8 @@ def test_wallets_are_per_currency(merchant):
     [("EUR", "10", "x"), ("XOF", "0", "x"), ("XOF", "1.5", "x"), ("XOF", "10", "  ")],
 )
 def test_invalid_adjustments_are_refused(merchant, currency, amount, reason):
-    with pytest.raises(services.InvalidAdjustment):
-        services.wallet_credit(
+    with pytest.raises(InvalidAdjustment):
+        wallet_credit(
             merchant=merchant,
             currency=currency,
             amount=Decimal(amount),
@@ -152,7 +168,7 @@ def test_credit_wallet_past_what_the_ledger_holds_is_refused_and_changes_nothing
         call_command("credit_wallet", str(merchant.id), "XAF", largest, "--reason", "float")
     assert Wallet.objects.get(merchant=merchant, currency="XAF").available == Decimal(largest)
     assert Journal.objects.count() == 1
-    assert services.ledger_check()["ok"]
+    assert ledger_check()["ok"]
 
 
 def test_credit_wallet_command_refuses_an_unknown_merchant():
@@ -161,7 +177,7 @@ def test_credit_wallet_command_refuses_an_unknown_merchant():
 
 
 def test_check_ledger_is_clean_on_a_sound_ledger(merchant, capsys):
-    services.wallet_credit(
+    wallet_credit(
         merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
     )
     call_command("check_ledger", "--json")
@@ -171,7 +187,7 @@ def test_check_ledger_is_clean_on_a_sound_ledger(merchant, capsys):
 
 
 def test_check_ledger_exits_non_zero_when_a_wallet_disagrees_with_its_lines(merchant, capsys):
-    services.wallet_credit(
+    wallet_credit(
         merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
     )
     Wallet.objects.filter(merchant=merchant).update(available=Decimal("150"))
@@ -183,19 +199,19 @@ def test_check_ledger_exits_non_zero_when_a_wallet_disagrees_with_its_lines(merc
 
 
 def test_check_ledger_reports_an_unbalanced_journal(merchant):
-    services.wallet_credit(
+    wallet_credit(
         merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
     )
-    line = JournalLine.objects.get(account__code=ledger.ADJUSTMENTS)
+    line = JournalLine.objects.get(account__code=ADJUSTMENTS)
     JournalLine.objects.filter(pk=line.pk).update(amount=Decimal("-99"))
-    breaches = ledger.ledger_breaches()
+    breaches = ledger_breaches()
     assert any("summing to 1" in breach for breach in breaches)
 
 
 def test_check_ledger_task_returns_the_report(merchant):
     from payments import tasks
 
-    services.wallet_credit(
+    wallet_credit(
         merchant=merchant, currency="XOF", amount=Decimal("100"), reason="x", at=timezone.now()
     )
     report = tasks.check_ledger.delay().get()
@@ -227,7 +243,7 @@ def test_check_ledger_is_clean_after_every_kind_of_payment_and_flags_a_missing_j
             quote = create_quote(enabled_api, "payout")
             response = enabled_api.post("/payouts", payout_body(quote, customer, phone))
             assert response.status_code == 201
-    services.payments_fail_timed_out(now=timezone.now() + timezone.timedelta(days=1))
+    payments_fail_timed_out(now=timezone.now() + timezone.timedelta(days=1))
     call_command("check_ledger", "--json")
     report = json.loads(capsys.readouterr().out)
     assert report == {"ok": True, "breaches": [], "journals": report["journals"], "wallets": 1}
@@ -248,7 +264,7 @@ def test_accounts_created_by_a_posting_that_rolled_back_are_not_reused(merchant)
     """Account ids are remembered per process, but only once their transaction committed."""
     from django.db import transaction
 
-    lines = [(ledger.ADJUSTMENTS, Decimal("-10")), (ledger.MERCHANT_AVAILABLE, Decimal("10"))]
+    lines = [(ADJUSTMENTS, Decimal("-10")), (MERCHANT_AVAILABLE, Decimal("10"))]
     with pytest.raises(RuntimeError), transaction.atomic():
         _post(merchant, lines)  # creates the merchant's XOF accounts, then rolls back
         raise RuntimeError("the caller's transaction fails after the posting")
@@ -259,7 +275,7 @@ def test_accounts_created_by_a_posting_that_rolled_back_are_not_reused(merchant)
     assert Wallet.objects.get(merchant=merchant, currency="XOF").available == Decimal("20")
     first_accounts = {line.account_id for line in journal.lines.all()}
     assert first_accounts == {line.account_id for line in again.lines.all()}
-    assert ledger.ledger_breaches(merchant_ids=[merchant.pk]) == []
+    assert ledger_breaches(merchant_ids=[merchant.pk]) == []
 
 
 @pytest.mark.django_db(transaction=True)
@@ -274,7 +290,7 @@ def test_check_ledger_reads_one_snapshot_while_a_posting_commits(merchant):
 
     from tests.locks import waiting_for_a_lock
 
-    services.wallet_credit(
+    wallet_credit(
         merchant=merchant,
         currency="XOF",
         amount=Decimal("100"),
@@ -291,7 +307,7 @@ def test_check_ledger_reads_one_snapshot_while_a_posting_commits(merchant):
                     cursor.execute("LOCK TABLE payments_wallet IN ACCESS EXCLUSIVE MODE")
                 locked.set()
                 assert check_waits.wait(20)
-                services.wallet_credit(
+                wallet_credit(
                     merchant=merchant,
                     currency="XOF",
                     amount=Decimal("5"),
@@ -303,7 +319,7 @@ def test_check_ledger_reads_one_snapshot_while_a_posting_commits(merchant):
 
     def check() -> None:
         try:
-            reports.append(services.ledger_check())
+            reports.append(ledger_check())
         finally:
             connection.close()
 
@@ -319,16 +335,14 @@ def test_check_ledger_reads_one_snapshot_while_a_posting_commits(merchant):
 
     assert [report["breaches"] for report in reports] == [[]]
     assert Wallet.objects.get(merchant=merchant, currency="XOF").available == Decimal("105")
-    assert services.ledger_check()["ok"]
+    assert ledger_check()["ok"]
 
 
 def test_reposting_a_movement_returns_the_first_even_when_the_balance_no_longer_allows_it(
     merchant,
 ):
-    _post(
-        merchant, [(ledger.ADJUSTMENTS, Decimal("-10")), (ledger.MERCHANT_AVAILABLE, Decimal("10"))]
-    )
-    spend = [(ledger.MERCHANT_AVAILABLE, Decimal("-10")), (ledger.ADJUSTMENTS, Decimal("10"))]
+    _post(merchant, [(ADJUSTMENTS, Decimal("-10")), (MERCHANT_AVAILABLE, Decimal("10"))])
+    spend = [(MERCHANT_AVAILABLE, Decimal("-10")), (ADJUSTMENTS, Decimal("10"))]
     resource_id = uuid.uuid4()
     first = _post(merchant, spend, kind="spend", resource_id=resource_id)  # available 10 -> 0
 
@@ -337,7 +351,7 @@ def test_reposting_a_movement_returns_the_first_even_when_the_balance_no_longer_
     assert again.pk == first.pk
     assert Wallet.objects.get(merchant=merchant, currency="XOF").available == 0
     assert Journal.objects.filter(resource_id=resource_id).count() == 1
-    with pytest.raises(ledger.InsufficientBalance):  # a new movement is still refused
+    with pytest.raises(InsufficientBalance):  # a new movement is still refused
         _post(merchant, spend, kind="spend", resource_id=uuid.uuid4())
 
 
@@ -394,9 +408,7 @@ def transfers_in_every_state(enabled_api, django_capture_on_commit_callbacks) ->
         ),
         "returned": _transfer(enabled_api, capture, recipient_phone=transfer_helpers.SN_DECLINED),
     }
-    transfer_services.transfer_return_collected_funds(
-        transfer_id=made["returned"].id, actor=None, now=timezone.now()
-    )
+    transfer_return_collected_funds(transfer_id=made["returned"].id, actor=None, now=timezone.now())
     assert _states(*made.values()) == [
         ("completed", "completed", "completed"),
         ("completed", "completed", "completed"),
@@ -418,14 +430,14 @@ def test_check_ledger_passes_every_transfer_holding_what_its_state_implies_in_su
 
     report = json.loads(capsys.readouterr().out)
     assert (report["ok"], report["breaches"]) == (True, [])
-    balances = ledger.account_balances(merchant=enabled_merchant, currency="XAF")
-    assert balances[ledger.TRANSFER_SUSPENSE] == Decimal("20000")
+    balances = account_balances(merchant=enabled_merchant, currency="XAF")
+    assert balances[TRANSFER_SUSPENSE] == Decimal("20000")
 
 
 def _post_about(
     transfer: Transfer, kind: str, lines, *, currency: str = "XAF", resource="transfer"
 ):
-    return ledger.post_journal(
+    return post_journal(
         merchant_id=transfer.merchant_id,
         currency=currency,
         kind=kind,
@@ -449,8 +461,8 @@ def test_check_ledger_flags_a_transfer_whose_suspense_disagrees_with_its_state(
         payout_failed,
         "transfer_refund",
         [
-            (ledger.TRANSFER_SUSPENSE, Decimal("-10000")),
-            (ledger.MERCHANT_AVAILABLE, Decimal("10000")),
+            (TRANSFER_SUSPENSE, Decimal("-10000")),
+            (MERCHANT_AVAILABLE, Decimal("10000")),
         ],
     )
     # a completed transfer collected a second time into its suspense
@@ -458,8 +470,8 @@ def test_check_ledger_flags_a_transfer_whose_suspense_disagrees_with_its_state(
         completed,
         "transfer_recollected",
         [
-            (ledger.provider_clearing("CM_MTN_MOMO"), Decimal("-10000")),
-            (ledger.TRANSFER_SUSPENSE, Decimal("10000")),
+            (provider_clearing("CM_MTN_MOMO"), Decimal("-10000")),
+            (TRANSFER_SUSPENSE, Decimal("10000")),
         ],
     )
     # money put in suspense by a journal that is no transfer's, and by a returned transfer's
@@ -467,16 +479,16 @@ def test_check_ledger_flags_a_transfer_whose_suspense_disagrees_with_its_state(
     stray = _post_about(
         completed,
         "adjustment",
-        [(ledger.ADJUSTMENTS, Decimal("-5")), (ledger.TRANSFER_SUSPENSE, Decimal("5"))],
+        [(ADJUSTMENTS, Decimal("-5")), (TRANSFER_SUSPENSE, Decimal("5"))],
         resource="adjustment",
     )
     wrong_currency = _post_about(
         returned,
         "transfer_parked",
-        [(ledger.FEE_REVENUE, Decimal("-7")), (ledger.TRANSFER_SUSPENSE, Decimal("7"))],
+        [(FEE_REVENUE, Decimal("-7")), (TRANSFER_SUSPENSE, Decimal("7"))],
         currency="XOF",
     )
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
     with pytest.raises(CommandError, match="4 ledger breaches"):
         call_command("check_ledger")

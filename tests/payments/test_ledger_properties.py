@@ -9,7 +9,12 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from payments import ledger, services
+from payments.ledger.adjustments import wallet_credit
+from payments.ledger.checks import ledger_breaches
+from payments.ledger.journals import InsufficientBalance
+from payments.services.payins import payin_create
+from payments.services.payouts import payout_create
+from payments.services.sweeps import payments_fail_timed_out
 from quotes import services as quote_services
 from tests.catalog import enable_everything
 from tests.factories import CustomerFactory, MerchantFactory
@@ -63,14 +68,14 @@ def test_ledger_invariants_hold_after_every_step(ops, catalog, django_capture_on
     for kind, amount, outcome in ops:
         now = timezone.now()
         if kind == "credit":
-            services.wallet_credit(
+            wallet_credit(
                 merchant=merchant, currency="XOF", amount=Decimal(amount), reason="p", at=now
             )
             available += amount
         elif kind == "payin":
             quote = _quote(merchant, customer, "payin", amount)
             with django_capture_on_commit_callbacks(execute=True):
-                services.payin_create(
+                payin_create(
                     merchant=merchant,
                     quote_id=quote.id,
                     customer_id=customer.id,
@@ -84,7 +89,7 @@ def test_ledger_invariants_hold_after_every_step(ops, catalog, django_capture_on
             debit = quote.send_amount + quote.total_fee
             try:
                 with django_capture_on_commit_callbacks(execute=True):
-                    services.payout_create(
+                    payout_create(
                         merchant=merchant,
                         quote_id=quote.id,
                         customer_id=customer.id,
@@ -95,7 +100,7 @@ def test_ledger_invariants_hold_after_every_step(ops, catalog, django_capture_on
                         },
                         now=now,
                     )
-            except ledger.InsufficientBalance:
+            except InsufficientBalance:
                 assert debit > available
             else:
                 assert debit <= available
@@ -107,7 +112,7 @@ def test_ledger_invariants_hold_after_every_step(ops, catalog, django_capture_on
                     silent_payouts.append(debit)
         else:
             later = now + timedelta(days=2)
-            services.payments_fail_timed_out(now=later)
+            payments_fail_timed_out(now=later)
             available += sum(silent_payouts, Decimal(0))
             reserved = Decimal(0)
             silent_payouts.clear()
@@ -118,4 +123,4 @@ def test_ledger_invariants_hold_after_every_step(ops, catalog, django_capture_on
         )
         assert available >= 0
         assert reserved >= 0
-        assert ledger.ledger_breaches(merchant_ids=[merchant.id]) == []
+        assert ledger_breaches(merchant_ids=[merchant.id]) == []

@@ -5,8 +5,10 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from payments import ledger, services
+from payments.ledger.checks import ledger_breaches
+from payments.ledger.journals import account_balances
 from payments.models import Payin
+from payments.services.payins import payin_transition
 from tests.payments.conftest import (
     DECLINED_PHONE,
     SILENT_PHONE,
@@ -63,7 +65,7 @@ def test_payin_is_created_then_completes_and_credits_the_wallet(
     assert payin["status"] == "completed"
     assert [h["status"] for h in payin["history"]] == ["created", "pending", "completed"]
     assert payin["provider_reference"].startswith("SIM-")
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {
         "merchant_available": Decimal("9850"),
         "fee_revenue": Decimal("150"),
         "provider_clearing:SN_ORANGE_MOMO": Decimal("-10000"),
@@ -85,7 +87,7 @@ def test_payin_is_created_then_completes_and_credits_the_wallet(
         "rail_type",
     ):
         assert key in obj
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_payin_declined_by_the_provider_fails_and_credits_nothing(
@@ -104,7 +106,7 @@ def test_payin_declined_by_the_provider_fails_and_credits_nothing(
         "reason": "provider_declined",
         "created_at": payin["history"][-1]["created_at"],
     }
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {}
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {}
     assert Event.objects.get(data_id=payin["id"]).event_type == "payin.failed"
     declined = (
         f"Payin {payin['id']} of merchant {enabled_merchant.pk} failed: declined by the provider"
@@ -130,7 +132,7 @@ def test_a_decline_is_logged_once_its_move_commits_and_never_when_it_rolls_back(
         return [r.getMessage() for r in caplog.records if "declined by the provider" in r.msg]
 
     def decline() -> None:
-        services.payin_transition(
+        payin_transition(
             payin_id=uuid.UUID(payin_id), to="failed", reason="provider_declined", at=timezone.now()
         )
 
@@ -158,7 +160,7 @@ def test_a_repeated_provider_answer_changes_nothing(
     payin = Payin.objects.get(pk=response.json()["id"])
     for outcome in ("completed", "failed"):
         provider.deliver_answer(
-            callback="payments.services.payin_apply_provider_result",
+            callback="payments.services.payins.payin_apply_provider_result",
             reference=str(payin.id),
             provider_reference=payin.provider_reference,
             outcome=outcome,
@@ -167,7 +169,7 @@ def test_a_repeated_provider_answer_changes_nothing(
     assert payin.status == "completed"
     assert payin.history.count() == 3
     assert Event.objects.filter(data_id=payin.id).count() == 1
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF")[
+    assert account_balances(merchant=enabled_merchant, currency="XOF")[
         "merchant_available"
     ] == Decimal("9850")
 

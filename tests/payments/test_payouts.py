@@ -3,7 +3,8 @@ from decimal import Decimal
 
 import pytest
 
-from payments import ledger
+from payments.ledger.checks import ledger_breaches
+from payments.ledger.journals import account_balances
 from payments.models import Journal, Payout
 from tests.payments.conftest import (
     DECLINED_PHONE,
@@ -49,7 +50,7 @@ def test_payout_reserves_the_debit_then_completes_and_settles_it(
     assert payout["status"] == "completed"
     assert [h["status"] for h in payout["history"]] == ["pending", "completed"]
     assert _balances(enabled_merchant) == (Decimal("39800"), Decimal("0"))
-    balances = ledger.account_balances(merchant=enabled_merchant, currency="XOF")
+    balances = account_balances(merchant=enabled_merchant, currency="XOF")
     assert balances["provider_clearing:SN_ORANGE_MOMO"] == Decimal("10000")
     assert balances["fee_revenue"] == Decimal("200")
     event = Event.objects.get(data_id=body["id"])
@@ -58,7 +59,7 @@ def test_payout_reserves_the_debit_then_completes_and_settles_it(
     assert obj["wallet_impact"] == {"debit_amount": "10200", "currency": "XOF"}
     assert obj["status"] == "completed"
     assert obj["completed_at"] is not None
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_payout_declined_by_the_provider_releases_the_reservation(
@@ -74,7 +75,7 @@ def test_payout_declined_by_the_provider_releases_the_reservation(
     assert payout["history"][-1]["reason"] == "provider_declined"
     assert _balances(enabled_merchant) == (Decimal("50000"), Decimal("0"))
     assert Event.objects.get(data_id=payout["id"]).event_type == "payout.failed"
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_payout_with_insufficient_balance_is_rejected_and_changes_nothing(

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from payments import services
+from payments.ledger.checks import ledger_check
 from tests.payments.conftest import SN_PHONE, create_customer, create_quote, fund, payin_body
 from tests.support import MerchantClient, wallet_balance
 from tests.worker import wait_until
@@ -44,7 +44,7 @@ def test_full_and_partial_refunds_complete_or_fail_through_a_real_worker(
     partial = _final(api, f"/refunds/{partial['id']}", celery_worker_process)
     assert partial["status"] == "completed"
     assert _balances(enabled_merchant) == (Decimal("16700"), Decimal("0"))
-    assert services.ledger_check()["breaches"] == []
+    assert ledger_check()["breaches"] == []
 
     rest = api.post(f"/payins/{paid[SN_PHONE]['id']}/refunds").json()
     assert rest["amount"] == "6000"
@@ -53,7 +53,7 @@ def test_full_and_partial_refunds_complete_or_fail_through_a_real_worker(
     assert _balances(enabled_merchant) == (Decimal("10700"), Decimal("0"))
     payin = api.get(f"/payins/{paid[SN_PHONE]['id']}").json()
     assert payin["refunded_amount"] == "10000"
-    assert services.ledger_check()["breaches"] == []
+    assert ledger_check()["breaches"] == []
 
     declined = api.post(f"/payins/{paid[PAYS_IN_ONLY_PHONE]['id']}/refunds").json()
     assert declined["amount"] == "10000"
@@ -62,4 +62,4 @@ def test_full_and_partial_refunds_complete_or_fail_through_a_real_worker(
     assert _balances(enabled_merchant) == (Decimal("10700"), Decimal("0"))
     payin = api.get(f"/payins/{paid[PAYS_IN_ONLY_PHONE]['id']}").json()
     assert (payin["refunded_amount"], payin["refunds"]) == ("0", [declined["id"]])
-    assert services.ledger_check()["breaches"] == []
+    assert ledger_check()["breaches"] == []

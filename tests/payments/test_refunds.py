@@ -7,9 +7,22 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from payments import ledger, provider, services
+from payments import provider
+from payments.ledger.adjustments import wallet_debit
+from payments.ledger.checks import ledger_check
+from payments.ledger.discrepancies import provider_discrepancy_resolve
+from payments.ledger.journals import account_balances
 from payments.models import Journal, ProviderDiscrepancy, Refund
 from payments.provider.simulator import SimulatorGateway
+from payments.services.payins import payin_apply_provider_result
+from payments.services.refunds import refund_apply_provider_result
+from payments.services.submission import refund_submit
+from payments.services.sweeps import (
+    RESUBMIT_AFTER_SECONDS,
+    payments_ask_provider,
+    payments_fail_timed_out,
+    refunds_stale_submissions,
+)
 from tests.payments.conftest import (
     SN_PHONE,
     create_quote,
@@ -17,8 +30,8 @@ from tests.payments.conftest import (
     payin_body,
 )
 from tests.support import wallet_balance
-from webhooks import services as webhook_services
 from webhooks.models import Delivery, Event
+from webhooks.services.endpoints import endpoint_add
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +53,7 @@ def _completed_payin(api, customer, captured, phone: str = SN_PHONE) -> dict:
 
 
 def _check_ledger():
-    report = services.ledger_check()
+    report = ledger_check()
     assert report["breaches"] == []
 
 
@@ -75,7 +88,7 @@ def test_full_refund_reserves_the_amount_then_completes_to_the_payer(
     assert refund["provider_reference"].startswith("SIM-")
     assert [h["status"] for h in refund["history"]] == ["pending", "completed"]
     assert _balances(enabled_merchant) == (Decimal("850"), Decimal("0"))
-    balances = ledger.account_balances(merchant=enabled_merchant, currency="XOF")
+    balances = account_balances(merchant=enabled_merchant, currency="XOF")
     assert balances["provider_clearing:SN_ORANGE_MOMO"] == Decimal("0")  # collected, paid back
     payin = enabled_api.get(f"/payins/{payin['id']}").json()
     assert (payin["refunded_amount"], payin["refunds"]) == ("10000", [body["id"]])
@@ -183,7 +196,7 @@ def test_a_payin_the_provider_reported_failed_after_completing_is_not_refunded(
 
     fund(enabled_merchant, "20000")
     payin = _completed_payin(enabled_api, customer, django_capture_on_commit_callbacks)
-    services.payin_apply_provider_result(
+    payin_apply_provider_result(
         reference=payin["id"],
         provider_reference=payin["provider_reference"],
         outcome="failed",
@@ -200,9 +213,7 @@ def test_a_payin_the_provider_reported_failed_after_completing_is_not_refunded(
         username="agent", password="pw-1-staff-login", support=True
     )
     discrepancy = ProviderDiscrepancy.objects.get(resource_id=payin["id"])
-    services.provider_discrepancy_resolve(
-        discrepancy_id=discrepancy.pk, actor=support, now=timezone.now()
-    )
+    provider_discrepancy_resolve(discrepancy_id=discrepancy.pk, actor=support, now=timezone.now())
     with django_capture_on_commit_callbacks(execute=True):
         response = enabled_api.post(f"/payins/{payin['id']}/refunds", {"amount": "100"})
     assert response.status_code == 201, response.json()
@@ -335,7 +346,7 @@ def test_a_refund_the_provider_never_answers_fails_at_its_timeout_and_is_release
     refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
     assert _balances(enabled_merchant) == (Decimal("6850"), Decimal("3000"))
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    assert services.payments_fail_timed_out(now=later) == 1
+    assert payments_fail_timed_out(now=later) == 1
     refund = enabled_api.get(f"/refunds/{refund['id']}").json()
     assert (refund["status"], refund["failure_reason"]) == ("failed", "provider_timeout")
     assert _balances(enabled_merchant) == (Decimal("9850"), Decimal("0"))
@@ -348,7 +359,7 @@ def test_a_lost_answer_is_asked_of_the_provider_and_applied(
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.UnansweredDisbursementsGateway"
     refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
     later = timezone.now() + timedelta(seconds=60)
-    assert services.payments_ask_provider(now=later) == 1
+    assert payments_ask_provider(now=later) == 1
     assert enabled_api.get(f"/refunds/{refund['id']}").json()["status"] == "completed"
     assert _balances(enabled_merchant) == (Decimal("6850"), Decimal("0"))
     _check_ledger()
@@ -365,15 +376,15 @@ def test_a_lost_submission_is_found_by_the_sweep_and_sent(
     assert (refund["status"], Refund.objects.get(pk=refund["id"]).submitted_at) == ("pending", None)
     lost = f"payments.tasks.submit_refund (refund_id={refund['id']}) left to its sweep"
     assert lost in caplog.text
-    later = timezone.now() + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
-    assert services.refunds_stale_submissions(now=later) == [uuid.UUID(refund["id"])]
+    later = timezone.now() + timedelta(seconds=RESUBMIT_AFTER_SECONDS + 1)
+    assert refunds_stale_submissions(now=later) == [uuid.UUID(refund["id"])]
     assert caplog.records[-1].getMessage() == (
         f"Resubmitting Refund {refund['id']} of merchant {enabled_merchant.pk}: its provider"
         " submission was lost (logged again every 10 min while it stays lost)"
     )
-    services.refund_submit(refund_id=uuid.UUID(refund["id"]), now=later)
+    refund_submit(refund_id=uuid.UUID(refund["id"]), now=later)
     assert enabled_api.get(f"/refunds/{refund['id']}").json()["status"] == "completed"
-    assert services.refunds_stale_submissions(now=later) == []
+    assert refunds_stale_submissions(now=later) == []
     _check_ledger()
 
 
@@ -384,10 +395,10 @@ def test_a_refund_paid_after_its_timeout_is_a_discrepancy_ops_take_back_with_a_d
     fund(enabled_merchant, "1000")
     refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    assert services.payments_fail_timed_out(now=later) == 1
+    assert payments_fail_timed_out(now=later) == 1
     assert _balances(enabled_merchant) == (Decimal("10850"), Decimal("0"))
 
-    services.refund_apply_provider_result(
+    refund_apply_provider_result(
         reference=refund["id"],
         provider_reference="SIM-00000000000000000001",
         outcome="completed",
@@ -397,7 +408,7 @@ def test_a_refund_paid_after_its_timeout_is_a_discrepancy_ops_take_back_with_a_d
     assert enabled_api.get(f"/refunds/{refund['id']}").json()["status"] == "failed"
     discrepancy = ProviderDiscrepancy.objects.get(resource_id=refund["id"])
     assert (discrepancy.resource_type, discrepancy.our_status) == ("refund", "failed")
-    services.wallet_debit(
+    wallet_debit(
         merchant=enabled_merchant,
         currency="XOF",
         amount=Decimal("3000"),
@@ -420,8 +431,8 @@ def test_a_failed_refund_the_provider_paid_still_counts_against_the_payin(
     refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
     payin_id = refund["payin_id"]
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    assert services.payments_fail_timed_out(now=later) == 1
-    services.refund_apply_provider_result(
+    assert payments_fail_timed_out(now=later) == 1
+    refund_apply_provider_result(
         reference=refund["id"],
         provider_reference="SIM-00000000000000000001",
         outcome="completed",
@@ -431,7 +442,7 @@ def test_a_failed_refund_the_provider_paid_still_counts_against_the_payin(
     too_much = enabled_api.post(f"/payins/{payin_id}/refunds", {"amount": "7001"})
     assert too_much.json()["error"]["reason"] == "refund_exceeds_payin", too_much.json()
     discrepancy = ProviderDiscrepancy.objects.get(resource_id=refund["id"])
-    services.wallet_debit(
+    wallet_debit(
         merchant=enabled_merchant,
         currency="XOF",
         amount=Decimal("3000"),
@@ -445,13 +456,13 @@ def test_a_failed_refund_the_provider_paid_still_counts_against_the_payin(
     # The nightly check counts the paid failed refund too: one unit more held is a breach.
     Refund.objects.filter(pk=rest.json()["id"]).update(amount=Decimal("7001"))
     beyond = f"payin {payin_id} of 10000.00 has 10001.00 refunded or being refunded"
-    assert beyond in services.ledger_check()["breaches"]
+    assert beyond in ledger_check()["breaches"]
 
 
 def test_refund_events_are_listed_and_delivered_to_endpoints_subscribed_to_them(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
 ):
-    endpoint, _ = webhook_services.endpoint_add(
+    endpoint, _ = endpoint_add(
         merchant=enabled_merchant,
         url="https://hooks.example.com/refunds",
         event_types=["refund.completed", "refund.failed"],

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from payments import ledger
+from payments.ledger.checks import ledger_breaches
 from payments.models import Payin, Payout
 from tests.payments.conftest import (
     create_customer,
@@ -52,4 +52,4 @@ def test_a_payin_from_a_998_phone_completes_and_a_payout_to_it_is_declined(
         Decimal("19850"),
         Decimal("0"),
     )
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []

@@ -5,8 +5,14 @@ from datetime import timedelta
 
 import pytest
 
-from payments import ledger, provider, services, tasks
+from payments import provider, tasks
+from payments.ledger.checks import ledger_breaches
 from payments.models import Payin, PayinHistory
+from payments.services.sweeps import (
+    RESUBMISSION_LOG_SECONDS,
+    RESUBMIT_AFTER_SECONDS,
+    payments_stale_submissions,
+)
 from tests.payments.conftest import create_customer, create_quote, payin_body
 from tests.support import MerchantClient
 from tests.worker import wait_until
@@ -74,8 +80,8 @@ def test_a_lost_enqueue_leaves_the_payin_created_for_the_sweep_that_submits_it(
     lost = f"payments.tasks.submit_payin (payin_id={payin.pk}) left to its sweep"
     assert lost in caplog.text
 
-    later = payin.created_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS + 1)
-    assert services.payments_stale_submissions(now=later)[0] == [payin.pk]
+    later = payin.created_at + timedelta(seconds=RESUBMIT_AFTER_SECONDS + 1)
+    assert payments_stale_submissions(now=later)[0] == [payin.pk]
     tasks.submit_payin(payin_id=str(payin.pk))
 
     assert Payin.objects.get(pk=payin.pk).status == "completed"
@@ -90,9 +96,7 @@ def test_a_submission_that_stays_lost_is_logged_once_per_payment_not_once_per_sw
     quotes = [create_quote(api, "payin") for _ in range(2)]
     with broker_down():  # both enqueues after commit meet a stopped Redis
         first, second = (api.post("/payins", payin_body(q, customer)).json()["id"] for q in quotes)
-    found = Payin.objects.get(pk=first).created_at + timedelta(
-        seconds=services.RESUBMIT_AFTER_SECONDS + 1
-    )
+    found = Payin.objects.get(pk=first).created_at + timedelta(seconds=RESUBMIT_AFTER_SECONDS + 1)
     # the second is lost 30 s after the first: found by the next run
     Payin.objects.filter(pk=second).update(created_at=found - timedelta(seconds=31))
     caplog.set_level("WARNING", logger="cowry.payments")
@@ -108,12 +112,12 @@ def test_a_submission_that_stays_lost_is_logged_once_per_payment_not_once_per_sw
         return [r.getMessage() for r in caplog.records if r.name == "cowry.payments"]
 
     for run_at, stale in ((found, [first]), (found + timedelta(seconds=30), [first, second])):
-        assert sorted(map(str, services.payments_stale_submissions(now=run_at)[0])) == sorted(stale)
+        assert sorted(map(str, payments_stale_submissions(now=run_at)[0])) == sorted(stale)
     assert lines() == [resubmitted(first), resubmitted(second)]
 
     # still lost ten minutes after its line: the first is logged again, the second not yet
-    reminder = found + timedelta(seconds=services.RESUBMISSION_LOG_SECONDS)
-    services.payments_stale_submissions(now=reminder)
+    reminder = found + timedelta(seconds=RESUBMISSION_LOG_SECONDS)
+    payments_stale_submissions(now=reminder)
     assert lines() == [resubmitted(first), resubmitted(second), resubmitted(first)]
 
 
@@ -135,4 +139,4 @@ def test_payments_created_back_to_back_all_complete_through_a_real_worker(
     assert wait_until(all_completed, timeout=90)
     assert PayinHistory.objects.filter(payin_id__in=payin_ids, status="pending").count() == 30
     assert Event.objects.filter(data_id__in=payin_ids, event_type="payin.completed").count() == 30
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []

@@ -7,7 +7,8 @@ Real threads on their own connections run the task bodies at the same moment (a 
 
 import pytest
 
-from payments import ledger, tasks
+from payments import tasks
+from payments.ledger.checks import ledger_breaches
 from payments.models import Journal, Payin, Payout
 from tests.locks import at_once
 from tests.payments.conftest import (
@@ -57,7 +58,7 @@ def test_a_payin_submission_delivered_three_times_at_once_completes_it_once(
         "payin.completed"
     ]
     assert Journal.objects.filter(resource_id=payin_id).count() == 1
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 @pytest.mark.parametrize("delay", [0, 1], ids=["answer-in-receipt", "answer-by-callback"])
@@ -83,13 +84,13 @@ def test_a_payout_submission_delivered_three_times_at_once_pays_it_once(
     ]
     kinds = sorted(Journal.objects.filter(resource_id=payout_id).values_list("kind", flat=True))
     assert kinds == ["payout_completed", "payout_reserved"]
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_a_provider_answer_delivered_three_times_at_once_is_applied_once(
     enabled_merchant, broker_down
 ):
-    from payments import services
+    from payments.services.transitions import PAYIN_CALLBACK
 
     api = MerchantClient(enabled_merchant)
     customer = create_customer(api)
@@ -100,7 +101,7 @@ def test_a_provider_answer_delivered_three_times_at_once_is_applied_once(
     payin = Payin.objects.get(pk=payin_id)
     assert payin.status == "pending" and payin.provider_reference
     answer = {
-        "callback": services.PAYIN_CALLBACK,
+        "callback": PAYIN_CALLBACK,
         "reference": payin_id,
         "provider_reference": payin.provider_reference,
         "outcome": "completed",
@@ -113,4 +114,4 @@ def test_a_provider_answer_delivered_three_times_at_once_is_applied_once(
     assert payin.history.filter(status="completed").count() == 1
     assert Event.objects.filter(data_id=payin_id).count() == 1
     assert Journal.objects.filter(resource_id=payin_id).count() == 1
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []

@@ -4,9 +4,19 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from payments import ledger, provider, services, tasks
+from payments import provider, tasks
+from payments.ledger.checks import ledger_breaches
 from payments.models import Payin, Payout, ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
+from payments.services.payins import payin_transition
+from payments.services.submission import payin_submit, payout_submit
+from payments.services.sweeps import (
+    ANSWER_EXPECTED_SECONDS,
+    SUBMISSION_IN_FLIGHT_SECONDS,
+    payments_ask_provider,
+    payments_fail_timed_out,
+)
+from payments.services.transitions import PAYIN_CALLBACK, PAYOUT_CALLBACK
 from tests.payments.conftest import (
     COLLECTIONS_COUNTED,
     COLLECTIONS_DOWN,
@@ -65,7 +75,7 @@ def _assert_timed_out_and_released(api, merchant, payout_id: str) -> None:
         Decimal("20000"),
         Decimal("0"),
     )
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_a_silent_payout_is_failed_by_the_sweep_and_its_reservation_released(
@@ -80,7 +90,7 @@ def test_a_silent_payout_is_failed_by_the_sweep_and_its_reservation_released(
     )
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
     caplog.set_level("WARNING", logger="cowry.payments")
-    assert services.payments_fail_timed_out(now=later) == 1
+    assert payments_fail_timed_out(now=later) == 1
     _assert_timed_out_and_released(enabled_api, enabled_merchant, payout_id)
     # the operator sees which payment of which merchant the silent provider cost
     assert [r.getMessage() for r in caplog.records if r.name == "cowry.payments"] == [
@@ -96,15 +106,15 @@ def test_a_late_answer_after_the_timeout_changes_nothing_and_is_kept_for_reconci
         enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
     )
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    services.payments_fail_timed_out(now=later)
+    payments_fail_timed_out(now=later)
     provider.deliver_answer(
-        callback=services.PAYOUT_CALLBACK,
+        callback=PAYOUT_CALLBACK,
         reference=payout_id,
         provider_reference="SIM-late",
         outcome=provider.COMPLETED,
     )
     provider.deliver_answer(  # the provider repeats itself: still one discrepancy
-        callback=services.PAYOUT_CALLBACK,
+        callback=PAYOUT_CALLBACK,
         reference=payout_id,
         provider_reference="SIM-late",
         outcome=provider.COMPLETED,
@@ -116,7 +126,7 @@ def test_a_late_answer_after_the_timeout_changes_nothing_and_is_kept_for_reconci
         Decimal("20000"),
         Decimal("0"),
     )
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
     discrepancy = ProviderDiscrepancy.objects.get()
     assert (discrepancy.resource_type, str(discrepancy.resource_id)) == ("payout", payout_id)
     assert (discrepancy.provider_outcome, discrepancy.our_status) == ("completed", "failed")
@@ -129,11 +139,11 @@ def test_a_late_answer_keeps_its_reference_on_a_payin_failed_before_its_receipt(
 ):
     quote = create_quote(enabled_api, "payin")
     payin_id = enabled_api.post("/payins", payin_body(quote, customer)).json()["id"]  # unsent
-    services.payin_transition(
+    payin_transition(
         payin_id=payin_id, to="failed", reason="marked_failed_by_support", at=timezone.now()
     )
     provider.deliver_answer(
-        callback=services.PAYIN_CALLBACK,
+        callback=PAYIN_CALLBACK,
         reference=payin_id,
         provider_reference="SIM-late",
         outcome=provider.COMPLETED,
@@ -141,7 +151,7 @@ def test_a_late_answer_keeps_its_reference_on_a_payin_failed_before_its_receipt(
     payin = enabled_api.get(f"/payins/{payin_id}").json()
     assert (payin["status"], payin["provider_reference"]) == ("failed", "SIM-late")
     assert ProviderDiscrepancy.objects.get().provider_reference == "SIM-late"
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_a_repeated_answer_that_agrees_records_no_discrepancy(
@@ -152,7 +162,7 @@ def test_a_repeated_answer_that_agrees_records_no_discrepancy(
         payin_id = enabled_api.post("/payins", payin_body(quote, customer)).json()["id"]
     assert Payin.objects.get(pk=payin_id).status == "completed"
     provider.deliver_answer(
-        callback=services.PAYIN_CALLBACK,
+        callback=PAYIN_CALLBACK,
         reference=payin_id,
         provider_reference="SIM-again",
         outcome=provider.COMPLETED,
@@ -214,7 +224,7 @@ def test_a_payout_whose_submission_was_never_enqueued_is_resubmitted_by_the_swee
     Payout.objects.filter(pk=payout_id).update(created_at=timezone.now() - timedelta(minutes=5))
     tasks.fail_timed_out_payments.delay().get()
     assert enabled_api.get(f"/payouts/{payout_id}").json()["status"] == "completed"
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def _answer_lost_on_the_way(model, payment_id: str, party_field: str, phone: str) -> None:
@@ -250,7 +260,7 @@ def test_the_sweep_asks_the_provider_first_and_applies_a_payout_answer_that_was_
     _answer_lost_on_the_way(Payout, payout_id, "recipient", phone)
 
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    failed = services.payments_fail_timed_out(now=later)
+    failed = payments_fail_timed_out(now=later)
 
     payout = enabled_api.get(f"/payouts/{payout_id}").json()
     assert payout["status"] == outcome
@@ -264,7 +274,7 @@ def test_the_sweep_asks_the_provider_first_and_applies_a_payout_answer_that_was_
     assert [e.event_type for e in Event.objects.filter(data_id=payout_id)] == [f"payout.{outcome}"]
     # the answer arriving late after all is the same answer: nothing changes, nothing to reconcile
     provider.deliver_answer(
-        callback=services.PAYOUT_CALLBACK,
+        callback=PAYOUT_CALLBACK,
         reference=payout_id,
         provider_reference=Payout.objects.get(pk=payout_id).provider_reference,
         outcome=outcome,
@@ -272,7 +282,7 @@ def test_the_sweep_asks_the_provider_first_and_applies_a_payout_answer_that_was_
     )
     assert Payout.objects.get(pk=payout_id).status == outcome
     assert not ProviderDiscrepancy.objects.exists()
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_the_sweep_applies_a_payin_answer_that_was_lost_and_still_fails_a_silent_one(
@@ -288,7 +298,7 @@ def test_the_sweep_applies_a_payin_answer_that_was_lost_and_still_fails_a_silent
     _answer_lost_on_the_way(Payin, lost["id"], "source", SN_PHONE)
 
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    assert services.payments_fail_timed_out(now=later) == 1  # only the silent one
+    assert payments_fail_timed_out(now=later) == 1  # only the silent one
 
     assert enabled_api.get(f"/payins/{lost['id']}").json()["status"] == "completed"
     silent_after = enabled_api.get(f"/payins/{silent['id']}").json()
@@ -299,7 +309,7 @@ def test_the_sweep_applies_a_payin_answer_that_was_lost_and_still_fails_a_silent
     assert wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == Decimal(
         lost["receive_amount"]
     )
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 class StatusTroubleGateway(SimulatorGateway):
@@ -329,13 +339,13 @@ def test_one_legs_status_trouble_does_not_hold_up_the_other_timeouts(
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
     # the unknown outcome cannot be applied and the provider could not be asked about the
     # second: both wait for the next run; only the silent one times out
-    assert services.payments_fail_timed_out(now=later) == 1
+    assert payments_fail_timed_out(now=later) == 1
 
     statuses = [enabled_api.get(f"/payouts/{i}").json()["status"] for i in payout_ids]
     assert statuses == ["pending", "pending", "failed"]
     still_reserved = sum(Decimal(p["wallet_impact"]["debit_amount"]) for p in payouts[:2])
     assert wallet_balance(merchant=enabled_merchant, currency="XOF")[1] == still_reserved
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_a_payout_whose_status_cannot_be_asked_stays_pending_until_the_provider_answers(
@@ -350,7 +360,7 @@ def test_a_payout_whose_status_cannot_be_asked_stays_pending_until_the_provider_
 
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusTroubleGateway"
     for _ in range(2):  # failing it would free money the provider may have paid out
-        assert services.payments_fail_timed_out(now=later) == 0
+        assert payments_fail_timed_out(now=later) == 0
     assert enabled_api.get(f"/payouts/{payout['id']}").json()["status"] == "pending"
     assert wallet_balance(merchant=enabled_merchant, currency="XOF")[0] == (available_before)
     assert not Event.objects.filter(data_id=payout["id"]).exists()
@@ -358,10 +368,10 @@ def test_a_payout_whose_status_cannot_be_asked_stays_pending_until_the_provider_
 
     # the provider can be asked again and says it is still working on it: now it times out
     settings.PAYMENTS_PROVIDER_GATEWAY = "payments.provider.simulator.SimulatorGateway"
-    assert services.payments_fail_timed_out(now=later) == 1
+    assert payments_fail_timed_out(now=later) == 1
     body = enabled_api.get(f"/payouts/{payout['id']}").json()
     assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_a_payin_whose_status_cannot_be_asked_still_times_out(
@@ -373,7 +383,7 @@ def test_a_payin_whose_status_cannot_be_asked_still_times_out(
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusTroubleGateway"
 
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
-    assert services.payments_fail_timed_out(now=later) == 1  # no money leaves on a payin
+    assert payments_fail_timed_out(now=later) == 1  # no money leaves on a payin
     body = enabled_api.get(f"/payins/{payin['id']}").json()
     assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
 
@@ -389,11 +399,11 @@ def test_a_payout_the_provider_never_received_is_failed_not_asked_about(
     )
     _answer_lost_on_the_way(Payout, payout_id, "recipient", SN_PHONE)  # a phone it would pay
     payout = Payout.objects.get(pk=payout_id)
-    window = timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
+    window = timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
     last_call = payout.provider_timeout_at - window
     Payout.objects.filter(pk=payout_id).update(provider_reference="", submitted_at=last_call)
 
-    assert services.payments_fail_timed_out(now=payout.provider_timeout_at) == 1
+    assert payments_fail_timed_out(now=payout.provider_timeout_at) == 1
 
     _assert_timed_out_and_released(enabled_api, enabled_merchant, payout_id)
 
@@ -410,12 +420,12 @@ def test_a_payout_whose_submission_may_be_in_flight_waits_then_times_out(
     started = due - timedelta(seconds=5)
     Payout.objects.filter(pk=payout_id).update(provider_reference="", submitted_at=started)
 
-    assert services.payments_fail_timed_out(now=due) == 0  # may still reach the provider
+    assert payments_fail_timed_out(now=due) == 0  # may still reach the provider
     assert Payout.objects.get(pk=payout_id).status == "pending"
     assert wallet_balance(merchant=enabled_merchant, currency="XOF")[1] > 0
 
-    after_any_call = started + timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
-    assert services.payments_fail_timed_out(now=after_any_call) == 1
+    after_any_call = started + timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
+    assert payments_fail_timed_out(now=after_any_call) == 1
     _assert_timed_out_and_released(enabled_api, enabled_merchant, payout_id)
 
 
@@ -427,11 +437,11 @@ def test_a_payout_submission_does_not_start_past_its_timeout(
     payout_id = enabled_api.post("/payouts", payout_body(quote, customer)).json()["id"]  # not sent
     due = Payout.objects.get(pk=payout_id).provider_timeout_at
 
-    services.payout_submit(payout_id=payout_id, now=due)  # the sweep decides it now
+    payout_submit(payout_id=payout_id, now=due)  # the sweep decides it now
 
     payout = Payout.objects.get(pk=payout_id)
     assert (payout.status, payout.submitted_at, payout.provider_reference) == ("pending", None, "")
-    assert services.payments_fail_timed_out(now=due) == 1
+    assert payments_fail_timed_out(now=due) == 1
 
 
 def test_a_resubmission_started_just_before_the_timeout_keeps_the_payout_pending(
@@ -444,13 +454,13 @@ def test_a_resubmission_started_just_before_the_timeout_keeps_the_payout_pending
     settings.PAYMENTS_PROVIDER_GATEWAY = DISBURSEMENTS_DOWN
     for started in (due - timedelta(minutes=30), due - timedelta(seconds=2)):  # a retry, late
         with pytest.raises(provider.ProviderUnavailable):
-            services.payout_submit(payout_id=payout_id, now=started)
+            payout_submit(payout_id=payout_id, now=started)
 
     # its last call may still reach the provider: it is not failed while that can be
-    assert services.payments_fail_timed_out(now=due + timedelta(seconds=5)) == 0
+    assert payments_fail_timed_out(now=due + timedelta(seconds=5)) == 0
     assert Payout.objects.get(pk=payout_id).status == "pending"
-    window = timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
-    assert services.payments_fail_timed_out(now=due + window) == 1
+    window = timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
+    assert payments_fail_timed_out(now=due + window) == 1
 
 
 @pytest.mark.parametrize("late", ["enqueue lost", "outage retries"])
@@ -467,12 +477,12 @@ def test_a_payin_submission_does_not_start_past_its_timeout(
     if late == "outage retries":
         settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_DOWN
         with pytest.raises(provider.ProviderUnavailable):
-            services.payin_submit(payin_id=payin_id, now=due - timedelta(minutes=30))
+            payin_submit(payin_id=payin_id, now=due - timedelta(minutes=30))
     before = Payin.objects.get(pk=payin_id)
     settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_COUNTED
     CollectionsCountedGateway.calls.clear()
 
-    services.payin_submit(payin_id=payin_id, now=due)  # the submit_payin task, late
+    payin_submit(payin_id=payin_id, now=due)  # the submit_payin task, late
 
     assert CollectionsCountedGateway.calls == []
     payin = Payin.objects.get(pk=payin_id)
@@ -481,14 +491,14 @@ def test_a_payin_submission_does_not_start_past_its_timeout(
         before.submitted_at,
         "",
     )
-    assert services.payments_fail_timed_out(now=due) == 1
+    assert payments_fail_timed_out(now=due) == 1
     body = enabled_api.get(f"/payins/{payin_id}").json()
     assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
     assert list(Event.objects.filter(data_id=payin_id).values_list("event_type", flat=True)) == [
         "payin.failed"
     ]
     assert not ProviderDiscrepancy.objects.exists()
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_a_payin_whose_collection_may_be_in_flight_waits_then_times_out(
@@ -504,11 +514,11 @@ def test_a_payin_whose_collection_may_be_in_flight_waits_then_times_out(
     started = due - timedelta(seconds=5)
     Payin.objects.filter(pk=payin_id).update(provider_reference="", submitted_at=started)
 
-    assert services.payments_fail_timed_out(now=due) == 0  # the payer may still be charged
+    assert payments_fail_timed_out(now=due) == 0  # the payer may still be charged
     assert Payin.objects.get(pk=payin_id).status == "pending"
 
-    after_any_call = started + timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
-    assert services.payments_fail_timed_out(now=after_any_call) == 1
+    after_any_call = started + timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
+    assert payments_fail_timed_out(now=after_any_call) == 1
     body = enabled_api.get(f"/payins/{payin_id}").json()
     assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
 
@@ -522,14 +532,14 @@ def test_a_resubmission_started_just_before_the_timeout_keeps_the_payin_pending(
     settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_DOWN
     for started in (due - timedelta(minutes=30), due - timedelta(seconds=2)):  # a retry, late
         with pytest.raises(provider.ProviderUnavailable):
-            services.payin_submit(payin_id=payin_id, now=started)
+            payin_submit(payin_id=payin_id, now=started)
     assert Payin.objects.get(pk=payin_id).submitted_at == due - timedelta(seconds=2)
 
     # its last call may still reach the provider: it is not failed while that can be
-    assert services.payments_fail_timed_out(now=due + timedelta(seconds=5)) == 0
+    assert payments_fail_timed_out(now=due + timedelta(seconds=5)) == 0
     assert Payin.objects.get(pk=payin_id).status == "pending"
-    window = timedelta(seconds=services.SUBMISSION_IN_FLIGHT_SECONDS)
-    assert services.payments_fail_timed_out(now=due + window) == 1
+    window = timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
+    assert payments_fail_timed_out(now=due + window) == 1
 
 
 class StatusDownGateway(SimulatorGateway):
@@ -551,9 +561,9 @@ def test_a_provider_whose_status_is_down_is_one_line_a_run_without_a_traceback(
             )
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusDownGateway"
     caplog.set_level("WARNING", logger="cowry.payments")
-    overdue = timezone.now() + timedelta(seconds=services.sweeps.ANSWER_EXPECTED_SECONDS + 1)
+    overdue = timezone.now() + timedelta(seconds=ANSWER_EXPECTED_SECONDS + 1)
 
-    assert services.payments_ask_provider(now=overdue) == 0
+    assert payments_ask_provider(now=overdue) == 0
 
     [line] = [r for r in caplog.records if r.name == "cowry.payments"]
     assert line.exc_info is None

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from payments import ledger
+from payments.ledger.checks import ledger_breaches
 from payments.models import Payin
 from tests.payments.conftest import (
     DECLINED_PHONE,
@@ -47,7 +47,7 @@ def test_payin_and_payout_complete_through_a_real_worker(enabled_merchant, celer
         Decimal("14700"),
         Decimal("0"),
     )
-    assert ledger.ledger_breaches() == []
+    assert ledger_breaches() == []
 
 
 def test_the_simulated_provider_answers_after_its_configured_delay(enabled_merchant):

@@ -12,7 +12,8 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from payments import services as payment_services
+from payments.ledger.adjustments import wallet_credit
+from payments.ledger.checks import ledger_check
 from payments.models import Journal, JournalLine
 from quotes.models import Corridor, FeeSchedule, FxRate, Operator
 from tests.catalog import enable_everything
@@ -73,7 +74,7 @@ def assert_every_currency_sums_to_zero(merchant) -> None:
         .annotate(total=Sum("amount"))
     )
     assert all(row["total"] == 0 for row in sums), list(sums)
-    report = payment_services.ledger_check()
+    report = ledger_check()
     assert report["breaches"] == []
 
 
@@ -152,7 +153,7 @@ def test_payout_debits_exactly_send_plus_fee(
 ):
     merchant, api, customer = _merchant()
     FeeSchedule.objects.create(merchant=merchant, flow_type="payout", **terms)
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=merchant, currency="XAF", amount=D(2_000_000), reason="float", at=timezone.now()
     )
     response = api.post(

@@ -2,7 +2,7 @@
 
 import pytest
 
-from payments import services as payment_services
+from payments.ledger.checks import ledger_check
 from tests.dashboard.conftest import staff_client  # noqa: F401 - dashboard logins
 from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped or read
     broker_down,
@@ -91,7 +91,7 @@ def transfer_body(
 
 
 def ledger_is_clean() -> bool:
-    report = payment_services.ledger_check()
+    report = ledger_check()
     assert report["breaches"] == []
     return report["ok"]
 

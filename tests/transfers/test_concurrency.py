@@ -22,8 +22,8 @@ from tests.transfers.conftest import (
     ledger_is_clean,
     transfer_body,
 )
-from transfers import services as transfer_services
 from transfers.models import Transfer, TransferHistory
+from transfers.services.submission import transfer_apply_disbursement_result
 from webhooks.models import Event
 
 CM_SILENT = "+237670001999"
@@ -134,11 +134,12 @@ def test_a_relaunch_after_a_paid_after_all_answer_is_refused_even_mid_answer(
     came in between took the lock the answer had released and paid the recipient twice. The
     answer now keeps the transfer locked until the discrepancy is recorded."""
     from payments import provider
-    from payments import services as payment_services
+    from payments.ledger.discrepancies import provider_discrepancy_record
     from payments.models import ProviderDiscrepancy
-    from transfers import services
+    from transfers.services import submission as transfer_submission
+    from transfers.services.submission import DISBURSEMENT_CALLBACK
 
-    record = payment_services.provider_discrepancy_record
+    record = provider_discrepancy_record
     recording, go = threading.Event(), threading.Event()
 
     def record_once_the_relaunch_came(**kwargs):
@@ -147,7 +148,7 @@ def test_a_relaunch_after_a_paid_after_all_answer_is_refused_even_mid_answer(
         return record(**kwargs)
 
     monkeypatch.setattr(
-        payment_services, "provider_discrepancy_record", record_once_the_relaunch_came
+        transfer_submission, "provider_discrepancy_record", record_once_the_relaunch_came
     )
     customer = create_customer(enabled_api, **SENDER_DETAILS)
     quote = create_quote(enabled_api, customer_id=customer["id"])
@@ -158,7 +159,7 @@ def test_a_relaunch_after_a_paid_after_all_answer_is_refused_even_mid_answer(
     def answer() -> None:
         try:
             provider.deliver_answer(
-                callback=services.DISBURSEMENT_CALLBACK,
+                callback=DISBURSEMENT_CALLBACK,
                 reference=f"{transfer_id}:1",
                 provider_reference="SIM-attempt-1",
                 outcome=provider.COMPLETED,
@@ -248,7 +249,7 @@ def test_opposite_cross_currency_transfers_completing_at_once_do_not_deadlock(
 
     def complete(transfer_id: str) -> None:
         try:
-            transfer_services.transfer_apply_disbursement_result(
+            transfer_apply_disbursement_result(
                 reference=f"{transfer_id}:1",
                 provider_reference=f"SIM-{transfer_id[:8]}",
                 outcome="completed",

@@ -22,9 +22,10 @@ from tests.transfers.conftest import (
     create_quote,
     transfer_body,
 )
-from transfers import services
 from transfers.models import Transfer, TransferDisbursementAttempt
-from transfers.services.transitions import DISBURSEMENT_FAILED
+from transfers.services.submission import DISBURSEMENT_CALLBACK, disbursement_reference
+from transfers.services.sweeps import transfers_fail_timed_out
+from transfers.services.transitions import DISBURSEMENT_FAILED, transfer_transition
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -146,7 +147,7 @@ def test_a_disbursement_failed_for_its_timeout_is_logged_with_the_transfer_and_m
         leg_timeout_at=timezone.now() - timedelta(seconds=1)
     )
     caplog.set_level("WARNING", logger="cowry.transfers")
-    assert run(services.transfers_fail_timed_out, now=timezone.now()) == 1
+    assert run(transfers_fail_timed_out, now=timezone.now()) == 1
     assert [r.getMessage() for r in caplog.records if r.name == "cowry.transfers"] == [
         f"Transfer {transfer.pk} of merchant {transfer.merchant_id}: disbursement failed, no"
         " provider answer by its timeout (provider_timeout)"
@@ -186,7 +187,7 @@ def test_a_decline_is_logged_once_its_move_commits_and_never_when_it_rolls_back(
         return [r.getMessage() for r in caplog.records if "declined by the provider" in r.msg]
 
     def decline() -> None:
-        services.transfer_transition(
+        transfer_transition(
             transfer_id=transfer.pk,
             to=DISBURSEMENT_FAILED,
             reason="provider_declined",
@@ -218,14 +219,14 @@ def test_a_provider_completion_applied_by_support_completes_the_failed_attempt(
     Transfer.objects.filter(pk=transfer_id).update(
         leg_timeout_at=timezone.now() - timedelta(seconds=1)
     )
-    run(services.transfers_fail_timed_out, now=timezone.now())
+    run(transfers_fail_timed_out, now=timezone.now())
     reference = Transfer.objects.get(pk=transfer_id).disbursement_reference
     assert [row[5:] for row in _attempts(Transfer(pk=transfer_id))] == [
         ("failed", "provider_timeout")
     ]
     provider.deliver_answer(
-        callback=services.DISBURSEMENT_CALLBACK,
-        reference=services.disbursement_reference(transfer_id, 1),
+        callback=DISBURSEMENT_CALLBACK,
+        reference=disbursement_reference(transfer_id, 1),
         provider_reference=reference,
         outcome="completed",
     )

@@ -1,15 +1,17 @@
-"""invalid_transition is one error, payments.services.InvalidTransition: a transfer's refused
-move is caught as a payment's is, and each refusal answers the same 409 body as before."""
+"""invalid_transition is one error, payments.services.transitions.InvalidTransition: a
+transfer's refused move is caught as a payment's is, and each refusal answers the same 409 body
+as before."""
 
 import pytest
 from django.utils import timezone
 
 from core.content import JsonRenderer
 from core.exceptions import build_error_response
-from payments import services as payment_services
+from payments.services.payouts import PayoutNotStuck
+from payments.services.transitions import InvalidTransition
 from tests.transfers.conftest import transfer_body
-from transfers import services
-from transfers.services.transitions import COLLECTION_SUBMITTED
+from transfers.services.support import transfer_mark_disbursement_failed
+from transfers.services.transitions import COLLECTION_SUBMITTED, transfer_transition
 
 pytestmark = pytest.mark.django_db
 
@@ -30,10 +32,10 @@ def test_a_transfers_refusals_are_the_one_invalid_transition(enabled_api, custom
     transfer_id = run(enabled_api.post, "/transfers", transfer_body(quote, customer)).json()["id"]
     now = timezone.now()
 
-    with pytest.raises(payment_services.InvalidTransition) as moved:
-        services.transfer_transition(transfer_id=transfer_id, to=COLLECTION_SUBMITTED, at=now)
-    with pytest.raises(payment_services.InvalidTransition) as marked:
-        services.transfer_mark_disbursement_failed(transfer_id=transfer_id, actor=None, now=now)
+    with pytest.raises(InvalidTransition) as moved:
+        transfer_transition(transfer_id=transfer_id, to=COLLECTION_SUBMITTED, at=now)
+    with pytest.raises(InvalidTransition) as marked:
+        transfer_mark_disbursement_failed(transfer_id=transfer_id, actor=None, now=now)
 
     assert _body(moved.value) == _refused(
         "A transfer in ('completed', 'completed', 'completed') cannot make the move "
@@ -46,7 +48,7 @@ def test_a_transfers_refusals_are_the_one_invalid_transition(enabled_api, custom
 
 
 def test_a_payout_not_stuck_answers_as_before():
-    assert _body(payment_services.PayoutNotStuck()) == _refused(
+    assert _body(PayoutNotStuck()) == _refused(
         "Only a payout stuck at the provider can be marked failed: pending, received by the "
         "provider (it has a provider reference) and past its provider timeout."
     )

@@ -9,7 +9,7 @@ from django.utils import timezone
 from payments import provider
 from payments.models import ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
-from payments.services import SUBMISSION_IN_FLIGHT_SECONDS
+from payments.services.sweeps import SUBMISSION_IN_FLIGHT_SECONDS
 from tests.payments.conftest import (
     COLLECTIONS_COUNTED,
     COLLECTIONS_DOWN,
@@ -23,8 +23,20 @@ from tests.transfers.conftest import (
     ledger_is_clean,
     transfer_body,
 )
-from transfers import services
 from transfers.models import Transfer, TransferHistory
+from transfers.services.submission import (
+    COLLECTION_CALLBACK,
+    disbursement_reference,
+    transfer_apply_collection_result,
+    transfer_apply_disbursement_result,
+    transfer_submit_collection,
+    transfer_submit_disbursement,
+)
+from transfers.services.sweeps import (
+    RESUBMIT_AFTER_SECONDS,
+    transfers_fail_timed_out,
+    transfers_stale_submissions,
+)
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +56,7 @@ def test_a_disbursement_whose_status_cannot_be_asked_is_not_failed_by_the_sweep(
     settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusUnavailableGateway"
 
     # a failed leg could be relaunched while the first attempt may have paid: it waits
-    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
+    assert run(transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
     body = enabled_api.get(f"/transfers/{transfer.id}").json()
     assert (body["status"], body["payout_status"]) == ("disbursing", "pending")
     assert events_of(transfer.id) == ["transfer.payin.completed"]
@@ -52,7 +64,7 @@ def test_a_disbursement_whose_status_cannot_be_asked_is_not_failed_by_the_sweep(
     assert relaunch.status_code == 409
 
     settings.PAYMENTS_PROVIDER_GATEWAY = "payments.provider.simulator.SimulatorGateway"
-    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
+    assert run(transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
     assert enabled_api.get(f"/transfers/{transfer.id}").json()["payout_status"] == "failed"
     assert ledger_is_clean()
 
@@ -72,7 +84,7 @@ def test_a_disbursement_the_provider_never_received_is_failed_not_asked_about(
         update_fields=["recipient", "disbursement_reference", "disbursement_submitted_at"]
     )
 
-    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
+    assert run(transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
 
     body = enabled_api.get(f"/transfers/{transfer.id}").json()
     assert (body["status"], body["payout_status"]) == ("failed", "failed")
@@ -88,13 +100,13 @@ def test_a_disbursement_whose_call_may_be_in_flight_waits_then_times_out(
         disbursement_reference="", disbursement_submitted_at=started
     )
 
-    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
+    assert run(transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
     assert enabled_api.get(f"/transfers/{transfer.id}").json()["status"] == "disbursing"
     relaunch = enabled_api.post(f"/transfers/{transfer.id}/relaunch-payout")
     assert relaunch.status_code == 409  # not while the first attempt may still be paid
 
     after_any_call = started + timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
-    assert run(services.transfers_fail_timed_out, now=after_any_call) == 1
+    assert run(transfers_fail_timed_out, now=after_any_call) == 1
     assert enabled_api.get(f"/transfers/{transfer.id}").json()["payout_status"] == "failed"
     assert ledger_is_clean()
 
@@ -108,7 +120,7 @@ def test_the_sweep_asks_the_provider_first_and_applies_a_disbursement_answer_tha
     transfer.recipient = {**transfer.recipient, "phone": SN_OTHER_PHONE}
     transfer.save(update_fields=["recipient"])
 
-    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
+    assert run(transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
 
     body = enabled_api.get(f"/transfers/{transfer.id}").json()
     assert (body["status"], body["payin_status"], body["payout_status"]) == (
@@ -136,7 +148,7 @@ def test_the_sweep_applies_a_collection_answer_that_was_lost_and_the_transfer_go
     transfer.payer = {**transfer.payer, "phone": "+237670001234"}  # collected, answer lost
     transfer.save(update_fields=["payer"])
 
-    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
+    assert run(transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
 
     body = enabled_api.get(f"/transfers/{transfer.id}").json()
     assert (body["status"], body["payin_status"], body["payout_status"]) == (
@@ -151,13 +163,13 @@ def test_late_answer_for_a_replaced_attempt_changes_nothing_and_is_kept_for_reco
     enabled_api, disbursing, run
 ):
     transfer = disbursing
-    run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at)
+    run(transfers_fail_timed_out, now=transfer.leg_timeout_at)
     enabled_api.post(f"/transfers/{transfer.id}/relaunch-payout")  # attempt 2, not submitted
     events = Event.objects.filter(data_id=transfer.id).count()
 
     # The provider finally answers attempt 1: it must not complete attempt 2.
-    services.transfer_apply_disbursement_result(
-        reference=services.disbursement_reference(transfer.id, 1),
+    transfer_apply_disbursement_result(
+        reference=disbursement_reference(transfer.id, 1),
         provider_reference="SIM-late",
         outcome="completed",
         reason="",
@@ -184,14 +196,14 @@ def test_repeated_provider_answer_changes_nothing(enabled_api, customer, quote, 
     transfer = Transfer.objects.get(pk=response.json()["id"])
     events = Event.objects.filter(data_id=transfer.id).count()
 
-    services.transfer_apply_disbursement_result(
-        reference=services.disbursement_reference(transfer.id, 1),
+    transfer_apply_disbursement_result(
+        reference=disbursement_reference(transfer.id, 1),
         provider_reference=transfer.disbursement_reference,
         outcome="completed",
         reason="",
         at=timezone.now(),
     )
-    services.transfer_apply_collection_result(
+    transfer_apply_collection_result(
         reference=str(transfer.id),
         provider_reference=transfer.collection_reference,
         outcome="completed",
@@ -218,19 +230,19 @@ def test_sweep_resubmits_a_collection_whose_enqueue_was_lost(
     assert (response.json()["status"], transfer.status) == ("pending", "pending")
     lost = "Broker unreachable; transfers.tasks.submit_transfer_collection "
     assert f"{lost}(transfer_id={transfer.id}) left to its sweep" in caplog.text
-    assert services.transfers_stale_submissions(now=transfer.updated_at) == []
-    later = transfer.updated_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS)
-    assert services.transfers_stale_submissions(now=later) == [(transfer.id, None)]
+    assert transfers_stale_submissions(now=transfer.updated_at) == []
+    later = transfer.updated_at + timedelta(seconds=RESUBMIT_AFTER_SECONDS)
+    assert transfers_stale_submissions(now=later) == [(transfer.id, None)]
 
     # The beat task runs a minute later.
     Transfer.objects.filter(pk=transfer.id).update(
-        updated_at=timezone.now() - timedelta(seconds=services.RESUBMIT_AFTER_SECONDS)
+        updated_at=timezone.now() - timedelta(seconds=RESUBMIT_AFTER_SECONDS)
     )
     run(tasks.fail_timed_out_transfers)
 
     transfer.refresh_from_db()
     assert transfer.status == "completed"
-    assert services.transfers_stale_submissions(now=later) == []
+    assert transfers_stale_submissions(now=later) == []
     assert ledger_is_clean()
 
 
@@ -248,7 +260,7 @@ def test_sweep_resubmits_a_disbursement_whose_enqueue_met_a_stopped_broker(
     with broker_down():
         run(
             provider.deliver_answer,
-            callback=services.COLLECTION_CALLBACK,
+            callback=COLLECTION_CALLBACK,
             reference=str(transfer.id),
             provider_reference=transfer.collection_reference,
             outcome="completed",
@@ -257,10 +269,10 @@ def test_sweep_resubmits_a_disbursement_whose_enqueue_met_a_stopped_broker(
     assert (transfer.status, transfer.disbursement_submitted_at) == ("disbursing", None)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any("submit_transfer_disbursement" in m and "sweep" in m for m in warnings), warnings
-    later = transfer.updated_at + timedelta(seconds=services.RESUBMIT_AFTER_SECONDS)
+    later = transfer.updated_at + timedelta(seconds=RESUBMIT_AFTER_SECONDS)
     caplog.clear()
     for run_at in (later, later + timedelta(seconds=30)):  # two sweeps, one line
-        assert services.transfers_stale_submissions(now=run_at) == [(transfer.id, 1)]
+        assert transfers_stale_submissions(now=run_at) == [(transfer.id, 1)]
     assert [r.getMessage() for r in caplog.records] == [
         f"Resubmitting the disbursement (attempt 1) of transfer {transfer.id} of merchant"
         f" {transfer.merchant_id}: its provider submission was lost (logged again every 10 min"
@@ -269,7 +281,7 @@ def test_sweep_resubmits_a_disbursement_whose_enqueue_met_a_stopped_broker(
 
     # The beat task runs a minute later, the broker back.
     Transfer.objects.filter(pk=transfer.id).update(
-        updated_at=timezone.now() - timedelta(seconds=services.RESUBMIT_AFTER_SECONDS)
+        updated_at=timezone.now() - timedelta(seconds=RESUBMIT_AFTER_SECONDS)
     )
     run(tasks.fail_timed_out_transfers)
 
@@ -279,7 +291,7 @@ def test_sweep_resubmits_a_disbursement_whose_enqueue_met_a_stopped_broker(
         "completed",
         "completed",
     )
-    assert services.transfers_stale_submissions(now=later) == []
+    assert transfers_stale_submissions(now=later) == []
     assert ledger_is_clean()
 
 
@@ -291,14 +303,14 @@ def test_a_resubmission_started_just_before_the_timeout_keeps_the_leg_disbursing
     settings.PAYMENTS_PROVIDER_GATEWAY = DISBURSEMENTS_DOWN
     due = transfer.leg_timeout_at
     with pytest.raises(Exception, match="connection reset"):  # a retry, late
-        services.transfer_submit_disbursement(
+        transfer_submit_disbursement(
             transfer_id=transfer.id, attempt=1, now=due - timedelta(seconds=2)
         )
 
-    assert run(services.transfers_fail_timed_out, now=due + timedelta(seconds=5)) == 0
+    assert run(transfers_fail_timed_out, now=due + timedelta(seconds=5)) == 0
     assert enabled_api.post(f"/transfers/{transfer.id}/relaunch-payout").status_code == 409
     window = timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
-    assert run(services.transfers_fail_timed_out, now=due + window) == 1
+    assert run(transfers_fail_timed_out, now=due + window) == 1
     assert ledger_is_clean()
 
 
@@ -314,13 +326,13 @@ def test_a_collection_submission_does_not_start_past_its_leg_timeout(
     if late == "outage retries":
         settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_DOWN
         with pytest.raises(provider.ProviderUnavailable):  # collecting, with a fresh leg timeout
-            services.transfer_submit_collection(transfer_id=transfer.id, now=timezone.now())
+            transfer_submit_collection(transfer_id=transfer.id, now=timezone.now())
     before = Transfer.objects.get(pk=transfer.id)
     settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_COUNTED
     CollectionsCountedGateway.calls.clear()
 
     due = before.leg_timeout_at
-    run(services.transfer_submit_collection, transfer_id=transfer.id, now=due)  # the task, late
+    run(transfer_submit_collection, transfer_id=transfer.id, now=due)  # the task, late
 
     assert CollectionsCountedGateway.calls == []
     after = Transfer.objects.get(pk=transfer.id)
@@ -329,7 +341,7 @@ def test_a_collection_submission_does_not_start_past_its_leg_timeout(
         before.collection_submitted_at,
         "",
     )
-    assert run(services.transfers_fail_timed_out, now=due) == 1
+    assert run(transfers_fail_timed_out, now=due) == 1
     body = enabled_api.get(f"/transfers/{transfer.id}").json()
     assert (body["status"], body["payin_status"], body["payout_status"]) == (
         "failed",
@@ -348,17 +360,17 @@ def test_a_collection_whose_call_may_be_in_flight_waits_then_times_out(
     transfer = Transfer.objects.get(pk=response.json()["id"])
     settings.PAYMENTS_PROVIDER_GATEWAY = COLLECTIONS_DOWN
     with pytest.raises(provider.ProviderUnavailable):
-        services.transfer_submit_collection(transfer_id=transfer.id, now=timezone.now())
+        transfer_submit_collection(transfer_id=transfer.id, now=timezone.now())
     due = Transfer.objects.get(pk=transfer.id).leg_timeout_at
     for started in (due - timedelta(minutes=30), due - timedelta(seconds=2)):  # a retry, late
         with pytest.raises(provider.ProviderUnavailable):
-            services.transfer_submit_collection(transfer_id=transfer.id, now=started)
+            transfer_submit_collection(transfer_id=transfer.id, now=started)
     assert Transfer.objects.get(pk=transfer.id).collection_submitted_at == started
 
     # its last call may still reach the provider: it is not failed while that can be
-    assert run(services.transfers_fail_timed_out, now=due + timedelta(seconds=5)) == 0
+    assert run(transfers_fail_timed_out, now=due + timedelta(seconds=5)) == 0
     assert enabled_api.get(f"/transfers/{transfer.id}").json()["status"] == "collecting"
     window = timedelta(seconds=SUBMISSION_IN_FLIGHT_SECONDS)
-    assert run(services.transfers_fail_timed_out, now=started + window) == 1
+    assert run(transfers_fail_timed_out, now=started + window) == 1
     assert enabled_api.get(f"/transfers/{transfer.id}").json()["payin_status"] == "failed"
     assert ledger_is_clean()

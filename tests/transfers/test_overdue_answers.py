@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 
 from tests.transfers.conftest import SN_SILENT, ledger_is_clean, transfer_body
-from transfers import services
 from transfers.models import Transfer
+from transfers.services.sweeps import ASK_PROVIDER_AFTER_SECONDS, transfers_ask_overdue_answers
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +36,7 @@ def lost_answers(settings, broker_queues):
 
 
 def _sweep(run, at) -> int:
-    return run(services.transfers_ask_overdue_answers, now=at)
+    return run(transfers_ask_overdue_answers, now=at)
 
 
 def test_lost_answers_are_asked_for_once_overdue_and_end_the_transfer_once(
@@ -46,7 +46,7 @@ def test_lost_answers_are_asked_for_once_overdue_and_end_the_transfer_once(
     assert lost_answers(run, SUBMIT_COLLECTION) == 1
     collecting = Transfer.objects.get(pk=transfer_id)
     assert collecting.status == "collecting"
-    overdue = collecting.updated_at + timedelta(seconds=services.ASK_PROVIDER_AFTER_SECONDS)
+    overdue = collecting.updated_at + timedelta(seconds=ASK_PROVIDER_AFTER_SECONDS)
 
     assert _sweep(run, overdue - timedelta(seconds=1)) == 0  # not overdue yet: not asked
     assert Transfer.objects.get(pk=transfer_id).status == "collecting"
@@ -55,7 +55,7 @@ def test_lost_answers_are_asked_for_once_overdue_and_end_the_transfer_once(
     disbursing = Transfer.objects.get(pk=transfer_id)
     assert disbursing.status == "disbursing"
     assert disbursing.disbursement_reference
-    assert _sweep(run, overdue + timedelta(seconds=services.ASK_PROVIDER_AFTER_SECONDS)) == 1
+    assert _sweep(run, overdue + timedelta(seconds=ASK_PROVIDER_AFTER_SECONDS)) == 1
 
     transfer = Transfer.objects.get(pk=transfer_id)
     assert (transfer.status, transfer.payin_status, transfer.payout_status) == (
@@ -86,7 +86,7 @@ def test_a_leg_the_provider_has_not_decided_stays_as_it_is(
     transfer_id = run(enabled_api.post, "/transfers", body).json()["id"]
     assert lost_answers(run, SUBMIT_COLLECTION) == 1
     collecting = Transfer.objects.get(pk=transfer_id)
-    step = timedelta(seconds=services.ASK_PROVIDER_AFTER_SECONDS)
+    step = timedelta(seconds=ASK_PROVIDER_AFTER_SECONDS)
     assert _sweep(run, collecting.updated_at + step) == 1
     assert lost_answers(run, SUBMIT_DISBURSEMENT) == 0  # the provider has not decided
     disbursing = Transfer.objects.get(pk=transfer_id)

@@ -16,8 +16,9 @@ from rest_framework.test import APIClient
 
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
-from payments import ledger, provider
-from payments import services as payment_services
+from payments import provider
+from payments.ledger.discrepancies import provider_discrepancy_resolve
+from payments.ledger.journals import account_balances
 from payments.models import Journal, ProviderDiscrepancy
 from tests.dashboard.conftest import late_completion
 from tests.transfers.conftest import (
@@ -29,10 +30,18 @@ from tests.transfers.conftest import (
     ledger_is_clean,
     transfer_body,
 )
-from transfers import selectors, services
+from transfers import selectors
 from transfers.models import Transfer, TransferHistory
-from webhooks import services as webhook_services
+from transfers.services.submission import DISBURSEMENT_CALLBACK, disbursement_reference
+from transfers.services.support import (
+    ProviderCompletionNotApplicable,
+    transfer_apply_provider_completion,
+    transfer_mark_disbursement_failed,
+)
+from transfers.services.sweeps import transfers_fail_timed_out
 from webhooks.models import Event
+from webhooks.services.endpoints import endpoint_set
+from webhooks.services.sweeps import deliveries_send_due
 
 pytestmark = pytest.mark.django_db
 
@@ -44,8 +53,8 @@ APPLIED = "provider_completion_applied_by_support"
 def _late_answer(transfer: Transfer, *, attempt: int, outcome: str = "completed") -> None:
     """The provider's answer for `attempt` of the transfer, arriving now."""
     provider.deliver_answer(
-        callback=services.DISBURSEMENT_CALLBACK,
-        reference=services.disbursement_reference(transfer.id, attempt),
+        callback=DISBURSEMENT_CALLBACK,
+        reference=disbursement_reference(transfer.id, attempt),
         provider_reference=f"SIM-late-{attempt}",
         outcome=outcome,
     )
@@ -56,7 +65,7 @@ def _time_out(transfer_id, run=None) -> int:
     Transfer.objects.filter(pk=transfer_id).update(
         leg_timeout_at=timezone.now() - timedelta(seconds=1)
     )
-    sweep = services.transfers_fail_timed_out
+    sweep = transfers_fail_timed_out
     return run(sweep, now=timezone.now()) if run else sweep(now=timezone.now())
 
 
@@ -138,14 +147,14 @@ def _sent(receiver_requests) -> list[tuple[str, dict]]:
 
 
 def _deliver_all() -> None:
-    while webhook_services.deliveries_send_due(now=timezone.now()).attempted:
+    while deliveries_send_due(now=timezone.now()).attempted:
         pass
 
 
 def test_support_applies_a_late_completion_and_the_merchant_sees_the_transfer_completed(
     support, enabled_api, enabled_merchant, customer, quote, run, receiver, webhook_settings
 ):
-    webhook_services.endpoint_set(merchant=enabled_merchant, url=receiver.url, now=timezone.now())
+    endpoint_set(merchant=enabled_merchant, url=receiver.url, now=timezone.now())
     transfer, discrepancy = _timed_out_then_paid(enabled_api, customer, quote, run)
     _deliver_all()
     already_sent = len(receiver.requests)
@@ -183,13 +192,13 @@ def test_support_applies_a_late_completion_and_the_merchant_sees_the_transfer_co
     ][:2] == ["transfer.completed", "transfer.payout.completed"]
     # The journals of a completed disbursement, once; the suspense empty; the wallet untouched.
     assert selectors.transfer_suspense_held(transfer=transfer) == 0
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XAF") == {
         "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
         "transfer_suspense": Decimal("0"),
         "fee_revenue": Decimal("200"),
         "fx_conversion": Decimal("9800"),
     }
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {
         "fx_conversion": Decimal("-9800"),
         "provider_clearing:SN_WAVE_MOMO": Decimal("9800"),
     }
@@ -244,7 +253,7 @@ def test_a_lowered_relaunch_marked_failed_then_paid_credits_the_difference_to_th
     Transfer.objects.filter(pk=transfer_id).update(
         leg_timeout_at=timezone.now() - timedelta(seconds=1)
     )  # stuck at the provider
-    services.transfer_mark_disbursement_failed(
+    transfer_mark_disbursement_failed(
         transfer_id=transfer.id,
         actor=get_user_model().objects.get(username="support-agent"),
         now=timezone.now(),
@@ -259,7 +268,7 @@ def test_a_lowered_relaunch_marked_failed_then_paid_credits_the_difference_to_th
     assert body["history"][-1]["reason"] == APPLIED
     xof = next(b for b in enabled_api.get("/balances").json()["data"] if b["currency"] == "XOF")
     assert xof["available"] == "800"
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {
         "fx_conversion": Decimal("-9800"),
         "provider_clearing:SN_WAVE_MOMO": Decimal("9000"),
         "merchant_available": Decimal("800"),
@@ -274,7 +283,7 @@ def test_a_lowered_relaunch_marked_failed_then_paid_credits_the_difference_to_th
 
 def test_an_already_resolved_discrepancy_is_refused(support, paid_after_all, run):
     _transfer, discrepancy = paid_after_all
-    payment_services.provider_discrepancy_resolve(
+    provider_discrepancy_resolve(
         discrepancy_id=discrepancy.pk,
         actor=get_user_model().objects.get(username="support-agent"),
         now=timezone.now(),
@@ -424,11 +433,11 @@ def test_racing_clicks_on_apply_complete_the_transfer_once(enabled_api):
         def apply() -> None:
             try:
                 applied.append(
-                    services.transfer_apply_provider_completion(
+                    transfer_apply_provider_completion(
                         discrepancy_id=discrepancy.pk, actor=agent, now=timezone.now()
                     )
                 )
-            except services.ProviderCompletionNotApplicable as exc:
+            except ProviderCompletionNotApplicable as exc:
                 refused.append(exc)
 
         return apply
@@ -451,7 +460,7 @@ def test_apply_racing_a_relaunch_and_the_provider_answering_again_has_one_winner
 
     def apply() -> None:
         applied.append(
-            services.transfer_apply_provider_completion(
+            transfer_apply_provider_completion(
                 discrepancy_id=discrepancy.pk, actor=agent, now=timezone.now()
             )
         )
@@ -493,15 +502,15 @@ def test_apply_racing_mark_resolved_has_one_winner(enabled_api):
 
     def apply() -> None:
         try:
-            services.transfer_apply_provider_completion(
+            transfer_apply_provider_completion(
                 discrepancy_id=discrepancy.pk, actor=applier, now=timezone.now()
             )
             outcomes["apply"] = True
-        except services.ProviderCompletionNotApplicable:
+        except ProviderCompletionNotApplicable:
             outcomes["apply"] = False
 
     def resolve() -> None:
-        outcomes["resolve"] = payment_services.provider_discrepancy_resolve(
+        outcomes["resolve"] = provider_discrepancy_resolve(
             discrepancy_id=discrepancy.pk, actor=resolver, now=timezone.now()
         )
 

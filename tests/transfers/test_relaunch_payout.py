@@ -7,7 +7,8 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from payments import ledger, provider
+from payments import provider
+from payments.ledger.journals import account_balances
 from payments.models import ProviderDiscrepancy
 from payments.provider.simulator import SimulatorGateway
 from tests.locks import start, waiting_for_a_lock
@@ -23,8 +24,9 @@ from tests.transfers.conftest import (
     ledger_is_clean,
     transfer_body,
 )
-from transfers import services
 from transfers.models import Transfer, TransferHistory
+from transfers.services.submission import COLLECTION_CALLBACK, DISBURSEMENT_CALLBACK
+from transfers.services.sweeps import transfers_fail_timed_out
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -110,13 +112,13 @@ def test_relaunch_without_body_retries_same_recipient_and_amount_and_completes(
         "transfer.completed",
     ]
     # The payer was collected from once only.
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XAF") == {
         "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
         "transfer_suspense": Decimal("0"),
         "fee_revenue": Decimal("200"),
         "fx_conversion": Decimal("9800"),
     }
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {
         "fx_conversion": Decimal("-9800"),
         "provider_clearing:SN_WAVE_MOMO": Decimal("9800"),
     }
@@ -142,7 +144,7 @@ def test_relaunch_without_body_that_fails_again_keeps_the_money_in_suspense(
         "transfer.payout.failed",
         "transfer.payout.failed",
     ]
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XAF") == {
         "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
         "transfer_suspense": Decimal("10000"),
     }
@@ -185,7 +187,7 @@ def test_relaunch_with_lower_amount_and_new_recipient_pays_them_and_credits_the_
     assert final.payload["data"]["object"]["failure_reason"] is None
     assert final.payload["data"]["object"]["recipient_operator_code"] == "SN_ORANGE_MOMO"
     # 9000 to the new operator; the 800 not paid out goes to the merchant's XOF wallet.
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {
         "fx_conversion": Decimal("-9800"),
         "provider_clearing:SN_ORANGE_MOMO": Decimal("9000"),
         "merchant_available": Decimal("800"),
@@ -453,8 +455,8 @@ def test_relaunch_needs_an_idempotency_key_and_replays(enabled_api, failed_payou
 def test_stuck_disbursement_times_out_then_relaunches(enabled_api, disbursing, run):
     transfer = disbursing
 
-    assert services.transfers_fail_timed_out(now=timezone.now()) == 0  # not due yet
-    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
+    assert transfers_fail_timed_out(now=timezone.now()) == 0  # not due yet
+    assert run(transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
 
     body = enabled_api.get(f"/transfers/{transfer.id}").json()
     assert (body["status"], body["payin_status"], body["payout_status"]) == (
@@ -483,9 +485,9 @@ def test_no_relaunch_while_the_provider_says_the_timed_out_attempt_paid(
     from payments import provider
 
     transfer = disbursing
-    assert run(services.transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
+    assert run(transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
     provider.deliver_answer(
-        callback=services.DISBURSEMENT_CALLBACK,
+        callback=DISBURSEMENT_CALLBACK,
         reference=f"{transfer.id}:1",
         provider_reference=transfer.disbursement_reference,
         outcome="completed",
@@ -510,7 +512,7 @@ def test_no_relaunch_while_the_provider_says_the_timed_out_attempt_paid(
 def _collection_reversed(transfer_id) -> None:
     """The provider says the transfer's completed collection failed after all (a reversal)."""
     provider.deliver_answer(
-        callback=services.COLLECTION_CALLBACK,
+        callback=COLLECTION_CALLBACK,
         reference=str(transfer_id),
         provider_reference="SIM-reversed",
         outcome="failed",
@@ -620,7 +622,7 @@ def test_a_relaunch_racing_the_collections_reversal_pays_nothing_out_after_it(en
             2,
         )
         assert discrepancy.our_status == "completed"
-    assert ledger.account_balances(merchant=transfer.merchant, currency="XAF") == {
+    assert account_balances(merchant=transfer.merchant, currency="XAF") == {
         "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
         "transfer_suspense": Decimal("10000"),
     }

@@ -21,8 +21,12 @@ from rest_framework.test import APIClient
 from config import worklist
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
-from payments import ledger, provider
-from payments import services as payment_services
+from payments import provider
+from payments.ledger.accounts import MERCHANT_AVAILABLE
+from payments.ledger.adjustments import wallet_credit
+from payments.ledger.checks import ledger_check
+from payments.ledger.discrepancies import provider_discrepancy_resolve
+from payments.ledger.journals import account_balances
 from payments.models import Journal, JournalLine, ProviderDiscrepancy
 from tests.locks import start, waiting_for_a_lock
 from tests.payments.adjustments import adjust, adjustment_state, ledger_clean
@@ -36,8 +40,20 @@ from tests.transfers.conftest import (
     ledger_is_clean,
     transfer_body,
 )
-from transfers import selectors, services
+from transfers import selectors
 from transfers.models import Transfer, TransferHistory
+from transfers.services.submission import (
+    COLLECTION_CALLBACK,
+    DISBURSEMENT_CALLBACK,
+    disbursement_reference,
+)
+from transfers.services.support import (
+    CollectedFundsNotReturnable,
+    ProviderCompletionNotApplicable,
+    transfer_apply_provider_completion,
+    transfer_return_collected_funds,
+)
+from transfers.services.sweeps import transfers_fail_timed_out
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -121,9 +137,9 @@ def _observed(transfer_id) -> dict:
         "audit": AuditLogEntry.objects.filter(target=str(transfer_id)).count(),
         "suspense": selectors.transfer_suspense_held(transfer=Transfer(pk=transfer_id)),
         "wallets": sorted(
-            ledger.account_balances(
+            account_balances(
                 merchant=Transfer.objects.get(pk=transfer_id).merchant, currency=currency
-            ).get(ledger.MERCHANT_AVAILABLE, Decimal(0))
+            ).get(MERCHANT_AVAILABLE, Decimal(0))
             for currency in ("XAF", "XOF")
         ),
     }
@@ -193,12 +209,12 @@ def test_support_returns_the_collected_funds_and_the_merchant_sees_them_on_its_w
     assert snapshot["failure_reason"] == "collected_funds_returned_by_support"
     # The ledger: the suspense emptied into the wallet, no fee, nothing in the payout currency.
     assert selectors.transfer_suspense_held(transfer=transfer) == 0
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XAF") == {
         "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
         "transfer_suspense": Decimal("0"),
         "merchant_available": Decimal("10000"),
     }
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {}
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {}
     returned = Journal.objects.get(resource_id=transfer.id, kind="transfer_returned")
     assert returned.currency == "XAF"
     assert sorted((line.account.code, line.amount) for line in returned.lines.all()) == [
@@ -281,14 +297,12 @@ def test_a_late_provider_completion_after_the_return_is_kept_for_reconciliation(
 ):
     """The provider says the failed attempt paid after all: nothing changes (the money is on
     the wallet now), and support sees a discrepancy that it cannot apply."""
-    services.transfer_return_collected_funds(
-        transfer_id=failed_payout.id, actor=None, now=timezone.now()
-    )
+    transfer_return_collected_funds(transfer_id=failed_payout.id, actor=None, now=timezone.now())
     before = _observed(failed_payout.id)
 
     provider.deliver_answer(
-        callback=services.DISBURSEMENT_CALLBACK,
-        reference=services.disbursement_reference(failed_payout.id, 1),
+        callback=DISBURSEMENT_CALLBACK,
+        reference=disbursement_reference(failed_payout.id, 1),
         provider_reference="SIM-late-1",
         outcome="completed",
     )
@@ -296,8 +310,8 @@ def test_a_late_provider_completion_after_the_return_is_kept_for_reconciliation(
     assert _observed(failed_payout.id) == before
     discrepancy = ProviderDiscrepancy.objects.get(resource_id=failed_payout.id)
     assert (discrepancy.provider_outcome, discrepancy.our_status) == ("completed", "cancelled")
-    with pytest.raises(services.ProviderCompletionNotApplicable) as refused:
-        services.transfer_apply_provider_completion(
+    with pytest.raises(ProviderCompletionNotApplicable) as refused:
+        transfer_apply_provider_completion(
             discrepancy_id=discrepancy.pk,
             actor=merchant_services.staff_user_create(
                 username="agent", password="pw-123456-staff", support=True
@@ -318,7 +332,7 @@ def test_a_late_provider_completion_after_the_return_is_kept_for_reconciliation(
 def test_check_ledger_flags_a_returned_transfer_without_its_journal(failed_payout):
     Transfer.objects.filter(pk=failed_payout.pk).update(payout_status="cancelled")
 
-    report = payment_services.ledger_check()
+    report = ledger_check()
 
     assert report["breaches"] == [
         f"transfer {failed_payout.id} (failed) has no transfer_returned journal",
@@ -333,12 +347,10 @@ def test_check_ledger_flags_a_returned_transfer_without_its_journal(failed_payou
 def _paid_after_the_return(transfer: Transfer) -> ProviderDiscrepancy:
     """Support returned the collected funds (10000 XAF to the wallet), then the provider said
     the failed attempt paid the recipient after all: the merchant holds that money twice."""
-    services.transfer_return_collected_funds(
-        transfer_id=transfer.id, actor=None, now=timezone.now()
-    )
+    transfer_return_collected_funds(transfer_id=transfer.id, actor=None, now=timezone.now())
     provider.deliver_answer(
-        callback=services.DISBURSEMENT_CALLBACK,
-        reference=services.disbursement_reference(transfer.id, transfer.disbursement_attempt),
+        callback=DISBURSEMENT_CALLBACK,
+        reference=disbursement_reference(transfer.id, transfer.disbursement_attempt),
         provider_reference="SIM-late-1",
         outcome="completed",
     )
@@ -413,15 +425,15 @@ def test_a_debit_for_a_paid_disbursement_not_returned_is_refused_and_names_the_a
     Transfer.objects.filter(pk=transfer.pk).update(
         leg_timeout_at=timezone.now() - timedelta(seconds=1)
     )
-    assert run(services.transfers_fail_timed_out, now=timezone.now()) == 1
+    assert run(transfers_fail_timed_out, now=timezone.now()) == 1
     provider.deliver_answer(
-        callback=services.DISBURSEMENT_CALLBACK,
-        reference=services.disbursement_reference(transfer.id, 1),
+        callback=DISBURSEMENT_CALLBACK,
+        reference=disbursement_reference(transfer.id, 1),
         provider_reference="SIM-late-1",
         outcome="completed",
     )
     discrepancy = ProviderDiscrepancy.objects.get(resource_id=transfer.id)
-    payment_services.wallet_credit(
+    wallet_credit(
         merchant=enabled_merchant,
         currency="XAF",
         amount=Decimal("20000"),
@@ -491,10 +503,8 @@ def _both_attempts_paid_after_the_return(api, transfer: Transfer, run) -> tuple:
         "failed",
         2,
     )
-    services.transfer_return_collected_funds(
-        transfer_id=transfer.id, actor=None, now=timezone.now()
-    )
-    payment_services.wallet_credit(
+    transfer_return_collected_funds(transfer_id=transfer.id, actor=None, now=timezone.now())
+    wallet_credit(
         merchant=transfer.merchant,
         currency="XAF",
         amount=Decimal("20000"),
@@ -503,15 +513,13 @@ def _both_attempts_paid_after_the_return(api, transfer: Transfer, run) -> tuple:
     )
     for attempt in (1, 2):
         provider.deliver_answer(
-            callback=services.DISBURSEMENT_CALLBACK,
-            reference=services.disbursement_reference(transfer.id, attempt),
+            callback=DISBURSEMENT_CALLBACK,
+            reference=disbursement_reference(transfer.id, attempt),
             provider_reference=f"SIM-late-{attempt}",
             outcome="completed",
         )
     older, current = (
-        ProviderDiscrepancy.objects.get(
-            reference=services.disbursement_reference(transfer.id, attempt)
-        )
+        ProviderDiscrepancy.objects.get(reference=disbursement_reference(transfer.id, attempt))
         for attempt in (1, 2)
     )
     assert (older.our_status, current.our_status) == ("superseded", "cancelled")
@@ -605,12 +613,10 @@ def test_a_second_return_is_refused(support, failed_payout, run):
 
 
 def test_the_refusal_is_a_409_in_the_error_shape(failed_payout):
-    services.transfer_return_collected_funds(
-        transfer_id=failed_payout.id, actor=None, now=timezone.now()
-    )
+    transfer_return_collected_funds(transfer_id=failed_payout.id, actor=None, now=timezone.now())
 
-    with pytest.raises(services.CollectedFundsNotReturnable) as refused:
-        services.transfer_return_collected_funds(
+    with pytest.raises(CollectedFundsNotReturnable) as refused:
+        transfer_return_collected_funds(
             transfer_id=failed_payout.id, actor=None, now=timezone.now()
         )
 
@@ -649,10 +655,10 @@ def test_a_disbursement_the_provider_reported_paid_is_refused_until_reconciled(
     Transfer.objects.filter(pk=transfer.pk).update(
         leg_timeout_at=timezone.now() - timedelta(seconds=1)
     )
-    assert run(services.transfers_fail_timed_out, now=timezone.now()) == 1
+    assert run(transfers_fail_timed_out, now=timezone.now()) == 1
     provider.deliver_answer(
-        callback=services.DISBURSEMENT_CALLBACK,
-        reference=services.disbursement_reference(transfer.id, 1),
+        callback=DISBURSEMENT_CALLBACK,
+        reference=disbursement_reference(transfer.id, 1),
         provider_reference="SIM-late-1",
         outcome="completed",
     )
@@ -660,9 +666,7 @@ def test_a_disbursement_the_provider_reported_paid_is_refused_until_reconciled(
 
     _assert_refused(support, transfer, run, "reported this transfer&#x27;s failed disbursement")
 
-    payment_services.provider_discrepancy_resolve(
-        discrepancy_id=discrepancy.pk, actor=_agent(), now=timezone.now()
-    )
+    provider_discrepancy_resolve(discrepancy_id=discrepancy.pk, actor=_agent(), now=timezone.now())
     page = _click(support, transfer, run)
     assert "Collected funds returned" in page
     assert Transfer.objects.get(pk=transfer.pk).payout_status == "cancelled"
@@ -676,7 +680,7 @@ def test_a_collection_the_provider_reported_failed_is_refused_until_reconciled(
     money may never have been collected, so it is not credited to the wallet until support has
     reconciled (here: the provider did collect it)."""
     provider.deliver_answer(
-        callback=services.COLLECTION_CALLBACK,
+        callback=COLLECTION_CALLBACK,
         reference=str(failed_payout.id),
         provider_reference="SIM-reversed",
         outcome="failed",
@@ -690,9 +694,7 @@ def test_a_collection_the_provider_reported_failed_is_refused_until_reconciled(
 
     _assert_refused(support, failed_payout, run, "reported this transfer&#x27;s collection")
 
-    payment_services.provider_discrepancy_resolve(
-        discrepancy_id=discrepancy.pk, actor=_agent(), now=timezone.now()
-    )
+    provider_discrepancy_resolve(discrepancy_id=discrepancy.pk, actor=_agent(), now=timezone.now())
     page = _click(support, failed_payout, run)
     assert "Collected funds returned" in page
     assert Transfer.objects.get(pk=failed_payout.pk).payout_status == "cancelled"
@@ -760,11 +762,11 @@ def _return_by(agent, transfer_id, returned: list, refused: list):
     def work() -> None:
         try:
             returned.append(
-                services.transfer_return_collected_funds(
+                transfer_return_collected_funds(
                     transfer_id=transfer_id, actor=agent, now=timezone.now()
                 )
             )
-        except services.CollectedFundsNotReturnable as exc:
+        except CollectedFundsNotReturnable as exc:
             refused.append(exc)
 
     return work
@@ -890,7 +892,5 @@ def test_a_transfer_whose_funds_were_returned_leaves_supports_worklist(failed_pa
         return next(i for i in items if i.label == "Failed transfers holding collected funds")
 
     assert holding().count == 1
-    services.transfer_return_collected_funds(
-        transfer_id=failed_payout.id, actor=None, now=timezone.now()
-    )
+    transfer_return_collected_funds(transfer_id=failed_payout.id, actor=None, now=timezone.now())
     assert holding().count == 0

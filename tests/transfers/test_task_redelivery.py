@@ -19,8 +19,13 @@ from tests.transfers.conftest import (
     ledger_is_clean,
     transfer_body,
 )
-from transfers import services, tasks
+from transfers import tasks
 from transfers.models import Transfer, TransferHistory
+from transfers.services.submission import (
+    COLLECTION_CALLBACK,
+    DISBURSEMENT_CALLBACK,
+    disbursement_reference,
+)
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +49,7 @@ def test_a_collection_answer_delivered_three_times_at_once_moves_the_transfer_on
     transfer = Transfer.objects.get(pk=transfer_id)
     assert transfer.status == "collecting" and transfer.collection_reference
     answer = {
-        "callback": services.COLLECTION_CALLBACK,
+        "callback": COLLECTION_CALLBACK,
         "reference": transfer_id,
         "provider_reference": transfer.collection_reference,
         "outcome": "completed",
@@ -72,8 +77,8 @@ def test_a_collection_answer_delivered_three_times_at_once_moves_the_transfer_on
 
     # Its answer, three times at once: the transfer completes once.
     disbursed = {
-        "callback": services.DISBURSEMENT_CALLBACK,
-        "reference": services.disbursement_reference(transfer.id, 1),
+        "callback": DISBURSEMENT_CALLBACK,
+        "reference": disbursement_reference(transfer.id, 1),
         "provider_reference": transfer.disbursement_reference,
         "outcome": "completed",
     }

@@ -9,7 +9,7 @@ from django.utils import timezone
 from core.exceptions import DomainError
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
-from payments import services as payment_services
+from payments.ledger.discrepancies import provider_discrepancy_record
 from payments.provider.simulator import SimulatorGateway
 from tests.transfers.conftest import (
     SN_DECLINED,
@@ -18,10 +18,10 @@ from tests.transfers.conftest import (
     ledger_is_clean,
     transfer_body,
 )
-from transfers import services
 from transfers.models import Transfer
-from webhooks import services as webhook_services
+from transfers.services.support import transfer_mark_disbursement_failed
 from webhooks.models import Delivery, Event
+from webhooks.services.endpoints import endpoint_add
 
 pytestmark = pytest.mark.django_db
 
@@ -176,7 +176,7 @@ class SupportClicksDuringTheCallGateway(SimulatorGateway):
         _past_leg_timeout(transfer)
         support = get_user_model().objects.get(username="support-agent")
         try:
-            services.transfer_mark_disbursement_failed(
+            transfer_mark_disbursement_failed(
                 transfer_id=transfer.pk, actor=support, now=timezone.now()
             )
         except DomainError as refused:
@@ -212,9 +212,7 @@ def test_the_transfer_page_links_each_event_to_its_deliveries_in_fixed_queries(
     """Each event on the transfer's page links to its own page (every attempt, the answers,
     re-send) and shows each endpoint's delivery: the page listed the event's type and id only."""
     for n in range(2):
-        webhook_services.endpoint_add(
-            merchant=enabled_merchant, url=f"{receiver.url}?n={n}", now=timezone.now()
-        )
+        endpoint_add(merchant=enabled_merchant, url=f"{receiver.url}?n={n}", now=timezone.now())
     transfer = make_transfer(enabled_api, customer, quote, run, recipient_phone=SN_DECLINED)
     events = list(Event.objects.filter(data_id=transfer.id))
     assert len(events) == 2  # transfer.payin.completed, transfer.payout.failed
@@ -238,7 +236,7 @@ def test_the_transfer_page_shows_support_its_provider_discrepancies(
     """A superseded disbursement attempt that paid after all: support reaches the
     discrepancy from the transfer's page; merchant staff do not see the reconciliation queue."""
     transfer = make_transfer(enabled_api, customer, quote, run, recipient_phone=SN_DECLINED)
-    discrepancy = payment_services.provider_discrepancy_record(
+    discrepancy = provider_discrepancy_record(
         merchant=transfer.merchant,
         resource_type="transfer_disbursement",
         resource_id=transfer.id,

@@ -3,8 +3,8 @@ from decimal import Decimal
 
 import pytest
 
-from payments import ledger
-from payments import services as payment_services
+from payments.ledger.checks import ledger_check
+from payments.ledger.journals import account_balances
 from payments.models import Journal, JournalLine
 from quotes.models import Quote
 from tests.transfers.conftest import (
@@ -137,13 +137,13 @@ def test_happy_path_collects_then_disburses_with_events_and_ledger(
     )
 
     # XAF side: collected from the payer operator, fee booked, net converted to XOF.
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XAF") == {
         "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
         "transfer_suspense": Decimal("0"),
         "fee_revenue": Decimal("200"),
         "fx_conversion": Decimal("9800"),
     }
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {
         "fx_conversion": Decimal("-9800"),
         "provider_clearing:SN_WAVE_MOMO": Decimal("9800"),
     }
@@ -172,7 +172,7 @@ def test_domestic_transfer_posts_one_journal_per_leg_in_one_currency(
 
     transfer = Transfer.objects.get(pk=response.json()["id"])
     assert transfer.status == "completed"
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {
         "provider_clearing:SN_ORANGE_MOMO": Decimal("-10000"),
         "transfer_suspense": Decimal("0"),
         "fee_revenue": Decimal("200"),
@@ -218,8 +218,8 @@ def test_collection_declined_fails_the_transfer_and_never_disburses(
     leg = Event.objects.get(data_id=transfer_id, event_type="transfer.payin.failed").payload
     assert leg["data"]["object"]["collection_submitted_at"] is not None
     # Nothing was collected, so nothing was posted.
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {}
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {}
+    assert account_balances(merchant=enabled_merchant, currency="XAF") == {}
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {}
     assert ledger_is_clean()
 
 
@@ -254,11 +254,11 @@ def test_disbursement_declined_leaves_the_money_in_suspense(
     assert obj["disbursement_reference"] == body["execution"]["disbursement_reference"]
     assert (obj["payin_status"], obj["payout_status"]) == ("completed", "failed")
     # Collected, no fee yet, nothing paid out: all of it waits in transfer_suspense.
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XAF") == {
+    assert account_balances(merchant=enabled_merchant, currency="XAF") == {
         "provider_clearing:CM_MTN_MOMO": Decimal("-10000"),
         "transfer_suspense": Decimal("10000"),
     }
-    assert ledger.account_balances(merchant=enabled_merchant, currency="XOF") == {}
+    assert account_balances(merchant=enabled_merchant, currency="XOF") == {}
     assert ledger_is_clean()
 
 
@@ -275,7 +275,7 @@ def test_check_ledger_names_a_transfer_journal_gone_missing(
     JournalLine.objects.filter(journal=journal).delete()
     journal.delete()
 
-    report = payment_services.ledger_check()
+    report = ledger_check()
     assert f"transfer {transfer_id} (completed) has no {kind} journal" in report["breaches"]
     assert not report["ok"]
 
@@ -291,7 +291,7 @@ def test_check_ledger_names_a_transfer_journal_its_status_does_not_allow(
 
     Transfer.objects.filter(pk=transfer_id).update(payin_status="failed")
 
-    breaches = payment_services.ledger_check()["breaches"]
+    breaches = ledger_check()["breaches"]
     assert f"transfer {transfer_id} (failed) has a transfer_collected journal" in breaches
 
 

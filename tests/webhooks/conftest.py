@@ -20,7 +20,9 @@ from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped 
     private_redis,
 )
 from tests.worker import wait_until
-from webhooks import selectors, services
+from webhooks import selectors
+from webhooks.services.endpoints import endpoint_set
+from webhooks.services.events import event_record
 
 
 @dataclass
@@ -190,9 +192,7 @@ def signing_secret(endpoint) -> str:
 
 @pytest.fixture
 def endpoint(merchant, receiver, webhook_settings):
-    endpoint, _secret = services.endpoint_set(
-        merchant=merchant, url=receiver.url, now=timezone.now()
-    )
+    endpoint, _secret = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     return endpoint
 
 
@@ -203,7 +203,7 @@ def record_event(
     and fanned out at `at` (now)."""
     data_id = uuid.uuid4()
     snapshot = snapshot or {"status": event_type.rsplit(".", 1)[1]}
-    return services.event_record(
+    return event_record(
         merchant_id=merchant.pk,
         event_type=event_type,
         data_type=data_type or event_type.split(".", 1)[0],

@@ -11,8 +11,8 @@ from django.utils import timezone
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
 from tests.webhooks.conftest import record_event, signing_secret
-from webhooks import services
 from webhooks.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
+from webhooks.services.endpoints import endpoint_add
 from webhooks.verify import verify_signature
 
 pytestmark = pytest.mark.django_db
@@ -105,9 +105,9 @@ def test_re_sending_a_test_event_goes_to_its_endpoint_only(
 ):
     from django.utils import timezone
 
-    from webhooks import services
+    from webhooks.services.endpoints import endpoint_add
 
-    other, _ = services.endpoint_add(
+    other, _ = endpoint_add(
         merchant=merchant, url=receiver.url + "-other", event_types=[], now=timezone.now()
     )
     with django_capture_on_commit_callbacks(execute=True):
@@ -415,7 +415,7 @@ def test_an_events_page_shows_every_delivery_and_attempt_in_fixed_queries(
 ):
     """An endpoint and an attempt log were read per delivery on the event's page."""
     for n in range(4):
-        services.endpoint_add(merchant=merchant, url=f"{receiver.url}?n={n}", now=timezone.now())
+        endpoint_add(merchant=merchant, url=f"{receiver.url}?n={n}", now=timezone.now())
     receiver.plan = [("short", 500)] * 4
     with django_capture_on_commit_callbacks(execute=True):
         event = _record(merchant)

@@ -12,10 +12,19 @@ from django.db import connection
 from django.utils import timezone
 
 from tests.webhooks.conftest import record_event, signing_secret
-from webhooks import services, tasks
+from webhooks import tasks
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, Event
+from webhooks.services.delivery import (
+    delivery_attempt,
+    delivery_claim,
+    delivery_record,
+    lease_seconds,
+)
+from webhooks.services.endpoints import endpoint_add, endpoint_set, endpoint_update
 from webhooks.services.events import due_now
-from webhooks.services.sending import Outcome
+from webhooks.services.resend import event_resend
+from webhooks.services.sending import RESPONSE_PREFIX_BYTES, Outcome
+from webhooks.services.sweeps import deliveries_dispatch_due, deliveries_send_due
 from webhooks.verify import verify_signature
 
 pytestmark = pytest.mark.django_db
@@ -159,13 +168,11 @@ def test_receiver_failing_twice_gets_the_same_event_three_times_freshly_signed(
     assert delivery.last_error == "HTTP 500"
 
     second = delivery.next_attempt_at + timedelta(seconds=1)
-    assert (
-        services.deliveries_send_due(now=second - timedelta(seconds=2)).attempted == 0
-    )  # not due yet
-    assert services.deliveries_send_due(now=second).attempted == 1
+    assert deliveries_send_due(now=second - timedelta(seconds=2)).attempted == 0  # not due yet
+    assert deliveries_send_due(now=second).attempted == 1
     delivery.refresh_from_db()
     third = delivery.next_attempt_at + timedelta(seconds=1)
-    assert services.deliveries_send_due(now=third).attempted == 1
+    assert deliveries_send_due(now=third).attempted == 1
 
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SUCCEEDED
@@ -195,7 +202,7 @@ def test_seven_failures_follow_the_schedule_then_mark_the_delivery_failed(
         attempt = delivery.attempt_log.get(number=number)
         assert delivery.status == DeliveryStatus.PENDING
         assert delivery.next_attempt_at == attempt.finished_at + timedelta(seconds=delay)
-        assert services.deliveries_send_due(now=delivery.next_attempt_at).attempted == 1
+        assert deliveries_send_due(now=delivery.next_attempt_at).attempted == 1
         delivery.refresh_from_db()
 
     assert delivery.status == DeliveryStatus.FAILED
@@ -204,8 +211,8 @@ def test_seven_failures_follow_the_schedule_then_mark_the_delivery_failed(
     assert delivery.last_error == "HTTP 503"
     assert len(receiver.requests) == 7
     later = timezone.now() + timedelta(days=30)
-    assert services.deliveries_send_due(now=later).attempted == 0
-    assert services.deliveries_dispatch_due(now=later) == 0
+    assert deliveries_send_due(now=later).attempted == 0
+    assert deliveries_dispatch_due(now=later) == 0
     assert len(receiver.requests) == 7
     assert DeliveryAttempt.objects.filter(delivery=delivery).count() == 7
 
@@ -278,7 +285,7 @@ def test_deliveries_reuse_a_kept_alive_connection_but_never_one_read_in_part(
     assert [a.response_body for a in attempts] == [
         "short 200",
         "short 200",
-        "answer 200 " + "x" * (services.RESPONSE_PREFIX_BYTES - len("answer 200 ")),
+        "answer 200 " + "x" * (RESPONSE_PREFIX_BYTES - len("answer 200 ")),
         "short 200",
     ]
 
@@ -304,7 +311,7 @@ def test_any_2xx_acknowledges(merchant, endpoint, receiver, status):
     receiver.plan = [("body", status, b"")]
     event = record(merchant)
 
-    assert services.deliveries_send_due().attempted == 1
+    assert deliveries_send_due().attempted == 1
     delivery = event.deliveries.get()
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("succeeded", 1, "")
     assert delivery.attempt_log.get().response_status == status
@@ -317,7 +324,7 @@ def test_any_other_answer_is_a_failed_attempt_retried_after_a_minute(
     receiver.plan = [("body", status, b""), ("body", 200, b"")]
     event = record(merchant)
 
-    assert services.deliveries_send_due().attempted == 1
+    assert deliveries_send_due().attempted == 1
     delivery = event.deliveries.get()
     attempt = delivery.attempt_log.get()
     assert (delivery.status, attempt.response_status) == ("pending", status)
@@ -338,7 +345,7 @@ def test_interim_answers_are_skipped_and_the_final_answer_counts(
     receiver.plan = [("interim", interim, 0.3, 200), ("body", 500, b"refused")]
     acknowledged, refused = record(merchant), record(merchant)
 
-    assert services.deliveries_send_due().attempted == 2
+    assert deliveries_send_due().attempted == 2
 
     first = acknowledged.deliveries.get()
     assert (first.status, first.attempt_log.get().response_status) == ("succeeded", 200)
@@ -357,7 +364,7 @@ def test_a_101_is_a_failed_attempt_and_its_connection_is_not_used_again(
     receiver.plan = [("interim", [101], 0.3, 200), ("body", 500, b"refused")]
     upgraded, refused = record(merchant), record(merchant)
 
-    assert services.deliveries_send_due().attempted == 2
+    assert deliveries_send_due().attempted == 2
 
     first = upgraded.deliveries.get()
     assert (first.status, first.last_error) == ("pending", "HTTP 101")
@@ -374,7 +381,7 @@ def test_a_receiver_answering_only_interim_answers_times_out(
     receiver.plan = [("interim", [103] * 3, 2.0, None)]
     event = record(merchant)
 
-    assert services.deliveries_send_due().attempted == 1
+    assert deliveries_send_due().attempted == 1
     delivery = event.deliveries.get()
     assert (delivery.status, delivery.last_error) == ("pending", "Timed out after 0.5 s")
     assert delivery.attempt_log.get().response_status is None
@@ -458,9 +465,9 @@ def test_an_event_recorded_while_the_broker_is_down_is_delivered_by_the_sweep(
     assert f"Broker unavailable; delivery {delivery.pk} left to the sweep" in caplog.text
 
     # The broker is back; the next beat sweeps after the hand-off is stale.
-    later = timezone.now() + timedelta(seconds=services.lease_seconds() + 1)
+    later = timezone.now() + timedelta(seconds=lease_seconds() + 1)
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.deliveries_dispatch_due(now=later) == 1
+        assert deliveries_dispatch_due(now=later) == 1
 
     assert len(receiver.requests) == 1
     assert_valid_request(receiver.requests[0], secret=signing_secret(endpoint), event=event)
@@ -475,16 +482,14 @@ def test_the_sweep_hands_a_due_delivery_to_the_broker_once_per_due_time(
     with django_capture_on_commit_callbacks(execute=True):
         event = record(merchant)
     delivery = Delivery.objects.get(event=event)
-    assert (
-        services.deliveries_dispatch_due(now=delivery.next_attempt_at - timedelta(seconds=1)) == 0
-    )
+    assert deliveries_dispatch_due(now=delivery.next_attempt_at - timedelta(seconds=1)) == 0
     # The retry falls due (moved into the past instead of waiting a minute).
     due = timezone.now()
     Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=due)
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        assert services.deliveries_dispatch_due(now=due) == 1
-        assert services.deliveries_dispatch_due(now=due + timedelta(seconds=30)) == 0
+        assert deliveries_dispatch_due(now=due) == 1
+        assert deliveries_dispatch_due(now=due + timedelta(seconds=30)) == 0
     assert len(callbacks) == 1
     assert len(receiver.requests) == 1  # the task message itself is what sends
 
@@ -508,12 +513,12 @@ def test_a_crashed_workers_attempt_is_taken_over_after_its_lease(
     with django_capture_on_commit_callbacks(execute=False):
         event = record(merchant)
     now = timezone.now()
-    assert services.delivery_claim(delivery_id=event.deliveries.get().id, now=now) is not None
+    assert delivery_claim(delivery_id=event.deliveries.get().id, now=now) is not None
     # ... and the worker dies before sending. Nobody else may send within the lease:
-    assert services.deliveries_send_due(now=now + timedelta(seconds=10)).attempted == 0
+    assert deliveries_send_due(now=now + timedelta(seconds=10)).attempted == 0
 
-    later = now + timedelta(seconds=services.lease_seconds() + 1)
-    assert services.deliveries_send_due(now=later).attempted == 1
+    later = now + timedelta(seconds=lease_seconds() + 1)
+    assert deliveries_send_due(now=later).attempted == 1
 
     delivery = event.deliveries.get()
     assert delivery.status == DeliveryStatus.SUCCEEDED
@@ -547,7 +552,7 @@ def test_a_refused_connection_is_recorded_as_such_not_as_a_timeout(
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
-    services.endpoint_update(
+    endpoint_update(
         endpoint_id=endpoint.pk,
         url=f"http://127.0.0.1:{closed_port}/hook",
         enabled=True,
@@ -575,7 +580,7 @@ def test_events_are_kept_without_an_endpoint_and_nothing_is_sent(
 def test_an_event_and_its_deliveries_are_two_statements_with_the_values_of_a_new_delivery(
     merchant, endpoint, django_assert_num_queries, django_capture_on_commit_callbacks
 ):
-    other, _ = services.endpoint_add(
+    other, _ = endpoint_add(
         merchant=merchant,
         url=endpoint.url + "/payouts",
         event_types=["payout.failed"],
@@ -598,9 +603,7 @@ def test_an_event_and_its_deliveries_are_two_statements_with_the_values_of_a_new
 def test_a_disabled_endpoint_gets_no_delivery(
     merchant, endpoint, receiver, django_capture_on_commit_callbacks
 ):
-    services.endpoint_update(
-        endpoint_id=endpoint.pk, url=endpoint.url, enabled=False, now=timezone.now()
-    )
+    endpoint_update(endpoint_id=endpoint.pk, url=endpoint.url, enabled=False, now=timezone.now())
     with django_capture_on_commit_callbacks(execute=True):
         record(merchant)
     assert not Delivery.objects.exists()
@@ -632,7 +635,7 @@ def test_the_body_is_the_stored_bytes_on_every_attempt(
     with django_capture_on_commit_callbacks(execute=True):
         event = record(merchant, snapshot=snapshot)
     delivery = event.deliveries.get()
-    services.deliveries_send_due(now=delivery.next_attempt_at)
+    deliveries_send_due(now=delivery.next_attempt_at)
     first, second = receiver.requests
     assert first.body == second.body == Event.objects.get(pk=event.pk).body.encode("utf-8")
     assert json.loads(first.body)["data"]["object"]["note"] == "Café ünïcode"
@@ -651,12 +654,12 @@ def test_a_body_with_non_ascii_data_is_signed_over_its_utf8_bytes_the_same_on_ev
     stored = Event.objects.get(pk=event.pk).body.encode("utf-8")
     assert "Aïssatou Ndiaye 🎉".encode() in stored and b"\\u" not in stored
 
-    assert services.deliveries_send_due(now=start).attempted == 1  # 500
+    assert deliveries_send_due(now=start).attempted == 1  # 500
     retry = event.deliveries.get().next_attempt_at
-    assert services.deliveries_send_due(now=retry).attempted == 1  # 200
+    assert deliveries_send_due(now=retry).attempted == 1  # 200
     resent_at = retry + timedelta(minutes=3)
-    services.event_resend(event_id=event.pk, now=resent_at)
-    assert services.deliveries_send_due(now=resent_at).attempted == 1  # 200
+    event_resend(event_id=event.pk, now=resent_at)
+    assert deliveries_send_due(now=resent_at).attempted == 1  # 200
 
     secret = signing_secret(endpoint)
     assert [r.body for r in receiver.requests] == [stored] * 3
@@ -691,7 +694,7 @@ def test_each_retry_is_due_exactly_at_its_delay_and_the_seventh_failure_is_the_l
     microsecond sooner; the seventh failed attempt marks the delivery failed."""
     receiver.default = 500
     event = record(merchant)
-    assert services.deliveries_send_due(now=event.created_at).attempted == 1
+    assert deliveries_send_due(now=event.created_at).attempted == 1
     delivery = event.deliveries.get()
     for failed, delay in enumerate([60, 300, 900, 3600, 14400, 43200], start=1):
         attempt = delivery.attempt_log.get(number=failed)
@@ -701,19 +704,19 @@ def test_each_retry_is_due_exactly_at_its_delay_and_the_seventh_failure_is_the_l
             failed,
             due,
         )
-        assert services.deliveries_send_due(now=due - timedelta(microseconds=1)).attempted == 0
-        assert services.deliveries_dispatch_due(now=due - timedelta(microseconds=1)) == 0
-        assert services.deliveries_send_due(now=due).attempted == 1
+        assert deliveries_send_due(now=due - timedelta(microseconds=1)).attempted == 0
+        assert deliveries_dispatch_due(now=due - timedelta(microseconds=1)) == 0
+        assert deliveries_send_due(now=due).attempted == 1
         delivery.refresh_from_db()
 
     assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("failed", 7, None)
-    assert services.deliveries_send_due(now=timezone.now() + timedelta(days=365)).attempted == 0
+    assert deliveries_send_due(now=timezone.now() + timedelta(days=365)).attempted == 0
     assert len(receiver.requests) == 7
 
 
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_never_send_the_same_attempt(merchant, receiver, webhook_settings):
-    services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     receiver.plan = [("sleep", 0.3)]
     event = record(merchant)  # autocommit: the on-commit task ran at once
     assert len(receiver.requests) == 1
@@ -730,7 +733,7 @@ def test_two_workers_never_send_the_same_attempt(merchant, receiver, webhook_set
     def worker():
         try:
             barrier.wait()
-            results.append(services.delivery_attempt(delivery_id=delivery.pk))
+            results.append(delivery_attempt(delivery_id=delivery.pk))
         finally:
             connection.close()
 
@@ -753,7 +756,7 @@ def test_due_deliveries_are_sent_in_turn_and_each_outcome_recorded(
     base = timezone.now() - timedelta(minutes=10)
     events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(4)]
 
-    assert services.deliveries_send_due().attempted == 4
+    assert deliveries_send_due().attempted == 4
 
     assert [r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests] == [
         str(event.id) for event in events
@@ -786,7 +789,7 @@ def test_an_answer_with_nul_bytes_is_recorded(merchant, endpoint, receiver):
     base = timezone.now() - timedelta(minutes=10)
     events = [record(merchant, at=base + timedelta(seconds=i)) for i in range(2)]
 
-    assert services.deliveries_send_due().attempted == 2
+    assert deliveries_send_due().attempted == 2
 
     deliveries = [Delivery.objects.get(event=event) for event in events]
     assert [d.status for d in deliveries] == [DeliveryStatus.SUCCEEDED] * 2
@@ -797,13 +800,13 @@ def test_an_answer_with_nul_bytes_is_recorded(merchant, endpoint, receiver):
 def test_an_outcome_recorded_after_the_lease_leaves_a_later_attempt_alone(merchant, endpoint):
     event = record(merchant)
     now = timezone.now()
-    stale = services.delivery_claim(delivery_id=event.deliveries.get().id, now=now)
-    later = now + timedelta(seconds=services.lease_seconds() + 1)
-    taken_over = services.delivery_claim(delivery_id=stale.delivery_id, now=later)
+    stale = delivery_claim(delivery_id=event.deliveries.get().id, now=now)
+    later = now + timedelta(seconds=lease_seconds() + 1)
+    taken_over = delivery_claim(delivery_id=stale.delivery_id, now=later)
     assert taken_over.number == 2
 
     late = Outcome(response_status=200, duration_ms=5, error="", response_body="ok")
-    status = services.delivery_record(claim=stale, outcome=late, now=now)
+    status = delivery_record(claim=stale, outcome=late, now=now)
 
     assert status == DeliveryStatus.DELIVERING
     delivery = event.deliveries.get()
@@ -815,7 +818,7 @@ def test_an_outcome_recorded_after_the_lease_leaves_a_later_attempt_alone(mercha
 def test_every_due_delivery_is_sent_once(merchant, endpoint, receiver):
     events = [record(merchant) for _ in range(3)]
 
-    assert services.deliveries_send_due().attempted == 3
+    assert deliveries_send_due().attempted == 3
     assert sorted(r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests) == sorted(
         str(event.id) for event in events
     )
@@ -827,7 +830,7 @@ def test_deliveries_held_up_by_a_slow_receiver_send_nothing_to_an_endpoint_disab
     merchant, receiver, webhook_settings
 ):
     webhook_settings.WEBHOOK_TIMEOUT_SECONDS = 5
-    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    endpoint, _ = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     later = timezone.now() + timedelta(hours=1)  # not due yet: nothing is sent on commit
     events = [record(merchant, at=later + timedelta(seconds=i)) for i in range(4)]
     Delivery.objects.update(next_attempt_at=timezone.now())  # all due
@@ -836,7 +839,7 @@ def test_deliveries_held_up_by_a_slow_receiver_send_nothing_to_an_endpoint_disab
     def merchant_disables_it():
         try:
             time.sleep(0.5)  # while the first delivery waits for its answer
-            services.endpoint_update(
+            endpoint_update(
                 endpoint_id=endpoint.pk, url=endpoint.url, enabled=False, now=timezone.now()
             )
         finally:
@@ -844,7 +847,7 @@ def test_deliveries_held_up_by_a_slow_receiver_send_nothing_to_an_endpoint_disab
 
     disabling = threading.Thread(target=merchant_disables_it)
     disabling.start()
-    assert services.deliveries_send_due().attempted == 1
+    assert deliveries_send_due().attempted == 1
     disabling.join()
 
     assert len(receiver.requests) == 1  # the three others are not claimed
@@ -853,11 +856,9 @@ def test_deliveries_held_up_by_a_slow_receiver_send_nothing_to_an_endpoint_disab
     assert set(waiting.values_list("status", "attempts")) == {(DeliveryStatus.PENDING, 0)}
     assert not DeliveryAttempt.objects.filter(delivery__in=waiting).exists()
 
-    services.endpoint_update(
-        endpoint_id=endpoint.pk, url=endpoint.url, enabled=True, now=timezone.now()
-    )
+    endpoint_update(endpoint_id=endpoint.pk, url=endpoint.url, enabled=True, now=timezone.now())
     receiver.plan = []
-    services.deliveries_send_due()
+    deliveries_send_due()
     assert sorted(r.headers["X-Cowry-Webhook-Id"] for r in receiver.requests) == sorted(
         str(event.id) for event in events
     )
@@ -875,7 +876,7 @@ def test_each_failed_attempt_is_logged_with_its_ids_and_the_last_says_it_failed_
         event = record(merchant)
     delivery = Delivery.objects.get(event=event)
     while delivery.status == DeliveryStatus.PENDING:
-        services.deliveries_send_due(now=delivery.next_attempt_at)
+        deliveries_send_due(now=delivery.next_attempt_at)
         delivery.refresh_from_db()
 
     lines = [r.getMessage() for r in caplog.records if r.name == "cowry.webhooks"]

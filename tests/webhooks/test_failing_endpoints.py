@@ -9,8 +9,9 @@ import pytest
 from django.utils import timezone
 
 from tests.webhooks.conftest import record_event
-from webhooks import services
 from webhooks.models import WebhookEndpoint
+from webhooks.services.endpoints import endpoint_add, endpoint_set, endpoints_disable_failing
+from webhooks.services.sweeps import deliveries_send_due
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 def fail_at(merchant, when) -> None:
     """An event at `when`, its one attempt made then (and failed: the receiver answers 500)."""
     record_event(merchant, at=when)
-    while services.deliveries_send_due(now=when).attempted:
+    while deliveries_send_due(now=when).attempted:
         pass
 
 
@@ -28,9 +29,7 @@ def failing(merchant, receiver, webhook_settings):
     webhook_settings.WEBHOOK_RETRY_SCHEDULE = []  # one attempt: each failure is final
     receiver.default = 500
     now = timezone.now()
-    endpoint, _ = services.endpoint_add(
-        merchant=merchant, url=receiver.url, now=now - timedelta(days=7)
-    )
+    endpoint, _ = endpoint_add(merchant=merchant, url=receiver.url, now=now - timedelta(days=7))
     fail_at(merchant, now - timedelta(days=6))
     fail_at(merchant, now - timedelta(hours=2))
     return endpoint, now
@@ -62,7 +61,7 @@ def test_a_save_that_cannot_make_it_succeed_does_not_restart_the_clock(
     save_in_dashboard(developer, endpoint, **changes)
     fail_at(merchant, now + timedelta(hours=1))  # still failing after the save
 
-    assert services.endpoints_disable_failing(now=now + timedelta(hours=2)) == 1
+    assert endpoints_disable_failing(now=now + timedelta(hours=2)) == 1
 
     endpoint.refresh_from_db()
     assert (endpoint.enabled, endpoint.disabled_reason) == (False, "failing")
@@ -75,12 +74,12 @@ def test_moving_the_endpoint_restarts_the_clock(merchant, failing, developer, re
     save_in_dashboard(developer, endpoint, url=receiver.url + "/v2")
     fail_at(merchant, now + timedelta(hours=1))  # the new receiver fails too, for now
 
-    assert services.endpoints_disable_failing(now=now + timedelta(hours=2)) == 0
+    assert endpoints_disable_failing(now=now + timedelta(hours=2)) == 0
     assert WebhookEndpoint.objects.get(pk=endpoint.pk).enabled is True
 
     # failing at the new address for five days more disables it
     fail_at(merchant, now + timedelta(days=6))
-    assert services.endpoints_disable_failing(now=now + timedelta(days=6, hours=1)) == 1
+    assert endpoints_disable_failing(now=now + timedelta(days=6, hours=1)) == 1
 
 
 def test_a_new_signing_secret_restarts_the_clock(merchant, failing, developer):
@@ -93,27 +92,27 @@ def test_a_new_signing_secret_restarts_the_clock(merchant, failing, developer):
     assert response.status_code == 302
     fail_at(merchant, now + timedelta(hours=1))
 
-    assert services.endpoints_disable_failing(now=now + timedelta(hours=2)) == 0
+    assert endpoints_disable_failing(now=now + timedelta(hours=2)) == 0
     assert WebhookEndpoint.objects.get(pk=endpoint.pk).enabled is True
 
 
 def test_set_webhook_restarts_the_clock(merchant, failing, receiver):
     _endpoint, now = failing
-    services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     fail_at(merchant, now + timedelta(hours=1))
 
-    assert services.endpoints_disable_failing(now=now + timedelta(hours=2)) == 0
+    assert endpoints_disable_failing(now=now + timedelta(hours=2)) == 0
 
 
 def test_switching_it_back_on_restarts_the_clock(merchant, failing, developer):
     endpoint, now = failing
-    assert services.endpoints_disable_failing(now=now) == 1
+    assert endpoints_disable_failing(now=now) == 1
     endpoint.refresh_from_db()
 
     save_in_dashboard(developer, endpoint)  # "enabled" ticked again
     fail_at(merchant, now + timedelta(hours=1))
 
-    assert services.endpoints_disable_failing(now=now + timedelta(hours=2)) == 0
+    assert endpoints_disable_failing(now=now + timedelta(hours=2)) == 0
     endpoint.refresh_from_db()
     assert (endpoint.enabled, endpoint.disabled_reason) == (True, "")
 
@@ -122,9 +121,9 @@ def test_a_success_restarts_the_clock_whatever_was_saved(merchant, failing, deve
     endpoint, now = failing
     receiver.default = 200
     record_event(merchant, at=now - timedelta(hours=1))
-    services.deliveries_send_due(now=now - timedelta(hours=1))
+    deliveries_send_due(now=now - timedelta(hours=1))
     receiver.default = 500
     save_in_dashboard(developer, endpoint, event_types=["payin.completed"])
     fail_at(merchant, now + timedelta(hours=1))
 
-    assert services.endpoints_disable_failing(now=now + timedelta(hours=2)) == 0
+    assert endpoints_disable_failing(now=now + timedelta(hours=2)) == 0

@@ -21,8 +21,9 @@ from tests.faults.conftest import admin_connection, backends_waiting_on_a_lock
 from tests.locks import start, waiting_for_a_lock
 from tests.webhooks.conftest import record_event, signing_secret
 from tests.worker import wait_until
-from webhooks import services
 from webhooks.models import Delivery, DeliveryStatus, WebhookEndpoint
+from webhooks.services.endpoints import endpoint_rotate_secret, endpoint_set
+from webhooks.services.resend import events_resend_failed
 
 
 def _waiting(monitor) -> int:
@@ -73,16 +74,14 @@ def test_set_webhook_and_a_secret_rotation_at_once_do_not_deadlock(
 ):
     """The rotation (a dashboard action) locks only the endpoint's row: with the merchant's
     too, taken after the endpoint's, it held what set_webhook waited for and the reverse."""
-    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    endpoint, _ = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     rotated = []
 
     def set_webhook() -> None:
-        services.endpoint_set(
-            merchant=merchant, url=receiver.url, secret="s" * 32, now=timezone.now()
-        )
+        endpoint_set(merchant=merchant, url=receiver.url, secret="s" * 32, now=timezone.now())
 
     def rotate() -> None:
-        rotated.append(services.endpoint_rotate_secret(endpoint_id=endpoint.pk, now=timezone.now()))
+        rotated.append(endpoint_rotate_secret(endpoint_id=endpoint.pk, now=timezone.now()))
 
     failures = _line_up(set_webhook, rotate)
 
@@ -119,11 +118,11 @@ def test_set_webhook_and_a_dashboard_save_of_the_endpoint_at_once_do_not_deadloc
 ):
     """set_webhook's lock of the merchant's row lets the save's commit lock its key: taken FOR
     UPDATE, it waited for the endpoint the save held while the save waited for it."""
-    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    endpoint, _ = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     save = _dashboard_save(merchant, endpoint)
 
     def set_webhook() -> None:
-        services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+        endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
 
     failures = _line_up(set_webhook, save)
 
@@ -140,7 +139,7 @@ def test_a_resend_of_failed_deliveries_and_a_dashboard_save_at_once_do_not_deadl
     """The re-send's delivery locks the endpoint's key at its commit, behind the save; the
     save's commit then needs the merchant's key, which the re-send's lock of the merchant's row
     (FOR UPDATE) held from it."""
-    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    endpoint, _ = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     event = record_event(merchant)
     since = timezone.now()
     Delivery.objects.filter(event=event).update(status=DeliveryStatus.FAILED, created_at=since)
@@ -148,7 +147,7 @@ def test_a_resend_of_failed_deliveries_and_a_dashboard_save_at_once_do_not_deadl
     resent = []
 
     def resend_failed() -> None:  # POST /events/resend-failed, past its Idempotency-Key claim
-        resent.append(services.events_resend_failed(merchant=merchant, since=since, now=since))
+        resent.append(events_resend_failed(merchant=merchant, since=since, now=since))
 
     failures = _line_up(resend_failed, save)
 

@@ -12,8 +12,10 @@ import pytest
 from django.utils import timezone
 
 from tests.webhooks.conftest import record_event
-from webhooks import services
 from webhooks.models import Delivery, DeliveryStatus
+from webhooks.services.delivery import delivery_claim, lease_seconds, max_attempts
+from webhooks.services.endpoints import endpoint_update
+from webhooks.services.sweeps import deliveries_dispatch_due, deliveries_send_due
 
 pytestmark = pytest.mark.django_db
 
@@ -27,15 +29,15 @@ def test_a_lost_attempt_is_counted_and_the_next_one_comes_when_its_lease_is_over
     start = timezone.now()
     event = record_event(merchant, at=start)
     delivery = event.deliveries.get()
-    assert services.delivery_claim(delivery_id=delivery.pk, now=start) is not None
+    assert delivery_claim(delivery_id=delivery.pk, now=start) is not None
     # ... and the sender dies before it records anything.
-    lease_over = start + timedelta(seconds=services.lease_seconds())
+    lease_over = start + timedelta(seconds=lease_seconds())
 
     for now in (start + timedelta(seconds=61), lease_over - timedelta(seconds=1)):
-        assert services.deliveries_send_due(now=now).attempted == 0
-        assert services.deliveries_dispatch_due(now=now) == 0
+        assert deliveries_send_due(now=now).attempted == 0
+        assert deliveries_dispatch_due(now=now) == 0
     caplog.set_level("WARNING", logger="cowry.webhooks")
-    assert services.deliveries_send_due(now=lease_over).attempted == 1
+    assert deliveries_send_due(now=lease_over).attempted == 1
 
     delivery.refresh_from_db()
     assert caplog.records[0].getMessage() == (
@@ -66,7 +68,7 @@ def test_a_receiver_that_hangs_gets_one_request_per_scheduled_attempt(
     now = start
 
     for number, delay in enumerate([*settings.WEBHOOK_RETRY_SCHEDULE, None], start=1):
-        assert services.deliveries_send_due(now=now).attempted == 1
+        assert deliveries_send_due(now=now).attempted == 1
         delivery.refresh_from_db()
         attempt = delivery.attempt_log.get(number=number)
         assert attempt.error == "Timed out after 0.3 s"
@@ -76,8 +78,8 @@ def test_a_receiver_that_hangs_gets_one_request_per_scheduled_attempt(
         assert delivery.next_attempt_at == attempt.finished_at + timedelta(seconds=delay)
         # nothing is sent again before the retry is due, however often the senders look
         for early in (now + timedelta(seconds=1), delivery.next_attempt_at - timedelta(seconds=1)):
-            assert services.deliveries_send_due(now=early).attempted == 0
-            assert services.deliveries_dispatch_due(now=early) == 0
+            assert deliveries_send_due(now=early).attempted == 0
+            assert deliveries_dispatch_due(now=early) == 0
         now = delivery.next_attempt_at
 
     assert delivery.status == DeliveryStatus.FAILED
@@ -91,15 +93,15 @@ def test_a_delivery_whose_sender_is_lost_every_time_fails_after_seven_leases(
     start = timezone.now()
     event = record_event(merchant, at=start)
     delivery = event.deliveries.get()
-    lease = timedelta(seconds=services.lease_seconds())
+    lease = timedelta(seconds=lease_seconds())
 
     now = start
-    for _ in range(services.max_attempts()):
-        assert services.delivery_claim(delivery_id=delivery.pk, now=now) is not None
-        assert services.delivery_claim(delivery_id=delivery.pk, now=now + lease / 2) is None
+    for _ in range(max_attempts()):
+        assert delivery_claim(delivery_id=delivery.pk, now=now) is not None
+        assert delivery_claim(delivery_id=delivery.pk, now=now + lease / 2) is None
         now += lease  # each sender dies; the next claim comes when its lease is over
 
-    assert services.delivery_claim(delivery_id=delivery.pk, now=now) is None
+    assert delivery_claim(delivery_id=delivery.pk, now=now) is None
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("failed", 7, LOST)
     assert [a.error for a in delivery.attempt_log.all()] == [LOST] * 7
@@ -109,19 +111,19 @@ def test_a_delivery_whose_sender_is_lost_every_time_fails_after_seven_leases(
 def _lost_while_disabled(merchant, endpoint):
     """A delivery claimed a lease and a moment ago whose sender died; its endpoint was disabled
     meanwhile. Returns the event, the delivery and when its lease was over."""
-    start = timezone.now() - timedelta(seconds=services.lease_seconds() + 5)
+    start = timezone.now() - timedelta(seconds=lease_seconds() + 5)
     event = record_event(merchant, at=start)
     delivery = event.deliveries.get()
-    assert services.delivery_claim(delivery_id=delivery.pk, now=start) is not None
+    assert delivery_claim(delivery_id=delivery.pk, now=start) is not None
     # ... the sender dies before it records anything, and the merchant switches the endpoint off
-    services.endpoint_update(endpoint_id=endpoint.pk, url=endpoint.url, enabled=False, now=start)
-    return event, delivery, start + timedelta(seconds=services.lease_seconds())
+    endpoint_update(endpoint_id=endpoint.pk, url=endpoint.url, enabled=False, now=start)
+    return event, delivery, start + timedelta(seconds=lease_seconds())
 
 
 # the beat's sweep, and the `deliver_webhooks` command that does its work by hand
 SWEEPS = [
-    services.deliveries_dispatch_due,
-    lambda **kwargs: services.deliveries_send_due(**kwargs).attempted,
+    deliveries_dispatch_due,
+    lambda **kwargs: deliveries_send_due(**kwargs).attempted,
 ]
 
 
@@ -151,8 +153,8 @@ def test_a_lost_attempt_to_a_disabled_endpoint_reads_pending_once_its_lease_is_o
     )
     # a week later, nothing more is written and nothing is sent while it is off
     week = lease_over + timedelta(days=7)
-    assert services.deliveries_dispatch_due(now=week) == 0
-    assert services.deliveries_send_due(now=week).attempted == 0
+    assert deliveries_dispatch_due(now=week) == 0
+    assert deliveries_send_due(now=week).attempted == 0
     assert Delivery.objects.get(pk=delivery.pk).updated_at == lease_over
     assert receiver.requests == []
 
@@ -161,15 +163,13 @@ def test_re_enabled_it_sends_the_lost_attempts_delivery_once_as_attempt_two(
     merchant, endpoint, receiver, django_capture_on_commit_callbacks
 ):
     event, delivery, _ = _lost_while_disabled(merchant, endpoint)
-    services.deliveries_dispatch_due(now=timezone.now())
+    deliveries_dispatch_due(now=timezone.now())
     assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.PENDING
 
-    services.endpoint_update(
-        endpoint_id=endpoint.pk, url=endpoint.url, enabled=True, now=timezone.now()
-    )
+    endpoint_update(endpoint_id=endpoint.pk, url=endpoint.url, enabled=True, now=timezone.now())
     with django_capture_on_commit_callbacks(execute=True):  # the beat's sweep hands it on
-        assert services.deliveries_dispatch_due(now=timezone.now()) == 1
-    assert services.deliveries_send_due().attempted == 0  # the sender finds nothing more to send
+        assert deliveries_dispatch_due(now=timezone.now()) == 1
+    assert deliveries_send_due().attempted == 0  # the sender finds nothing more to send
 
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == (DeliveryStatus.SUCCEEDED, 2)
@@ -185,10 +185,10 @@ def test_a_seventh_attempt_lost_to_a_disabled_endpoint_fails_the_delivery(
 ):
     """As the claim of a lost attempt does: the seventh lost attempt is the last one."""
     _, delivery, lease_over = _lost_while_disabled(merchant, endpoint)
-    Delivery.objects.filter(pk=delivery.pk).update(attempts=services.max_attempts())
-    delivery.attempt_log.update(number=services.max_attempts())
+    Delivery.objects.filter(pk=delivery.pk).update(attempts=max_attempts())
+    delivery.attempt_log.update(number=max_attempts())
 
-    services.deliveries_dispatch_due(now=lease_over)
+    deliveries_dispatch_due(now=lease_over)
 
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == (
@@ -198,8 +198,6 @@ def test_a_seventh_attempt_lost_to_a_disabled_endpoint_fails_the_delivery(
     )
     assert delivery.last_error == LOST
     assert delivery.attempt_log.get().error == LOST
-    services.endpoint_update(
-        endpoint_id=endpoint.pk, url=endpoint.url, enabled=True, now=timezone.now()
-    )
-    assert services.deliveries_send_due(now=lease_over + timedelta(days=1)).attempted == 0
+    endpoint_update(endpoint_id=endpoint.pk, url=endpoint.url, enabled=True, now=timezone.now())
+    assert deliveries_send_due(now=lease_over + timedelta(days=1)).attempted == 0
     assert receiver.requests == []

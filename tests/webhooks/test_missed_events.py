@@ -13,19 +13,28 @@ from core.fields import format_timestamp
 from tests.extras.conftest import create_customer, create_payin
 from tests.support import MerchantClient
 from tests.webhooks.conftest import racing_behind_a_held_row, record_event
-from webhooks import services, verify
+from webhooks import verify
 from webhooks.models import Delivery, Event
+from webhooks.services.endpoints import (
+    endpoint_add,
+    endpoint_set,
+    endpoint_update,
+    endpoints_disable_failing,
+)
+from webhooks.services.events import endpoint_send_test_event
+from webhooks.services.resend import endpoint_recovery_since
+from webhooks.services.sweeps import deliveries_send_due
 
 pytestmark = pytest.mark.django_db
 
 
 def deliver_all(now=None) -> None:
-    while services.deliveries_send_due(now=now or timezone.now()).attempted:
+    while deliveries_send_due(now=now or timezone.now()).attempted:
         pass
 
 
 def switch(endpoint, *, enabled: bool, now=None) -> None:
-    services.endpoint_update(
+    endpoint_update(
         endpoint_id=endpoint.pk, url=endpoint.url, enabled=enabled, now=now or timezone.now()
     )
 
@@ -49,7 +58,7 @@ def sent_ids(receiver, start: int = 0) -> list[str]:
 @pytest.fixture
 def hook(enabled_merchant, receiver, webhook_settings):
     """(the merchant's endpoint, enabled, created an hour ago; its signing secret)."""
-    return services.endpoint_set(
+    return endpoint_set(
         merchant=enabled_merchant, url=receiver.url, now=timezone.now() - timedelta(hours=1)
     )
 
@@ -101,14 +110,14 @@ def test_an_endpoint_disabled_by_the_sweep_gets_its_failed_and_missed_events_onc
     receiver.default = 500
     now = timezone.now()
     disabled_at = now - timedelta(hours=1)
-    endpoint, secret = services.endpoint_set(
+    endpoint, secret = endpoint_set(
         merchant=merchant, url=receiver.url, now=now - timedelta(days=7)
     )
     failed = []
     for when in (disabled_at - timedelta(days=5, minutes=30), now - timedelta(hours=2)):
         failed.append(record_event(merchant, at=when))
         deliver_all(now=when)
-    assert services.endpoints_disable_failing(now=disabled_at) == 1
+    assert endpoints_disable_failing(now=disabled_at) == 1
     missed = [
         record_event(merchant, "payout.completed", at=now - timedelta(minutes=minutes))
         for minutes in (30, 20)
@@ -122,7 +131,7 @@ def test_an_endpoint_disabled_by_the_sweep_gets_its_failed_and_missed_events_onc
     )
     shown = " ".join(str(message) for message in page.context["messages"])
     since = format_timestamp(
-        services.endpoint_recovery_since(disabled_at=disabled_at, disabled_reason="failing")
+        endpoint_recovery_since(disabled_at=disabled_at, disabled_reason="failing")
     )
     assert f'POST /events/resend-failed with {{"since": "{since}"}}' in shown, shown
     before = len(receiver.requests)
@@ -139,7 +148,7 @@ def test_an_endpoint_disabled_by_the_sweep_gets_its_failed_and_missed_events_onc
 def test_an_event_older_than_the_endpoint_is_never_sent_to_it(api, receiver, webhook_settings):
     now = timezone.now()
     older = record_event(api.merchant, at=now - timedelta(hours=2))  # no endpoint yet
-    endpoint, _ = services.endpoint_add(
+    endpoint, _ = endpoint_add(
         merchant=api.merchant, url=receiver.url, now=now - timedelta(hours=1)
     )
     switch(endpoint, enabled=False)
@@ -156,9 +165,7 @@ def test_an_event_older_than_the_endpoint_is_never_sent_to_it(api, receiver, web
 
 def test_only_events_since_since_are_sent(api, receiver, webhook_settings):
     now = timezone.now()
-    endpoint, _ = services.endpoint_add(
-        merchant=api.merchant, url=receiver.url, now=now - timedelta(days=3)
-    )
+    endpoint, _ = endpoint_add(merchant=api.merchant, url=receiver.url, now=now - timedelta(days=3))
     switch(endpoint, enabled=False, now=now - timedelta(days=2))
     earlier = record_event(api.merchant, at=now - timedelta(days=2))
     later = record_event(api.merchant, at=now - timedelta(hours=1))
@@ -178,19 +185,19 @@ def test_an_endpoint_gets_only_the_missed_events_it_subscribes_to_and_no_test_ev
     """Each endpoint its own subscription; a test event was for one endpoint only, so the
     other, disabled when it was sent, never missed it."""
     now = timezone.now() - timedelta(hours=1)
-    payins, _ = services.endpoint_add(
+    payins, _ = endpoint_add(
         merchant=api.merchant,
         url=receiver.url + "/payins",
         event_types=["payin.completed"],
         now=now,
     )
-    everything, _ = services.endpoint_add(merchant=api.merchant, url=receiver.url + "/all", now=now)
+    everything, _ = endpoint_add(merchant=api.merchant, url=receiver.url + "/all", now=now)
     switch(payins, enabled=False)
     switch(everything, enabled=False)
     payin = record_event(api.merchant, "payin.completed")
     payout = record_event(api.merchant, "payout.failed")
     switch(payins, enabled=True)
-    test = services.endpoint_send_test_event(endpoint_id=payins.pk, now=timezone.now())
+    test = endpoint_send_test_event(endpoint_id=payins.pk, now=timezone.now())
     deliver_all()
     switch(everything, enabled=True)
     before = len(receiver.requests)
@@ -214,10 +221,8 @@ def test_another_merchants_missed_events_are_never_touched(
     api, other_api, receiver, webhook_settings
 ):
     now = timezone.now() - timedelta(hours=1)
-    mine, _ = services.endpoint_add(merchant=api.merchant, url=receiver.url + "/mine", now=now)
-    theirs, _ = services.endpoint_add(
-        merchant=other_api.merchant, url=receiver.url + "/theirs", now=now
-    )
+    mine, _ = endpoint_add(merchant=api.merchant, url=receiver.url + "/mine", now=now)
+    theirs, _ = endpoint_add(merchant=other_api.merchant, url=receiver.url + "/theirs", now=now)
     for endpoint in (mine, theirs):
         switch(endpoint, enabled=False)
     my_event = record_event(api.merchant)
@@ -239,7 +244,7 @@ def test_another_merchants_missed_events_are_never_touched(
 def test_a_disabled_endpoint_gets_nothing_and_keeps_its_missed_events_for_later(
     api, receiver, webhook_settings
 ):
-    endpoint, _ = services.endpoint_add(
+    endpoint, _ = endpoint_add(
         merchant=api.merchant, url=receiver.url, now=timezone.now() - timedelta(hours=1)
     )
     switch(endpoint, enabled=False)
@@ -259,7 +264,7 @@ def test_resend_failed_takes_a_fixed_number_of_queries_however_many_events_were_
     """The merchant's turn, its idempotency claim and answer, the enabled endpoints, the failed
     deliveries, one read of the missed events per endpoint, one insert: never one per event."""
     webhook_settings.WEBHOOK_RETRY_SCHEDULE = []  # one attempt: a failure is final
-    endpoint, _ = services.endpoint_add(
+    endpoint, _ = endpoint_add(
         merchant=api.merchant, url=receiver.url, now=timezone.now() - timedelta(hours=1)
     )
     since = timezone.now() - timedelta(days=1)
@@ -293,7 +298,7 @@ def test_two_calls_at_the_same_moment_send_each_missed_event_once(
 ):
     """Both requests are in, past their Idempotency-Key claims, before either reads: the test
     holds the merchant's row the way they take it, so both wait at their turn, then lets go."""
-    endpoint, _ = services.endpoint_add(
+    endpoint, _ = endpoint_add(
         merchant=merchant, url=receiver.url, now=timezone.now() - timedelta(hours=1)
     )
     switch(endpoint, enabled=False)
@@ -317,7 +322,7 @@ def test_two_calls_at_the_same_moment_send_each_missed_event_once(
 def test_switching_an_endpoint_back_on_in_the_dashboard_sends_nothing_by_itself(
     merchant, receiver, webhook_settings, developer
 ):
-    endpoint, _ = services.endpoint_add(
+    endpoint, _ = endpoint_add(
         merchant=merchant, url=receiver.url, now=timezone.now() - timedelta(hours=1)
     )
     switch(endpoint, enabled=False)

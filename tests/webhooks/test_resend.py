@@ -11,14 +11,16 @@ from django.db import connection
 from django.utils import timezone
 
 from tests.webhooks.conftest import record_event
-from webhooks import services
 from webhooks.models import DeliveryAttempt
+from webhooks.services.endpoints import endpoint_add, endpoint_set
+from webhooks.services.resend import event_resend
+from webhooks.services.sweeps import deliveries_send_due
 
 pytestmark = pytest.mark.django_db
 
 
 def deliver_all(now=None) -> None:
-    while services.deliveries_send_due(now=now or timezone.now()).attempted:
+    while deliveries_send_due(now=now or timezone.now()).attempted:
         pass
 
 
@@ -85,7 +87,7 @@ def test_a_re_send_goes_now_to_each_endpoint_once(api, endpoint, receiver):
     start = timezone.now() - timedelta(seconds=10)
     event = record_event(api.merchant, at=start)
     deliver_all(now=start)  # the primary failed; its retry is due in 50 s
-    services.endpoint_add(merchant=api.merchant, url=receiver.url + "/new", now=timezone.now())
+    endpoint_add(merchant=api.merchant, url=receiver.url + "/new", now=timezone.now())
 
     assert api.post(f"/events/{event.id}/resend").status_code == 202
     deliver_all()
@@ -113,7 +115,7 @@ def test_a_re_send_while_an_attempt_is_under_way_sends_nothing_more(
     """The attempt under way is the re-send: a second request alongside it would only be a
     copy (and, were that attempt to fail, its retry a copy much later)."""
     webhook_settings.WEBHOOK_TIMEOUT_SECONDS = 5
-    services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     receiver.plan = [("sleep", 1.5)]
     recorded = []
 
@@ -131,7 +133,7 @@ def test_a_re_send_while_an_attempt_is_under_way_sends_nothing_more(
     assert len(receiver.requests) == 1  # the receiver is taking its time to answer
     event_id = receiver.requests[0].headers["X-Cowry-Webhook-Id"]
 
-    services.event_resend(event_id=event_id, now=timezone.now())
+    event_resend(event_id=event_id, now=timezone.now())
     sending.join()
 
     assert webhook_ids(receiver) == [event_id]

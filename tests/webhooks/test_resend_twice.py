@@ -12,14 +12,15 @@ from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
 from tests.support import MerchantClient
 from tests.webhooks.conftest import racing_behind_a_held_row, record_event
-from webhooks import services
 from webhooks.models import Delivery
+from webhooks.services.endpoints import endpoint_set
+from webhooks.services.sweeps import deliveries_send_due
 
 pytestmark = pytest.mark.django_db
 
 
 def deliver_all(now=None) -> None:
-    while services.deliveries_send_due(now=now or timezone.now()).attempted:
+    while deliveries_send_due(now=now or timezone.now()).attempted:
         pass
 
 
@@ -84,7 +85,7 @@ def test_two_re_sends_at_the_same_moment_send_the_event_once_more(
     """Both requests are in before either writes: a lock, not the timing, keeps them to one
     delivery. The test holds the endpoint's row, so the first to insert its delivery waits (its
     foreign key) until the other is waiting too."""
-    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    endpoint, _ = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     event = record_event(merchant)  # autocommit: sent at once
     assert webhook_ids(receiver) == [str(event.id)]
     clients = [MerchantClient(merchant) for _ in range(2)]

@@ -25,8 +25,10 @@ from django.utils import timezone
 from merchants.models import AuditLogEntry
 from tests.webhooks.conftest import record_event
 from tests.webhooks.test_delivery import assert_valid_request
-from webhooks import services
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus, WebhookEndpoint
+from webhooks.services.delivery import UNREADABLE_SECRET_ERROR, delivery_claim, lease_seconds
+from webhooks.services.endpoints import endpoint_add, endpoint_rotate_secret, endpoint_set
+from webhooks.services.sweeps import deliveries_send_due
 
 pytestmark = pytest.mark.django_db
 
@@ -73,8 +75,8 @@ def _set_webhook_command(merchant) -> tuple[str, str]:
 
 
 def _set_twice(merchant) -> tuple[str, str]:
-    services.endpoint_set(merchant=merchant, url="https://hooks.example.com/a", now=timezone.now())
-    endpoint, secret = services.endpoint_set(
+    endpoint_set(merchant=merchant, url="https://hooks.example.com/a", now=timezone.now())
+    endpoint, secret = endpoint_set(
         merchant=merchant,
         url="https://hooks.example.com/b",
         secret=GIVEN_SECRET,
@@ -84,17 +86,17 @@ def _set_twice(merchant) -> tuple[str, str]:
 
 
 def _add(merchant) -> tuple[str, str]:
-    endpoint, secret = services.endpoint_add(
+    endpoint, secret = endpoint_add(
         merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
     )
     return endpoint.pk, secret
 
 
 def _rotate(merchant) -> tuple[str, str]:
-    endpoint, _ = services.endpoint_add(
+    endpoint, _ = endpoint_add(
         merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
     )
-    return endpoint.pk, services.endpoint_rotate_secret(endpoint_id=endpoint.pk, now=timezone.now())
+    return endpoint.pk, endpoint_rotate_secret(endpoint_id=endpoint.pk, now=timezone.now())
 
 
 @pytest.mark.parametrize("write", [_set_webhook_command, _set_twice, _add, _rotate])
@@ -112,7 +114,7 @@ def test_the_longest_secret_in_four_byte_characters_fits_and_signs(
     merchant, receiver, webhook_settings, django_capture_on_commit_callbacks
 ):
     secret = "\U0001f511" * 200  # 200 printable characters, 800 bytes of UTF-8
-    services.endpoint_set(merchant=merchant, url=receiver.url, secret=secret, now=timezone.now())
+    endpoint_set(merchant=merchant, url=receiver.url, secret=secret, now=timezone.now())
     with django_capture_on_commit_callbacks(execute=True):
         event = record_event(merchant)
 
@@ -123,18 +125,18 @@ def test_the_longest_secret_in_four_byte_characters_fits_and_signs(
 def test_a_delivery_is_signed_with_the_secret_the_merchant_was_given(
     merchant, receiver, webhook_settings, django_capture_on_commit_callbacks, path
 ):
-    _, secret = services.endpoint_set(
+    _, secret = endpoint_set(
         merchant=merchant, url=receiver.url, secret=GIVEN_SECRET, now=timezone.now()
     )
     with django_capture_on_commit_callbacks(execute=path == "sender"):
         event = record_event(merchant)
     now = timezone.now()
     if path == "sweep":
-        assert services.deliveries_send_due(now=now).attempted == 1
+        assert deliveries_send_due(now=now).attempted == 1
     elif path == "lost worker":  # the claim made through the ORM
-        assert services.delivery_claim(delivery_id=event.deliveries.get().id, now=now)
-        now += timedelta(seconds=services.lease_seconds() + 1)
-        assert services.deliveries_send_due(now=now).attempted == 1
+        assert delivery_claim(delivery_id=event.deliveries.get().id, now=now)
+        now += timedelta(seconds=lease_seconds() + 1)
+        assert deliveries_send_due(now=now).attempted == 1
 
     assert len(receiver.requests) == 1
     assert_valid_request(
@@ -169,7 +171,7 @@ def test_a_secret_no_key_decrypts_is_never_sent_and_the_delivery_waits_for_the_f
     breakage,
 ):
     webhook_settings.WEBHOOK_SECRETS_KEYS = [OLD_KEY]
-    endpoint, secret = services.endpoint_set(
+    endpoint, secret = endpoint_set(
         merchant=merchant, url=receiver.url, secret=GIVEN_SECRET, now=timezone.now()
     )
     breakage(endpoint, webhook_settings)
@@ -180,18 +182,15 @@ def test_a_secret_no_key_decrypts_is_never_sent_and_the_delivery_waits_for_the_f
             event = record_event(merchant)
         now = timezone.now()
         if path == "sweep":
-            assert services.deliveries_send_due(now=now).attempted == 0
+            assert deliveries_send_due(now=now).attempted == 0
         # Retried every minute, more often than the seven attempts a receiver gets: never failed.
         for minute in range(1, 9):
-            assert (
-                services.deliveries_send_due(now=now + timedelta(seconds=61 * minute)).attempted
-                == 0
-            )
+            assert deliveries_send_due(now=now + timedelta(seconds=61 * minute)).attempted == 0
 
     assert receiver.requests == []
     delivery = Delivery.objects.get(event=event)
     assert (delivery.status, delivery.attempts) == (DeliveryStatus.PENDING, 0)
-    assert delivery.last_error == services.UNREADABLE_SECRET_ERROR
+    assert delivery.last_error == UNREADABLE_SECRET_ERROR
     assert not DeliveryAttempt.objects.filter(delivery=delivery).exists()
     assert api.get(f"/events/{event.pk}").json()["delivery_status"] == "pending"
     errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
@@ -207,11 +206,9 @@ def test_a_secret_no_key_decrypts_is_never_sent_and_the_delivery_waits_for_the_f
     if breakage is _lose_the_key:
         webhook_settings.WEBHOOK_SECRETS_KEYS = [NEW_KEY, OLD_KEY]
     else:
-        services.endpoint_set(
-            merchant=merchant, url=receiver.url, secret=GIVEN_SECRET, now=timezone.now()
-        )
+        endpoint_set(merchant=merchant, url=receiver.url, secret=GIVEN_SECRET, now=timezone.now())
     later = now + timedelta(minutes=20)
-    assert services.deliveries_send_due(now=later).attempted == 1
+    assert deliveries_send_due(now=later).attempted == 1
     assert_valid_request(
         receiver.requests[0], secret=secret, event=event, now=int(later.timestamp())
     )
@@ -225,7 +222,7 @@ def test_an_unreadable_secret_is_one_error_a_minute_per_endpoint_however_many_wa
     """Many deliveries held for one endpoint: one line a minute naming the endpoint and how many
     wait, not one per delivery per minute."""
     webhook_settings.WEBHOOK_SECRETS_KEYS = [OLD_KEY]
-    endpoint, secret = services.endpoint_set(
+    endpoint, secret = endpoint_set(
         merchant=merchant, url=receiver.url, secret=GIVEN_SECRET, now=timezone.now()
     )
     _lose_the_key(endpoint, webhook_settings)
@@ -234,11 +231,9 @@ def test_an_unreadable_secret_is_one_error_a_minute_per_endpoint_however_many_wa
     now = timezone.now()
 
     with caplog.at_level(logging.ERROR, logger="cowry.webhooks"):
-        assert services.deliveries_send_due(now=now).attempted == 0
-        assert (
-            services.deliveries_send_due(now=now + timedelta(seconds=30)).attempted == 0
-        )  # none due
-        assert services.deliveries_send_due(now=now + timedelta(seconds=61)).attempted == 0
+        assert deliveries_send_due(now=now).attempted == 0
+        assert deliveries_send_due(now=now + timedelta(seconds=30)).attempted == 0  # none due
+        assert deliveries_send_due(now=now + timedelta(seconds=61)).attempted == 0
 
     errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
     assert len(errors) == 2
@@ -263,7 +258,7 @@ def owner_browser(merchant):
 
 
 def test_the_reveal_page_shows_the_secret_in_clear_and_records_it(merchant, owner_browser):
-    endpoint, secret = services.endpoint_set(
+    endpoint, secret = endpoint_set(
         merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
     )
     page = owner_browser.post(f"/admin/webhooks/webhookendpoint/{endpoint.pk}/reveal-secret/")
@@ -277,7 +272,7 @@ def test_the_reveal_page_says_when_the_secret_cannot_be_read_and_records_no_reve
     merchant, owner_browser, settings, caplog
 ):
     settings.WEBHOOK_SECRETS_KEYS = [OLD_KEY]
-    endpoint, secret = services.endpoint_set(
+    endpoint, secret = endpoint_set(
         merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
     )
     settings.WEBHOOK_SECRETS_KEYS = [NEW_KEY]
@@ -299,10 +294,10 @@ migration = importlib.import_module("webhooks.migrations.0006_signing_secret_enc
 
 def test_the_data_migration_encrypts_secrets_stored_in_clear_once_and_back(merchant, settings):
     settings.WEBHOOK_SECRETS_KEYS = [NEW_KEY]
-    first, _ = services.endpoint_add(
+    first, _ = endpoint_add(
         merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
     )
-    second, _ = services.endpoint_add(
+    second, _ = endpoint_add(
         merchant=merchant, url="https://hooks.example.com/b", now=timezone.now()
     )
     clear = {first.pk: GIVEN_SECRET, second.pk: "\u00e9t\u00e9-signing-secret-\U0001f511"}
@@ -325,10 +320,10 @@ def test_the_data_migration_backwards_keeps_a_secret_already_in_clear(merchant, 
     """A deploy rolled back: a process still on the old code stored a secret in clear after
     the migration ran; going back to 0004 decrypts the rest and keeps it as it is."""
     settings.WEBHOOK_SECRETS_KEYS = [NEW_KEY]
-    encrypted, secret = services.endpoint_add(
+    encrypted, secret = endpoint_add(
         merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
     )
-    in_clear, _ = services.endpoint_add(
+    in_clear, _ = endpoint_add(
         merchant=merchant, url="https://hooks.example.com/b", now=timezone.now()
     )
     WebhookEndpoint.objects.filter(pk=in_clear.pk).update(signing_secret=GIVEN_SECRET)
@@ -342,7 +337,7 @@ def test_the_data_migration_backwards_keeps_a_secret_already_in_clear(merchant, 
 def test_the_data_migration_leaves_a_token_under_a_key_no_longer_listed(merchant, settings):
     """Encrypting that token again would make the old token the endpoint's "secret": deliveries
     signed with it would go out with a wrong signature instead of waiting for the key."""
-    endpoint, _ = services.endpoint_add(
+    endpoint, _ = endpoint_add(
         merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
     )
     token = stored_secret(endpoint.pk)
@@ -368,10 +363,8 @@ def test_reencrypt_moves_every_secret_to_the_new_first_key_and_old_ones_work_unt
     merchant, receiver, webhook_settings, django_capture_on_commit_callbacks
 ):
     webhook_settings.WEBHOOK_SECRETS_KEYS = [OLD_KEY]
-    endpoint, secret = services.endpoint_set(
-        merchant=merchant, url=receiver.url, now=timezone.now()
-    )
-    _, other_secret = services.endpoint_add(
+    endpoint, secret = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    _, other_secret = endpoint_add(
         merchant=merchant, url="https://hooks.example.com/b", now=timezone.now()
     )
 
@@ -407,11 +400,9 @@ def test_reencrypt_moves_every_secret_to_the_new_first_key_and_old_ones_work_unt
 
 def test_reencrypt_names_a_secret_no_key_decrypts_and_exits_non_zero(merchant, settings):
     settings.WEBHOOK_SECRETS_KEYS = [OLD_KEY]
-    lost, _ = services.endpoint_add(
-        merchant=merchant, url="https://hooks.example.com/a", now=timezone.now()
-    )
+    lost, _ = endpoint_add(merchant=merchant, url="https://hooks.example.com/a", now=timezone.now())
     settings.WEBHOOK_SECRETS_KEYS = [NEW_KEY]
-    services.endpoint_add(merchant=merchant, url="https://hooks.example.com/b", now=timezone.now())
+    endpoint_add(merchant=merchant, url="https://hooks.example.com/b", now=timezone.now())
     before = stored_secret(lost.pk)
 
     summary, failure = _reencrypt()
@@ -434,15 +425,15 @@ def test_reencrypt_encrypts_a_secret_left_in_clear_by_code_older_than_the_migrat
     reencrypt_webhook_secrets encrypts it, and they go out signed with it, nothing for the
     merchant to change."""
     webhook_settings.WEBHOOK_SECRETS_KEYS = [NEW_KEY]
-    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
-    corrupt, _ = services.endpoint_add(
+    endpoint, _ = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    corrupt, _ = endpoint_add(
         merchant=merchant, url="https://hooks.example.com/b", now=timezone.now()
     )
     WebhookEndpoint.objects.filter(pk=endpoint.pk).update(signing_secret=GIVEN_SECRET)
     broken = stored_secret(corrupt.pk)[:-8]  # a damaged token is never taken for a secret
     WebhookEndpoint.objects.filter(pk=corrupt.pk).update(signing_secret=broken)
     event = record_event(merchant, "payout.completed")
-    assert services.deliveries_send_due(now=timezone.now()).attempted == 0  # held
+    assert deliveries_send_due(now=timezone.now()).attempted == 0  # held
 
     summary, failure = _reencrypt()
 
@@ -456,14 +447,14 @@ def test_reencrypt_encrypts_a_secret_left_in_clear_by_code_older_than_the_migrat
     assert_encrypted(stored_secret(endpoint.pk), GIVEN_SECRET, key=NEW_KEY)
     assert stored_secret(corrupt.pk) == broken
     later = timezone.now() + timedelta(minutes=2)
-    assert services.deliveries_send_due(now=later).attempted == 1
+    assert deliveries_send_due(now=later).attempted == 1
     assert_valid_request(
         receiver.requests[0], secret=GIVEN_SECRET, event=event, now=int(later.timestamp())
     )
 
 
 def test_reencrypt_human_output(merchant, settings):
-    services.endpoint_add(merchant=merchant, url="https://hooks.example.com/a", now=timezone.now())
+    endpoint_add(merchant=merchant, url="https://hooks.example.com/a", now=timezone.now())
     out = StringIO()
     call_command("reencrypt_webhook_secrets", stdout=out)
     assert "Re-encrypted 0 of 1 webhook signing secret(s) under the first key; 1 already were." in (

@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from tests.locks import at_once
 from tests.webhooks.conftest import record_event
-from webhooks import services, tasks
+from webhooks import tasks
 from webhooks.models import Delivery
+from webhooks.services.delivery import delivery_claim, lease_seconds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,10 +44,10 @@ def test_a_due_delivery_handed_out_three_times_at_once_is_sent_once(merchant, en
 def test_a_lost_attempt_taken_over_by_three_tasks_at_once_is_sent_again_once(
     merchant, endpoint, receiver
 ):
-    start = timezone.now() - timedelta(seconds=services.lease_seconds() + 1)
+    start = timezone.now() - timedelta(seconds=lease_seconds() + 1)
     event = _recorded_not_yet_sent(merchant, due_at=start)
     delivery = event.deliveries.get()
-    assert services.delivery_claim(delivery_id=delivery.pk, now=start) is not None
+    assert delivery_claim(delivery_id=delivery.pk, now=start) is not None
     # ... its sender dies; the lease is over now, and tasks for it come from the due sweeps
     # of two beats and a redelivery.
     assert receiver.requests == []

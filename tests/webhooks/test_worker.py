@@ -7,8 +7,9 @@ from django.utils import timezone
 
 from tests.webhooks.conftest import record_event
 from tests.worker import celery_worker, wait_until
-from webhooks import services
 from webhooks.models import Delivery, DeliveryStatus
+from webhooks.services.endpoints import endpoint_set
+from webhooks.services.sweeps import deliveries_dispatch_due
 from webhooks.verify import verify_signature
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -17,9 +18,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 def test_an_event_and_its_retry_are_delivered_by_a_real_worker(
     merchant, receiver, webhook_settings
 ):
-    endpoint, secret = services.endpoint_set(
-        merchant=merchant, url=receiver.url, now=timezone.now()
-    )
+    endpoint, secret = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     receiver.plan = [500]
     # a retry an hour off is a due time in the database only, which the beat sweep hands out
     hour_off = {
@@ -42,7 +41,7 @@ def test_an_event_and_its_retry_are_delivered_by_a_real_worker(
         # The retry falls due; the beat sweep hands it to the worker through Redis.
         due = timezone.now()
         Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=due)
-        assert services.deliveries_dispatch_due(now=due + timedelta(seconds=1)) == 1
+        assert deliveries_dispatch_due(now=due + timedelta(seconds=1)) == 1
         assert wait_until(
             lambda: Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SUCCEEDED,
             timeout=60,
@@ -59,7 +58,7 @@ def test_a_burst_of_deliveries_is_drained_once_each_by_a_real_worker(
 ):
     """Deliveries committed close together, a task each: every one arrives exactly once,
     signed."""
-    _, secret = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    _, secret = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     with celery_worker(extra_env={"ALLOW_PRIVATE_NETWORK_URLS": "true"}) as worker:
         events = [record_event(merchant) for _ in range(40)]
 
@@ -85,7 +84,7 @@ def test_each_retry_is_attempted_within_five_seconds_of_its_due_time(
     """Retries due soon are handed to the broker for their due time, not left to the 30 s
     sweep: with six 1 s delays, a receiver failing six times gets all seven attempts, each
     started within 5 s of its due time (the event's time, then each failure's end + 1 s)."""
-    endpoint, _ = services.endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
+    endpoint, _ = endpoint_set(merchant=merchant, url=receiver.url, now=timezone.now())
     receiver.plan = [500] * 6
     every_second = {"ALLOW_PRIVATE_NETWORK_URLS": "true", "WEBHOOK_RETRY_SCHEDULE": "1,1,1,1,1,1"}
     with celery_worker(extra_env=every_second) as worker:

@@ -15,7 +15,13 @@ from core.exceptions import DomainError
 from customers import selectors as customer_selectors
 from customers.models import Customer, KycStatus
 from merchants.models import Merchant
-from payments import services as payment_services
+from payments.services.parties import (
+    RAIL_FIELDS,
+    PartyInvalid,
+    PartyRoutingMismatch,
+    provider_timeout_at,
+    routing_mismatches,
+)
 from quotes import selectors as quote_selectors
 from quotes import services as quote_services
 from quotes.models import CorridorType, FlowType, Operator, Quote
@@ -75,22 +81,13 @@ def party_check(
     }
     mismatches = {
         f"{field}.{name}": errors
-        for name, errors in payment_services.routing_mismatches(
-            party, expected, what="transfer"
-        ).items()
+        for name, errors in routing_mismatches(party, expected, what="transfer").items()
     }
     if mismatches:
         first = next(iter(mismatches))
-        raise payment_services.PartyRoutingMismatch(
-            f"{first}: {mismatches[first][0]}", fields=mismatches
-        )
-    own = payment_services.RAIL_FIELDS[rail_type]
-    foreign = [
-        n
-        for rail, names in payment_services.RAIL_FIELDS.items()
-        if rail != rail_type
-        for n in names
-    ]
+        raise PartyRoutingMismatch(f"{first}: {mismatches[first][0]}", fields=mismatches)
+    own = RAIL_FIELDS[rail_type]
+    foreign = [n for rail, names in RAIL_FIELDS.items() if rail != rail_type for n in names]
     errors: dict[str, list[str]] = {}
     for name in (*own, *required):
         if not party.get(name):
@@ -100,7 +97,7 @@ def party_check(
             errors[f"{field}.{name}"] = [f"This field belongs to another rail, not {rail_type}."]
     if errors:
         first = next(iter(errors))
-        raise payment_services.PartyInvalid(f"{first}: {errors[first][0]}", fields=errors)
+        raise PartyInvalid(f"{first}: {errors[first][0]}", fields=errors)
     return {
         key: value
         for key, value in party.items()
@@ -295,7 +292,7 @@ def transfer_create(
             payment_reason_code=payment_reason_code,
             sender_source_of_funds=sender_source_of_funds,
             sender_occupation=sender_occupation,
-            leg_timeout_at=payment_services.provider_timeout_at(now),
+            leg_timeout_at=provider_timeout_at(now),
             created_at=now,
             updated_at=now,
         )

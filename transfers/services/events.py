@@ -5,7 +5,7 @@ from typing import Any
 
 from core import money
 from transfers.models import Transfer, TransferStatus
-from webhooks import services as webhook_services
+from webhooks.services.events import event_record
 
 
 def _leg_snapshot(transfer: Transfer) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def events_record(
     """Record a move's events (`reason`: the move's): a leg event, then the aggregate one, 1 µs
     apart so created_at orders them."""
     for offset, event_type in enumerate(event_types):
-        webhook_services.event_record(
+        event_record(
             merchant_id=transfer.merchant_id,
             event_type=event_type,
             data_type="transfer",

@@ -3,7 +3,13 @@ position across two currencies), or returned to the merchant's wallet."""
 
 from datetime import datetime
 
-from payments import ledger
+from payments.ledger.accounts import (
+    FEE_REVENUE,
+    MERCHANT_AVAILABLE,
+    TRANSFER_SUSPENSE,
+    provider_clearing,
+)
+from payments.ledger.journals import post_journal
 from transfers.models import Transfer
 
 # The FX position between the two currencies of a cross-currency transfer (docs/decisions.md).
@@ -14,15 +20,15 @@ RETURNED_JOURNAL = "transfer_returned"
 
 def post_collected(transfer: Transfer, at: datetime) -> None:
     """The collected money waits in transfer_suspense until the disbursement completes."""
-    ledger.post_journal(
+    post_journal(
         merchant_id=transfer.merchant_id,
         currency=transfer.payin_currency,
         kind="transfer_collected",
         resource_type="transfer",
         resource_id=transfer.id,
         lines=[
-            (ledger.provider_clearing(transfer.payer_operator_code), -transfer.payin_amount),
-            (ledger.TRANSFER_SUSPENSE, transfer.payin_amount),
+            (provider_clearing(transfer.payer_operator_code), -transfer.payin_amount),
+            (TRANSFER_SUSPENSE, transfer.payin_amount),
         ],
         at=at,
     )
@@ -36,19 +42,19 @@ def post_disbursed(transfer: Transfer, at: datetime) -> None:
     payin, fee = transfer.payin_amount, transfer.total_fee
     quoted, paid = transfer.quoted_payout_amount, transfer.payout_amount
     payout_lines = [
-        (ledger.provider_clearing(transfer.recipient_operator_code), paid),
-        (ledger.MERCHANT_AVAILABLE, quoted - paid),
+        (provider_clearing(transfer.recipient_operator_code), paid),
+        (MERCHANT_AVAILABLE, quoted - paid),
     ]
     common = {"merchant_id": transfer.merchant_id, "resource_type": "transfer", "at": at}
     if transfer.payin_currency == transfer.payout_currency:
-        ledger.post_journal(
+        post_journal(
             **common,
             currency=transfer.payin_currency,
             kind="transfer_disbursed",
             resource_id=transfer.id,
             lines=[
-                (ledger.TRANSFER_SUSPENSE, -payin),
-                (ledger.FEE_REVENUE, fee),
+                (TRANSFER_SUSPENSE, -payin),
+                (FEE_REVENUE, fee),
                 *payout_lines,
             ],
         )
@@ -57,8 +63,8 @@ def post_disbursed(transfer: Transfer, at: datetime) -> None:
         transfer.payin_currency: (
             "transfer_settled",
             [
-                (ledger.TRANSFER_SUSPENSE, -payin),
-                (ledger.FEE_REVENUE, fee),
+                (TRANSFER_SUSPENSE, -payin),
+                (FEE_REVENUE, fee),
                 (FX_CONVERSION, payin - fee),
             ],
         ),
@@ -69,24 +75,22 @@ def post_disbursed(transfer: Transfer, at: datetime) -> None:
     # same moment cannot each hold the wallet the other waits for (a deadlock).
     for currency in sorted(journals):
         kind, lines = journals[currency]
-        ledger.post_journal(
-            **common, currency=currency, kind=kind, resource_id=transfer.id, lines=lines
-        )
+        post_journal(**common, currency=currency, kind=kind, resource_id=transfer.id, lines=lines)
 
 
 def post_returned(transfer: Transfer, at: datetime) -> None:
     """Empty the suspense into the merchant's available balance, in the payin currency: the
     whole collected amount, no fee (fees are earned at completion, and this transfer never
     completed). Unique per transfer, so it is posted once."""
-    ledger.post_journal(
+    post_journal(
         merchant_id=transfer.merchant_id,
         currency=transfer.payin_currency,
         kind=RETURNED_JOURNAL,
         resource_type="transfer",
         resource_id=transfer.id,
         lines=[
-            (ledger.TRANSFER_SUSPENSE, -transfer.payin_amount),
-            (ledger.MERCHANT_AVAILABLE, transfer.payin_amount),
+            (TRANSFER_SUSPENSE, -transfer.payin_amount),
+            (MERCHANT_AVAILABLE, transfer.payin_amount),
         ],
         at=at,
     )

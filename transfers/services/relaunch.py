@@ -14,7 +14,7 @@ from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import provider
 from payments import selectors as payment_selectors
-from payments import services as payment_services
+from payments.services.parties import PartyRoutingMismatch
 from quotes import selectors as quote_selectors
 from quotes import services as quote_services
 from quotes.models import Operator
@@ -83,9 +83,7 @@ def _relaunch_operator(*, transfer: Transfer, recipient: dict[str, Any] | None) 
             f"Operator {code} is not a {transfer.recipient_rail_type} operator of "
             f"{transfer.recipient_country_code} in {transfer.payout_currency}."
         )
-        raise payment_services.PartyRoutingMismatch(
-            message, fields={"recipient.operator_code": [message]}
-        )
+        raise PartyRoutingMismatch(message, fields={"recipient.operator_code": [message]})
     return operator
 
 

@@ -9,8 +9,10 @@ from uuid import UUID
 from django.db import transaction
 
 from payments import provider
-from payments import services as payment_services
-from payments.services import InvalidTransition
+from payments.ledger.discrepancies import provider_discrepancy_record
+from payments.services.parties import party_identifier
+from payments.services.submission import provider_reference_store
+from payments.services.transitions import InvalidTransition
 from transfers.models import Transfer, TransferStatus
 from transfers.services.transitions import (
     COLLECTING,
@@ -32,8 +34,8 @@ from transfers.services.transitions import (
 logger = logging.getLogger("cowry.transfers")
 
 # The dotted paths the provider calls back with its answers (re-exported by the package).
-COLLECTION_CALLBACK = "transfers.services.transfer_apply_collection_result"
-DISBURSEMENT_CALLBACK = "transfers.services.transfer_apply_disbursement_result"
+COLLECTION_CALLBACK = "transfers.services.submission.transfer_apply_collection_result"
+DISBURSEMENT_CALLBACK = "transfers.services.submission.transfer_apply_disbursement_result"
 
 
 def disbursement_reference(transfer_id: UUID, attempt: int) -> str:
@@ -81,7 +83,7 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
             currency=transfer.payin_currency,
             operator_code=transfer.payer_operator_code,
             callback=COLLECTION_CALLBACK,
-            **payment_services.party_identifier(transfer.payer),
+            **party_identifier(transfer.payer),
         )
     except provider.ProviderRejected as rejected:
         return apply_quietly(
@@ -90,9 +92,7 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
     provider.receipt_answer_deliver(
         receipt, callback=COLLECTION_CALLBACK, reference=str(transfer.id)
     )
-    payment_services.provider_reference_store(
-        transfer, "collection_reference", receipt.provider_reference
-    )
+    provider_reference_store(transfer, "collection_reference", receipt.provider_reference)
     return transfer
 
 
@@ -125,7 +125,7 @@ def transfer_submit_disbursement(*, transfer_id: UUID, attempt: int, now: dateti
             currency=transfer.payout_currency,
             operator_code=transfer.recipient_operator_code,
             callback=DISBURSEMENT_CALLBACK,
-            **payment_services.party_identifier(transfer.recipient),
+            **party_identifier(transfer.recipient),
         )
     except provider.ProviderRejected as rejected:
         return apply_quietly(
@@ -140,7 +140,7 @@ def transfer_submit_disbursement(*, transfer_id: UUID, attempt: int, now: dateti
         callback=DISBURSEMENT_CALLBACK,
         reference=disbursement_reference(transfer.id, attempt),
     )
-    payment_services.provider_reference_store(
+    provider_reference_store(
         transfer,
         "disbursement_reference",
         receipt.provider_reference,
@@ -189,7 +189,7 @@ def _apply_answer(
             outcome == provider.FAILED and ours == provider.COMPLETED
         )
         if contradicts:
-            payment_services.provider_discrepancy_record(
+            provider_discrepancy_record(
                 merchant=transfer.merchant,
                 resource_type=f"transfer_{leg}",
                 resource_id=transfer.id,

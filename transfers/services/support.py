@@ -12,9 +12,13 @@ from core.exceptions import DomainError
 from merchants import services as merchant_services
 from payments import provider
 from payments import selectors as payment_selectors
-from payments import services as payment_services
+from payments.ledger.adjustments import discrepancy_settlement_hint
+from payments.ledger.discrepancies import (
+    provider_discrepancy_lock,
+    provider_discrepancy_mark_resolved,
+)
 from payments.models import ProviderDiscrepancy
-from payments.services import InvalidTransition
+from payments.services.transitions import InvalidTransition
 from transfers.models import Transfer
 from transfers.services.relaunch import unreconciled_provider_answer
 from transfers.services.submission import disbursement_reference
@@ -168,14 +172,14 @@ def transfer_apply_provider_completion(
             raise refused(
                 "Only a transfer disbursement's discrepancy can be applied; this one is about "
                 f"a {resource_type.replace('_', ' ')}: "
-                f"{payment_services.discrepancy_settlement_hint(resource_type, outcome)}."
+                f"{discrepancy_settlement_hint(resource_type, outcome)}."
             )
         transfer = (
             Transfer.objects.select_for_update(of=("self",))
             .filter(pk=transfer_id, merchant_id=merchant_id)
             .first()
         )
-        discrepancy = payment_services.provider_discrepancy_lock(discrepancy_id=discrepancy_id)
+        discrepancy = provider_discrepancy_lock(discrepancy_id=discrepancy_id)
         if refusal := _completion_refusal(transfer, discrepancy):
             raise refused(refusal)
         transfer = transfer_transition(
@@ -186,9 +190,7 @@ def transfer_apply_provider_completion(
             provider_reference=discrepancy.provider_reference,
             attempt=transfer.disbursement_attempt,
         )
-        payment_services.provider_discrepancy_mark_resolved(
-            discrepancy=discrepancy, by=actor.get_username(), at=now
-        )
+        provider_discrepancy_mark_resolved(discrepancy=discrepancy, by=actor.get_username(), at=now)
         _audit(
             transfer,
             actor=actor,

@@ -11,7 +11,8 @@ from django.db.models import Q
 
 from core.log_limits import OncePer
 from payments import provider
-from payments import services as payment_services
+from payments.services.parties import party_identifier
+from payments.services.sweeps import RESUBMISSION_LOG_SECONDS, call_may_be_in_flight, same_time
 from transfers.models import Transfer, TransferStatus
 from transfers.services.submission import (
     COLLECTION_CALLBACK,
@@ -30,7 +31,7 @@ logger = logging.getLogger("cowry.transfers")
 RESUBMIT_AFTER_SECONDS = 60
 # A leg resubmitted on every run while its submission stays lost: a line when it is found,
 # then one every RESUBMISSION_LOG_SECONDS (a new disbursement attempt is a leg of its own).
-_RESUBMISSIONS_LOGGED = OncePer(payment_services.RESUBMISSION_LOG_SECONDS)
+_RESUBMISSIONS_LOGGED = OncePer(RESUBMISSION_LOG_SECONDS)
 # A leg the provider received and has not answered this long after it moved there is asked
 # about: its answer may have been lost on its way (a worker killed while holding it).
 ASK_PROVIDER_AFTER_SECONDS = 30
@@ -46,14 +47,14 @@ def _ask(
             kind=provider.DISBURSEMENT,
             reference=disbursement_reference(transfer_id, attempt),
             callback=DISBURSEMENT_CALLBACK,
-            party=payment_services.party_identifier(recipient),
+            party=party_identifier(recipient),
             at=at,
         )
     return provider.answer_before_timeout(
         kind=provider.COLLECTION,
         reference=str(transfer_id),
         callback=COLLECTION_CALLBACK,
-        party=payment_services.party_identifier(payer),
+        party=party_identifier(payer),
         at=at,
     )
 
@@ -105,7 +106,7 @@ def _collection_unchanged(
             pk=transfer_id,
             status=status,
             collection_reference=reference,
-            **payment_services.same_time("collection_submitted_at", last_call),
+            **same_time("collection_submitted_at", last_call),
         )
         .exists()
     )
@@ -122,7 +123,7 @@ def _disbursement_unchanged(
             pk=transfer_id,
             disbursement_attempt=attempt,
             disbursement_reference=reference,
-            **payment_services.same_time("disbursement_submitted_at", last_call),
+            **same_time("disbursement_submitted_at", last_call),
         )
         .exists()
     )
@@ -138,7 +139,7 @@ def _fail_if_unanswered(row: tuple[Any, ...], *, now: datetime) -> bool:
     received, call = (
         (disbursed_as, last_call) if disbursing else (collected_as, last_collection_call)
     )
-    if not received and payment_services.call_may_be_in_flight(call, now=now):
+    if not received and call_may_be_in_flight(call, now=now):
         return False  # its last call may still reach the provider: the next run decides
     if received and _ask(
         transfer_id=transfer_id,
@@ -235,6 +236,6 @@ def transfers_stale_submissions(*, now: datetime) -> list[tuple[UUID, int | None
                 "collection" if leg[1] is None else f"disbursement (attempt {attempt})",
                 transfer_id,
                 merchant_id,
-                payment_services.RESUBMISSION_LOG_SECONDS // 60,
+                RESUBMISSION_LOG_SECONDS // 60,
             )
     return stale

@@ -19,8 +19,8 @@ from django.db import transaction
 from core import jobs
 from core.exceptions import DomainError
 from core.transactions import log_on_commit
-from payments import services as payment_services
-from payments.services import InvalidTransition
+from payments.services.parties import provider_timeout_at
+from payments.services.transitions import InvalidTransition
 from transfers.models import (
     LegStatus,
     Transfer,
@@ -94,14 +94,14 @@ Effect = Callable[..., set[str]]
 
 def _collection_submitted(transfer: Transfer, *, at: datetime, **_: Any) -> set[str]:
     transfer.collection_submitted_at = at
-    transfer.leg_timeout_at = payment_services.provider_timeout_at(at)
+    transfer.leg_timeout_at = provider_timeout_at(at)
     return {"collection_submitted_at", "leg_timeout_at"}
 
 
 def _collection_completed(transfer: Transfer, *, at: datetime, **_: Any) -> set[str]:
     transfer.collection_completed_at = at
     transfer.disbursement_attempt = 1
-    transfer.leg_timeout_at = payment_services.provider_timeout_at(at)
+    transfer.leg_timeout_at = provider_timeout_at(at)
     postings.post_collected(transfer, at)
     return {"collection_completed_at", "disbursement_attempt", "leg_timeout_at"}
 
@@ -145,7 +145,7 @@ def _payout_relaunched(
     transfer.disbursement_submitted_at = None
     transfer.disbursement_failed_at = None
     transfer.disbursement_failure_reason = ""
-    transfer.leg_timeout_at = payment_services.provider_timeout_at(at)
+    transfer.leg_timeout_at = provider_timeout_at(at)
     return set(changes) | {
         "disbursement_attempt",
         "disbursement_reference",

@@ -9,7 +9,7 @@ from core import money
 from core.ops import OpsCommand
 from merchants import services as merchant_services
 from merchants.models import Merchant
-from payments.services import ADJUSTMENT_REFERENCE_MAX, Adjusted
+from payments.ledger.adjustments import ADJUSTMENT_REFERENCE_MAX, Adjusted
 
 
 def merchant_and_amount(

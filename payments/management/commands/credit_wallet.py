@@ -1,6 +1,6 @@
 from django.utils import timezone
 
-from payments import services
+from payments.ledger.adjustments import Adjusted, wallet_credit
 from payments.management.commands._adjustments import AdjustmentCommand
 
 
@@ -15,5 +15,5 @@ class Command(AdjustmentCommand):
         "collection, the provider collected) this credit settles; it is resolved with it"
     )
 
-    def adjust(self, **adjustment) -> services.Adjusted:
-        return services.wallet_credit(**adjustment, at=timezone.now())
+    def adjust(self, **adjustment) -> Adjusted:
+        return wallet_credit(**adjustment, at=timezone.now())

@@ -1,4 +1,4 @@
-from payments import services
+from payments.ledger.adjustments import Adjusted, wallet_debit
 from payments.management.commands._adjustments import AdjustmentCommand
 
 
@@ -13,5 +13,5 @@ class Command(AdjustmentCommand):
         "disbursement, the provider paid) this debit settles; it is resolved with it"
     )
 
-    def adjust(self, **adjustment) -> services.Adjusted:
-        return services.wallet_debit(**adjustment)
+    def adjust(self, **adjustment) -> Adjusted:
+        return wallet_debit(**adjustment)

@@ -1,7 +1,7 @@
 import argparse
 
 from core.ops import OpsCommand
-from webhooks import services
+from webhooks.services.sweeps import deliveries_send_due
 
 
 def positive_int(text: str) -> int:
@@ -28,7 +28,7 @@ class Command(OpsCommand):
     def run(self, *, limit: int, **_) -> None:
         # Exit 0 whatever the receivers answered: a receiver down is its merchant's matter, and
         # each failed attempt is logged and retried on the schedule.
-        sent = services.deliveries_send_due(limit=limit)
+        sent = deliveries_send_due(limit=limit)
         self.emit(
             {"attempted": sent.attempted, "delivered": sent.delivered, "failed": sent.failed},
             f"Attempted {sent.attempted} due webhook delivery(ies): {sent.delivered} delivered,"

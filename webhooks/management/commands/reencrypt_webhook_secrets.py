@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
 from core.ops import OpsCommand
-from webhooks import services
+from webhooks.services.endpoints import endpoint_secrets_reencrypt
 
 
 class Command(OpsCommand):
@@ -11,7 +11,7 @@ class Command(OpsCommand):
     )
 
     def run(self, **_) -> None:
-        summary = services.endpoint_secrets_reencrypt()
+        summary = endpoint_secrets_reencrypt()
         text = (
             f"Re-encrypted {summary['reencrypted']} of {summary['endpoints']} webhook signing"
             f" secret(s) under the first key; {summary['already_current']} already were."

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from core.ops import OpsCommand
 from merchants import services as merchant_services
-from webhooks import services
+from webhooks.services.endpoints import endpoint_set
 
 
 class Command(OpsCommand):
@@ -21,7 +21,7 @@ class Command(OpsCommand):
             merchant = merchant_services.merchant_get(merchant_id=UUID(merchant_id))
         except (ValueError, merchant_services.NotFound) as exc:
             raise CommandError(f"No merchant {merchant_id}.") from exc
-        endpoint, signing_secret = services.endpoint_set(
+        endpoint, signing_secret = endpoint_set(
             merchant=merchant, url=url, secret=secret, now=timezone.now()
         )
         self.emit(
