@@ -2,22 +2,24 @@
 the provider's answer comes back.
 
 A submission names a `reference` (ours, unique per leg: a retried submission with the same
-reference is the same request to the provider) and a `callback`: the dotted path of a function
-`callback(*, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime)`
-that applies the answer. Answers arrive through `deliver_answer()`, which is what a real
-provider's HTTP callback would call too; `outcome` is "completed" or "failed". A provider that
-decides at once (the sandbox with no delay) gives its answer in the receipt instead: the
-submitter applies it, as its callback would (`receipt_answer_deliver`).
+reference is the same request to the provider) and a `callback`: the kind of leg, whose
+function `(*, reference, provider_reference, outcome, reason, at)` applies the answer
+(ANSWER_APPLIERS, filled by `@answer_applier(leg)` where each function is defined). Answers
+arrive through `deliver_answer()`, which is what a real provider's HTTP callback would call
+too; `outcome` is "completed" or "failed". A provider that decides at once (the sandbox with
+no delay) gives its answer in the receipt instead: the submitter applies it, as its callback
+would (`receipt_answer_deliver`).
 
 Submitting is network I/O: never call it while holding a database lock.
 """
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from django.conf import settings
 from django.utils import timezone
@@ -36,6 +38,23 @@ DISBURSEMENT = "disbursement"
 # provider's form goes here too): the dashboard finds a search that is one by equality on the
 # reference columns, through their indexes, instead of a contains over every row.
 REFERENCE_FORMS = (re.compile(r"SIM-[0-9a-f]{20}", re.IGNORECASE),)
+
+
+# Who applies a provider's answer, by leg (a submission's `callback`): payin, payout and refund
+# (payments.services.payins, payouts, refunds), transfer_collection and transfer_disbursement
+# (transfers.services.submission). Each app's ready() imports the modules that register here.
+ANSWER_APPLIERS: dict[str, Callable[..., None]] = {}
+Applier = TypeVar("Applier", bound=Callable[..., None])
+
+
+def answer_applier(leg: str) -> Callable[[Applier], Applier]:
+    """Register the decorated function as the one that applies the answers for `leg`."""
+
+    def register(function: Applier) -> Applier:
+        ANSWER_APPLIERS[leg] = function
+        return function
+
+    return register
 
 
 class ProviderUnavailable(Exception):
@@ -116,8 +135,9 @@ def deliver_answer(
     """Apply a provider's answer: the single entry point for simulated and real callbacks."""
     if outcome not in OUTCOMES:
         raise ValueError(f"Unknown provider outcome {outcome!r}")
-    handler = import_string(callback)
-    handler(
+    if callback not in ANSWER_APPLIERS:
+        raise ValueError(f"No answer applier for leg {callback!r}")
+    ANSWER_APPLIERS[callback](
         reference=reference,
         provider_reference=provider_reference,
         outcome=outcome,

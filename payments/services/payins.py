@@ -169,6 +169,7 @@ def payin_answer_move(outcome: str, reason: str) -> dict[str, str]:
     return {"to": to, "reason": reason if to == PayinStatus.FAILED else ""}
 
 
+@provider.answer_applier(transitions.PAYIN_CALLBACK)
 def payin_apply_provider_result(
     *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
 ) -> None:

@@ -221,6 +221,7 @@ def payout_mark_failed(*, payout_id: UUID, actor: Any, now: datetime) -> Payout:
     return payout
 
 
+@provider.answer_applier(transitions.PAYOUT_CALLBACK)
 def payout_apply_provider_result(
     *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
 ) -> None:

@@ -239,6 +239,7 @@ _REFUND_EFFECTS = {
 }
 
 
+@provider.answer_applier(transitions.REFUND_CALLBACK)
 def refund_apply_provider_result(
     *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
 ) -> None:

@@ -14,9 +14,10 @@ from payments.models import Payin, Payout, Refund
 
 logger = logging.getLogger("cowry.payments")
 
-PAYIN_CALLBACK = "payments.services.payins.payin_apply_provider_result"
-PAYOUT_CALLBACK = "payments.services.payouts.payout_apply_provider_result"
-REFUND_CALLBACK = "payments.services.refunds.refund_apply_provider_result"
+# The legs whose answers the provider brings back (payments.provider.ANSWER_APPLIERS).
+PAYIN_CALLBACK = "payin"
+PAYOUT_CALLBACK = "payout"
+REFUND_CALLBACK = "refund"
 
 REASON_PROVIDER_TIMEOUT = "provider_timeout"
 REASON_SUBMITTED = "submitted_to_provider"

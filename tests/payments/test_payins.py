@@ -154,13 +154,14 @@ def test_a_repeated_provider_answer_changes_nothing(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks
 ):
     from payments import provider
+    from payments.services.transitions import PAYIN_CALLBACK
 
     quote = create_quote(enabled_api, "payin")
     response = _create(enabled_api, payin_body(quote, customer), django_capture_on_commit_callbacks)
     payin = Payin.objects.get(pk=response.json()["id"])
     for outcome in ("completed", "failed"):
         provider.deliver_answer(
-            callback="payments.services.payins.payin_apply_provider_result",
+            callback=PAYIN_CALLBACK,
             reference=str(payin.id),
             provider_reference=payin.provider_reference,
             outcome=outcome,

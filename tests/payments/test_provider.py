@@ -4,12 +4,45 @@ import pytest
 
 from payments import provider
 from payments.provider.simulator import SimulatorGateway, simulated_outcome
+from payments.services.payins import payin_apply_provider_result
+from payments.services.payouts import payout_apply_provider_result
+from payments.services.refunds import refund_apply_provider_result
+from payments.services.transitions import PAYIN_CALLBACK, PAYOUT_CALLBACK, REFUND_CALLBACK
+from transfers.services.submission import (
+    COLLECTION_CALLBACK,
+    DISBURSEMENT_CALLBACK,
+    transfer_apply_collection_result,
+    transfer_apply_disbursement_result,
+)
 
 calls = []
+TEST_LEG = "test_leg"
 
 
+@provider.answer_applier(TEST_LEG)
 def record(**kwargs):
     calls.append(kwargs)
+
+
+def test_each_leg_reaches_the_function_that_applies_its_answers():
+    assert provider.ANSWER_APPLIERS | {TEST_LEG: record} == {
+        PAYIN_CALLBACK: payin_apply_provider_result,
+        PAYOUT_CALLBACK: payout_apply_provider_result,
+        REFUND_CALLBACK: refund_apply_provider_result,
+        COLLECTION_CALLBACK: transfer_apply_collection_result,
+        DISBURSEMENT_CALLBACK: transfer_apply_disbursement_result,
+        TEST_LEG: record,
+    }
+
+
+def test_an_unknown_leg_is_refused():
+    with pytest.raises(ValueError):
+        provider.deliver_answer(
+            callback="payments.services.payins.payin_apply_provider_result",
+            reference="x",
+            provider_reference="y",
+            outcome="completed",
+        )
 
 
 @pytest.mark.parametrize(
@@ -37,7 +70,7 @@ def _leg(phone: str = "+221770001234") -> dict:
         "currency": "XOF",
         "operator_code": "SN_ORANGE_MOMO",
         "phone": phone,
-        "callback": "tests.payments.test_provider.record",
+        "callback": TEST_LEG,
     }
 
 
@@ -93,7 +126,7 @@ def test_a_silent_party_gets_no_answer(settings):
         currency="XOF",
         operator_code="SN_ORANGE_MOMO",
         phone="+221770001999",
-        callback="tests.payments.test_provider.record",
+        callback=TEST_LEG,
     )
     assert calls == []
 
@@ -101,7 +134,7 @@ def test_a_silent_party_gets_no_answer(settings):
 def test_an_unknown_outcome_is_refused():
     with pytest.raises(ValueError):
         provider.deliver_answer(
-            callback="tests.payments.test_provider.record",
+            callback=TEST_LEG,
             reference="x",
             provider_reference="y",
             outcome="maybe",

@@ -33,9 +33,9 @@ from transfers.services.transitions import (
 
 logger = logging.getLogger("cowry.transfers")
 
-# The dotted paths the provider calls back with its answers (re-exported by the package).
-COLLECTION_CALLBACK = "transfers.services.submission.transfer_apply_collection_result"
-DISBURSEMENT_CALLBACK = "transfers.services.submission.transfer_apply_disbursement_result"
+# The legs whose answers the provider brings back (payments.provider.ANSWER_APPLIERS).
+COLLECTION_CALLBACK = "transfer_collection"
+DISBURSEMENT_CALLBACK = "transfer_disbursement"
 
 
 def disbursement_reference(transfer_id: UUID, attempt: int) -> str:
@@ -202,6 +202,7 @@ def _apply_answer(
             )
 
 
+@provider.answer_applier(COLLECTION_CALLBACK)
 def transfer_apply_collection_result(
     *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
 ) -> None:
@@ -220,6 +221,7 @@ def transfer_apply_collection_result(
     )
 
 
+@provider.answer_applier(DISBURSEMENT_CALLBACK)
 def transfer_apply_disbursement_result(
     *, reference: str, provider_reference: str, outcome: str, reason: str, at: datetime
 ) -> None:
