@@ -253,12 +253,12 @@ def delivery_burst(stack: Stack, receiver_url: str, n: int) -> dict:
     mark = receiver_arrivals(receiver_url)["total"]
     stack.shell(
         "from django.utils import timezone\n"
-        "from webhooks import services\n"
+        "from webhooks.services.resend import event_resend\n"
         "from webhooks.models import Event\n"
         "events = Event.objects.filter(event_type='payin.completed')\n"
         f"ids = list(events.values_list('id', flat=True)[:{n}])\n"
         "for event_id in ids:\n"
-        "    services.event_resend(event_id=event_id, now=timezone.now())\n"
+        "    event_resend(event_id=event_id, now=timezone.now())\n"
     )
     queued = pg_count(
         "SELECT count(*) FROM webhooks_delivery WHERE status IN ('pending', 'delivering')"

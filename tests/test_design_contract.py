@@ -238,14 +238,14 @@ def _settings_with(variables: dict[str, str]) -> dict:
     code = (
         "import json, django, dotenv; dotenv.load_dotenv = lambda *args, **kwargs: None; "
         "django.setup(); from django.conf import settings as s; "
-        "from webhooks import services; "
+        "from webhooks.services.delivery import max_attempts; "
         "db = s.DATABASES['default']; "
         "print(json.dumps({'db': [db['ENGINE'], str(db['NAME'])], "
         "'broker': s.CELERY_BROKER_URL, "
         "'broker_in': s.CELERY_BROKER_TRANSPORT_OPTIONS.get('data_folder_in'), "
         "'cache': s.CACHES['default']['BACKEND'], "
         f"**{{n: getattr(s, n) for n in {DOCUMENTED_VARIABLES[3:]!r}}}, "
-        "'attempts': services.max_attempts(), 'var': str(s.VAR_DIR)}))"
+        "'attempts': max_attempts(), 'var': str(s.VAR_DIR)}))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True

@@ -44,7 +44,7 @@ def test_a_process_that_never_imported_a_tasks_module_finds_the_task_by_name():
     """The web imports no tasks module: its first enqueue must still find the task."""
     script = (
         "import sys, django; django.setup()\n"
-        "from config import jobs\n"
+        "from core import jobs\n"
         "assert 'payments.tasks' not in sys.modules\n"
         "print(jobs.registered('payments.tasks.submit_payin').name)\n"
     )

@@ -763,9 +763,9 @@ def test_the_default_limits_are_the_specs():
     code = (  # nor a developer's .env: its reader is switched off before the settings load
         "import json, django, dotenv; dotenv.load_dotenv = lambda *args, **kwargs: None; "
         "django.setup(); from django.conf import settings; "
-        "from webhooks import services; "
+        "from webhooks.services.delivery import max_attempts; "
         f"print(json.dumps([getattr(settings, n) for n in {names!r}] "
-        "+ [services.max_attempts()]))"
+        "+ [max_attempts()]))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
