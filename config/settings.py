@@ -344,7 +344,7 @@ def _count(name: str, value: int, *, lowest: int = 1) -> int:
 
 
 # A dashboard list counts its rows exactly up to this many; past it, PostgreSQL's estimate
-# (merchants.dashboard.EstimatingPaginator).
+# (core.dashboard.EstimatingPaginator).
 DASHBOARD_EXACT_COUNT_LIMIT = _count(
     "DASHBOARD_EXACT_COUNT_LIMIT", env.int("DASHBOARD_EXACT_COUNT_LIMIT", default=10_000)
 )

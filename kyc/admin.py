@@ -13,11 +13,12 @@ from django.utils import timezone
 from django.utils.html import format_html_join
 from unfold import admin as unfold_admin
 
+from core.dashboard import ScopedInlineMixin
 from core.exceptions import DomainError
 from customers.admin import CustomerAdmin
 from kyc import services
 from kyc.models import FILE_SIDES, KycDocument, KycStatusChange, KycSubmission
-from merchants.dashboard import ReadOnlyAdmin, ScopedInlineMixin
+from merchants.dashboard import ReadOnlyAdmin
 
 
 def _file_links(document: KycDocument) -> str:

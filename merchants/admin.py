@@ -10,6 +10,7 @@ from django.utils.html import format_html
 from unfold import admin as unfold_admin
 
 from core import display, secret_once
+from core.dashboard import ScopedInlineMixin
 from core.exceptions import DomainError
 from merchants import dashboard, services
 from merchants.dashboard import MerchantScopedAdmin
@@ -22,7 +23,7 @@ def _show_secret_once(request, *, api_key: ApiKey, secret: str) -> HttpResponseR
     return HttpResponseRedirect(reverse("admin:merchants_apikey_secret", args=[api_key.pk]))
 
 
-class ApiKeyInline(dashboard.ScopedInlineMixin, unfold_admin.TabularInline):
+class ApiKeyInline(ScopedInlineMixin, unfold_admin.TabularInline):
     model = ApiKey
     extra = 0
     fields = ["key", "label", "created_at", "last_used_at", "expires_at", "revoked_at"]

@@ -18,15 +18,16 @@ from unfold import admin as unfold_admin
 from unfold.decorators import action as unfold_action
 
 from core import display, money
-from core.exceptions import DomainError
-from merchants import dashboard, object_actions
-from merchants.dashboard import (
+from core.dashboard import (
     ExactSearchMixin,
-    ReadOnlyAdmin,
     ScopedInlineMixin,
+    html_table,
     known_values_filter,
     past_timeout_filter,
 )
+from core.exceptions import DomainError
+from merchants import dashboard, object_actions
+from merchants.dashboard import ReadOnlyAdmin
 from merchants.models import Merchant
 from payments import admin_refunds, provider, selectors, statements
 from payments.ledger.discrepancies import provider_discrepancy_resolve
@@ -111,7 +112,7 @@ def discrepancies_table(resource_id) -> str:
         )
         for discrepancy in selectors.provider_discrepancies_of(resource_id=resource_id)
     ]
-    return dashboard.html_table(
+    return html_table(
         ["received", "leg", "provider says", "ours", "provider reference", "state"], rows
     )
 

@@ -16,6 +16,7 @@ from django.utils.html import format_html
 from unfold.widgets import UnfoldAdminDecimalFieldWidget, UnfoldAdminTextInputWidget
 
 from core import display, money
+from core.dashboard import html_table
 from core.exceptions import DomainError
 from merchants import dashboard, idempotency, object_actions
 from merchants.models import MembershipRole
@@ -85,7 +86,7 @@ class PayinRefunds:
             )
             for refund in obj.refunds.order_by("created_at", "id")
         ]
-        return dashboard.html_table(["refund", "status", "amount", "created"], rows)
+        return html_table(["refund", "status", "amount", "created"], rows)
 
     @admin.display(description="Refunds")
     @display.computed_once

@@ -3,6 +3,7 @@ from django.contrib import admin
 from unfold import admin as unfold_admin
 
 from core import display
+from core.dashboard import ShownAsListed
 from merchants import dashboard
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import MerchantCorridor, MerchantOperator
@@ -27,7 +28,7 @@ class OperatorForm(forms.ModelForm):
 
 
 @admin.register(Operator)
-class OperatorAdmin(dashboard.ShownAsListed, unfold_admin.ModelAdmin):
+class OperatorAdmin(ShownAsListed, unfold_admin.ModelAdmin):
     """The catalog is ops' to edit; support staff also see it and set an operator's `status`
     (operational / delayed / closed), the only field they may change. Its limits show as the
     lists show amounts, "1,000,000 XOF"."""

@@ -15,16 +15,16 @@ from unfold import admin as unfold_admin
 from unfold.decorators import action as unfold_action
 
 from core import display
-from core.exceptions import DomainError
-from merchants import object_actions
-from merchants.dashboard import (
+from core.dashboard import (
     ExactSearchMixin,
-    MerchantScopedAdmin,
     ScopedInlineMixin,
     html_table,
     known_values_filter,
     past_timeout_filter,
 )
+from core.exceptions import DomainError
+from merchants import object_actions
+from merchants.dashboard import MerchantScopedAdmin
 from payments import admin as payment_admin
 from payments import provider
 from quotes import selectors as quote_selectors

@@ -23,17 +23,12 @@ from unfold import admin as unfold_admin
 from unfold.decorators import action as unfold_action
 
 from core import display, secret_once, secrets_at_rest
+from core.dashboard import ScopedInlineMixin, html_table, known_values_filter
 from core.exceptions import DomainError
 from core.fields import format_timestamp
 from merchants import dashboard, object_actions
 from merchants import services as merchant_services
-from merchants.dashboard import (
-    MerchantScopedAdmin,
-    ReadOnlyAdmin,
-    ScopedInlineMixin,
-    html_table,
-    known_values_filter,
-)
+from merchants.dashboard import MerchantScopedAdmin, ReadOnlyAdmin
 from merchants.models import AuditAction
 from webhooks import selectors
 from webhooks.admin_deliveries import (  # and their pages

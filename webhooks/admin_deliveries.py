@@ -10,8 +10,9 @@ from django.utils.html import format_html, format_html_join
 from unfold import admin as unfold_admin
 
 from core import display
+from core.dashboard import ScopedInlineMixin, known_values_filter
 from merchants import dashboard
-from merchants.dashboard import ReadOnlyAdmin, ScopedInlineMixin, known_values_filter
+from merchants.dashboard import ReadOnlyAdmin
 from webhooks.models import Delivery, DeliveryAttempt
 from webhooks.services.endpoints import EVENT_TYPES
 

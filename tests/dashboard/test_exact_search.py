@@ -1,5 +1,5 @@
 """A search that is one whole id or provider reference, pasted from a merchant's ticket, finds
-its row by equality through an index (merchants.dashboard.ExactSearchMixin): never by
+its row by equality through an index (core.dashboard.ExactSearchMixin): never by
 UPPER(id::text), a cast or a LIKE, which read every row. Pinned by the SQL's shape and the
 plan's, never a time. Merchant staff find only their own rows; every other search is Django's."""
 
