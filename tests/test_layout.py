@@ -1,5 +1,8 @@
-"""The house rules a reviewer would otherwise check by hand: apps import each other in one
-direction only, the shared kernel in `core` imports no app."""
+"""The house's layout, checked rather than reviewed by hand (docs/decisions.md, Layout).
+
+Packages in dependency order, bottom to top: the kernel `core`, the apps, and `config`, the
+project's wiring, which may import every one of them. A package imports only packages at or
+below it, with every module counted: admin, management commands, migrations and wiring."""
 
 import ast
 from pathlib import Path
@@ -7,50 +10,159 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# Each app may import only the apps before it.
+KERNEL = "core"
 APPS = ["merchants", "customers", "kyc", "webhooks", "quotes", "payments", "transfers"]
-# config is the kernel every app uses, and also the project's root: these modules put the apps
-# together (URLs, the dashboard's site and its cross-app worklist) and may import any of them.
-CONFIG_ROOT_MODULES = {
-    "config/urls.py",
-    "config/admin_site.py",
-    "config/worklist.py",
-    "config/errors_reference.py",
-}
+WIRING = "config"
+ORDER = [KERNEL, *APPS, WIRING]
+# The Celery idiom: the project package loads its Celery app when Django starts.
+INIT_IMPORTS_ALLOWED = {"config/__init__.py"}
+# A setting names the provider gateway's class, as Django's own backends are named.
+IMPORT_STRING_ALLOWED = {"payments/provider/__init__.py"}
 
 
-def _modules(folder: str) -> list[Path]:
-    return [
-        path
-        for path in sorted((ROOT / folder).rglob("*.py"))
-        if "migrations" not in path.parts and "tests" not in path.parts
-    ]
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
 
 
-def _imported_apps(path: Path) -> set[str]:
-    """The apps `path` imports, at module level or inside a function."""
+def _name(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
+def _imported_packages(path: Path) -> set[str]:
+    """The project's packages `path` imports, at module level or inside a function."""
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module.split(".")[0])
         elif isinstance(node, ast.Import):
             names.update(alias.name.split(".")[0] for alias in node.names)
-    return names & {*APPS, "config", "core"}
+    return names & set(ORDER)
+
+
+def _package_graph() -> dict[str, set[str]]:
+    return {
+        package: {
+            imported
+            for path in _modules(package)
+            for imported in _imported_packages(path)
+            if imported != package
+        }
+        for package in ORDER
+    }
+
+
+def test_the_package_import_graph_has_no_cycle():
+    graph, done, path = _package_graph(), set(), []
+
+    def visit(package: str) -> None:
+        if package in path:
+            pytest.fail(f"import cycle: {' -> '.join([*path[path.index(package) :], package])}")
+        if package in done:
+            return
+        path.append(package)
+        for imported in sorted(graph[package]):
+            visit(imported)
+        path.pop()
+        done.add(package)
+
+    for package in ORDER:
+        visit(package)
+
+
+@pytest.mark.parametrize("package", ORDER)
+def test_a_package_imports_only_the_packages_below_it(package):
+    allowed = set(ORDER[: ORDER.index(package) + 1])
+    imports = {_name(path): _imported_packages(path) - allowed for path in _modules(package)}
+    assert {name: sorted(found) for name, found in imports.items() if found} == {}
+
+
+def test_no_app_imports_config():
+    imports = {
+        _name(path)
+        for package in [KERNEL, *APPS]
+        for path in _modules(package)
+        if WIRING in _imported_packages(path)
+    }
+    assert imports == set()
+
+
+def test_the_kernel_imports_no_app():
+    imports = {
+        _name(path): sorted(_imported_packages(path) - {KERNEL}) for path in _modules(KERNEL)
+    }
+    assert {name: found for name, found in imports.items() if found} == {}
+
+
+def test_no_code_is_reached_through_a_dotted_string():
+    """Who calls what is greppable: no import_string / import_module in application code."""
+    found = set()
+    for package in ORDER:
+        for path in _modules(package):
+            if _name(path) in IMPORT_STRING_ALLOWED:
+                continue
+            for node in ast.walk(_tree(path)):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = {alias.name for alias in node.names}
+                    if names & {"import_string", "import_module"}:
+                        found.add(_name(path))
+                elif isinstance(node, ast.Import) and any(
+                    alias.name == "importlib" for alias in node.names
+                ):
+                    found.add(_name(path))
+    assert found == set()
+
+
+def _re_exports(path: Path) -> bool:
+    """Whether a package's __init__ imports names from its own modules or declares __all__."""
+    package = ".".join(path.parent.relative_to(ROOT).parts)
+    for node in _tree(path).body:
+        if isinstance(node, ast.ImportFrom) and (
+            node.level > 0 or (node.module or "").startswith(f"{package}.")
+        ):
+            return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return True
+    return False
+
+
+def test_no_package_re_exports_names():
+    """A name is imported from the module that defines it, never through a package's __init__."""
+    found = {
+        _name(path)
+        for package in ORDER
+        for path in _modules(package)
+        if path.name == "__init__.py" and _name(path) not in INIT_IMPORTS_ALLOWED
+        if _re_exports(path)
+    }
+    assert found == set()
+
+
+def _migration_dependencies(path: Path) -> set[str]:
+    """The apps a migration file depends on (its `dependencies`' app labels)."""
+    apps = set()
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in ("dependencies", "run_before") for t in node.targets
+        ):
+            for item in ast.walk(node.value):
+                if isinstance(item, ast.Tuple) and item.elts:
+                    first = item.elts[0]
+                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                        apps.add(first.value)
+    return apps & set(APPS)
 
 
 @pytest.mark.parametrize("app", APPS)
-def test_an_app_imports_only_the_apps_below_it(app):
-    allowed = {app, "core", *APPS[: APPS.index(app)]}
-    imports = {
-        str(path.relative_to(ROOT)): _imported_apps(path) - allowed for path in _modules(app)
+def test_an_apps_migrations_depend_only_on_the_apps_below_it(app):
+    allowed = set(APPS[: APPS.index(app) + 1])
+    found = {
+        _name(path): sorted(_migration_dependencies(path) - allowed)
+        for path in sorted((ROOT / app / "migrations").glob("*.py"))
     }
-    assert {name: sorted(apps) for name, apps in imports.items() if apps} == {}
-
-
-def test_the_config_kernel_imports_no_app():
-    imports = {
-        name: _imported_apps(path) - {"config", "core"}
-        for path in _modules("config")
-        if (name := str(path.relative_to(ROOT))) not in CONFIG_ROOT_MODULES
-    }
-    assert {name: sorted(apps) for name, apps in imports.items() if apps} == {}
+    assert {name: apps for name, apps in found.items() if apps} == {}
