@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
@@ -30,6 +31,12 @@ urlpatterns = [
         "admin/invite/<uidb64>/<token>/",
         admin_team.InviteAcceptView.as_view(),
         name="dashboard-invite",
+    ),
+    # The merchant's enabled operators and corridors belong to quotes now (docs/decisions.md,
+    # Layout): their former dashboard addresses lead to them.
+    re_path(
+        r"^admin/merchants/(?P<model>merchantoperator|merchantcorridor)/(?P<rest>.*)$",
+        RedirectView.as_view(url="/admin/quotes/%(model)s/%(rest)s", query_string=True),
     ),
     path("admin/", admin.site.urls),
     path("", include("customers.urls")),

@@ -132,48 +132,6 @@ class IdempotencyRecord(models.Model):
         return f"{self.merchant_id}:{self.key}"
 
 
-class MerchantOperator(models.Model):
-    """An operator (quotes.Operator) the merchant may use for payins, payouts and transfer legs."""
-
-    merchant = models.ForeignKey(
-        Merchant, on_delete=models.CASCADE, related_name="operator_links", db_index=False
-    )  # a composite index leads with it
-    operator = models.ForeignKey(
-        "quotes.Operator", on_delete=models.CASCADE, related_name="merchant_links"
-    )
-    enabled_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        verbose_name = "enabled operator"
-        constraints = [
-            models.UniqueConstraint(fields=["merchant", "operator"], name="merchant_operator_once")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.merchant} · {self.operator}"
-
-
-class MerchantCorridor(models.Model):
-    """A transfer corridor (quotes.Corridor) the merchant may quote and use."""
-
-    merchant = models.ForeignKey(
-        Merchant, on_delete=models.CASCADE, related_name="corridor_links", db_index=False
-    )  # a composite index leads with it
-    corridor = models.ForeignKey(
-        "quotes.Corridor", on_delete=models.CASCADE, related_name="merchant_links"
-    )
-    enabled_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        verbose_name = "enabled corridor"
-        constraints = [
-            models.UniqueConstraint(fields=["merchant", "corridor"], name="merchant_corridor_once")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.merchant} · {self.corridor}"
-
-
 class AuditAction(models.TextChoices):
     API_KEY_CREATED = "api_key.created"
     API_KEY_ROTATED = "api_key.rotated"

@@ -1,26 +1,17 @@
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import Model, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from core.exceptions import DomainError, NotFound
 from core.log_limits import OncePer
 from merchants import secrets as key_secrets
-from merchants.models import (
-    ApiKey,
-    AuditAction,
-    AuditLogEntry,
-    Merchant,
-    MerchantCorridor,
-    MerchantOperator,
-    MerchantStatus,
-)
+from merchants.models import ApiKey, AuditAction, AuditLogEntry, Merchant, MerchantStatus
 
 logger = logging.getLogger("cowry")
 
@@ -359,18 +350,3 @@ def staff_user_create(
                 user=user, defaults={"merchant": merchant, "role": role}
             )
     return user
-
-
-def merchant_catalog_enable(
-    *, merchant: Merchant, operators: Iterable[Model], corridors: Iterable[Model]
-) -> None:
-    """Enable these operators and corridors (quotes' catalog rows) for the merchant, idempotent."""
-    with transaction.atomic():
-        MerchantOperator.objects.bulk_create(
-            [MerchantOperator(merchant=merchant, operator=op) for op in operators],
-            ignore_conflicts=True,
-        )
-        MerchantCorridor.objects.bulk_create(
-            [MerchantCorridor(merchant=merchant, corridor=c) for c in corridors],
-            ignore_conflicts=True,
-        )

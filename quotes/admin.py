@@ -6,9 +6,16 @@ from core import display
 from core.dashboard import ShownAsListed
 from merchants import dashboard
 from merchants.dashboard import MerchantScopedAdmin
-from merchants.models import MerchantCorridor, MerchantOperator
 from quotes import prediction
-from quotes.models import Corridor, FeeSchedule, FxRate, Operator, Quote
+from quotes.models import (
+    Corridor,
+    FeeSchedule,
+    FxRate,
+    MerchantCorridor,
+    MerchantOperator,
+    Operator,
+    Quote,
+)
 
 
 class OperatorForm(forms.ModelForm):

@@ -1,14 +1,24 @@
 """The seeded catalog, default fee schedules and FX rates (docs/decisions.md): their data,
 loading them, and enabling them for a merchant."""
 
+from collections.abc import Iterable
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from merchants import services as merchant_services
 from merchants.models import Merchant
-from quotes.models import RAIL_SUFFIX, Corridor, FeeSchedule, FxRate, Operator, RailType
+from quotes.models import (
+    RAIL_SUFFIX,
+    Corridor,
+    FeeSchedule,
+    FxRate,
+    MerchantCorridor,
+    MerchantOperator,
+    Operator,
+    RailType,
+)
 
 # country -> (currency, [(operator part, display name)])
 COVERAGE: dict[str, tuple[str, list[tuple[str, str]]]] = {
@@ -163,9 +173,7 @@ def merchant_enable_catalog(
     (idempotent)."""
     operators = Operator.objects.all() if operators is None else operators
     corridors = Corridor.objects.all() if corridors is None else corridors
-    merchant_services.merchant_catalog_enable(
-        merchant=merchant, operators=operators, corridors=corridors
-    )
+    merchant_catalog_enable(merchant=merchant, operators=operators, corridors=corridors)
 
 
 def merchant_enable_all_operators(*, merchant: Merchant) -> None:
@@ -202,3 +210,18 @@ def demo_merchant_seed(*, name: str) -> Merchant:
                 corridors=Corridor.objects.exclude(pk__in=corridors_before),
             )
     return merchant
+
+
+def merchant_catalog_enable(
+    *, merchant: Merchant, operators: Iterable[Model], corridors: Iterable[Model]
+) -> None:
+    """Enable these operators and corridors (quotes' catalog rows) for the merchant, idempotent."""
+    with transaction.atomic():
+        MerchantOperator.objects.bulk_create(
+            [MerchantOperator(merchant=merchant, operator=op) for op in operators],
+            ignore_conflicts=True,
+        )
+        MerchantCorridor.objects.bulk_create(
+            [MerchantCorridor(merchant=merchant, corridor=c) for c in corridors],
+            ignore_conflicts=True,
+        )

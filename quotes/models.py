@@ -411,3 +411,50 @@ class Quote(models.Model):
     @property
     def current_status(self) -> str:
         return self.effective_status(timezone.now())
+
+
+class MerchantOperator(models.Model):
+    """An operator the merchant may use for payins, payouts and transfer legs. Its table keeps
+    the name it had in the merchants app, which owned it before migrations ran in app order."""
+
+    merchant = models.ForeignKey(
+        "merchants.Merchant",
+        on_delete=models.CASCADE,
+        related_name="operator_links",
+        db_index=False,
+    )  # a composite index leads with it
+    operator = models.ForeignKey(Operator, on_delete=models.CASCADE, related_name="merchant_links")
+    enabled_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "merchants_merchantoperator"
+        verbose_name = "enabled operator"
+        constraints = [
+            models.UniqueConstraint(fields=["merchant", "operator"], name="merchant_operator_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.merchant} · {self.operator}"
+
+
+class MerchantCorridor(models.Model):
+    """A transfer corridor the merchant may quote and use (table named as MerchantOperator's)."""
+
+    merchant = models.ForeignKey(
+        "merchants.Merchant",
+        on_delete=models.CASCADE,
+        related_name="corridor_links",
+        db_index=False,
+    )  # a composite index leads with it
+    corridor = models.ForeignKey(Corridor, on_delete=models.CASCADE, related_name="merchant_links")
+    enabled_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "merchants_merchantcorridor"
+        verbose_name = "enabled corridor"
+        constraints = [
+            models.UniqueConstraint(fields=["merchant", "corridor"], name="merchant_corridor_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.merchant} · {self.corridor}"

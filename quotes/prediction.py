@@ -15,9 +15,9 @@ from django.db.models import OuterRef
 from phonenumbers import carrier
 
 from core.exceptions import DomainError
-from merchants import selectors as merchant_selectors
 from merchants.models import Merchant
 from quotes.models import Operator, RailType
+from quotes.selectors import merchant_has_operator
 
 # Longer than any number written with separators; phonenumbers itself refuses past 250.
 MAX_PHONE_LENGTH = 64
@@ -57,9 +57,7 @@ def operator_predict(*, merchant: Merchant, phone: str) -> OperatorPrediction:
     operators = list(
         Operator.objects.filter(country_code=country_code, rail_type=RailType.MOBILE_MONEY)
         .annotate(
-            enabled_for_merchant=merchant_selectors.merchant_has_operator(
-                merchant=merchant, operator=OuterRef("pk")
-            )
+            enabled_for_merchant=merchant_has_operator(merchant=merchant, operator=OuterRef("pk"))
         )
         .order_by("code")
     )

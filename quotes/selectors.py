@@ -8,18 +8,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from django.db.models import Exists, Expression, OuterRef, Q, Subquery
+from django.db.models import Exists, Expression, Model, OuterRef, Q, Subquery
 
 from core import pagination
 from core.exceptions import DomainError, NotFound
 from customers import selectors as customer_selectors
-from merchants import selectors as merchant_selectors
 from merchants.models import Merchant
 from quotes.models import (
     Corridor,
     FeeSchedule,
     FlowType,
     FxRate,
+    MerchantCorridor,
+    MerchantOperator,
     Operator,
     OperatorStatus,
     Quote,
@@ -84,7 +85,7 @@ def quote_get(*, merchant: Merchant, quote_id: UUID) -> Quote:
 
 def _enabled_for(merchant: Merchant) -> Exists:
     """Whether the merchant has the operator of the outer row enabled."""
-    return merchant_selectors.merchant_has_operator(merchant=merchant, operator=OuterRef("pk"))
+    return merchant_has_operator(merchant=merchant, operator=OuterRef("pk"))
 
 
 def operator_for_quote(
@@ -161,7 +162,7 @@ def quote_operator_annotations() -> dict[str, Expression]:
         "operator_active": Subquery(
             Operator.objects.filter(code=OuterRef("operator_code")).values("active")[:1]
         ),
-        "operator_enabled_for_merchant": merchant_selectors.merchant_has_operator_code(
+        "operator_enabled_for_merchant": merchant_has_operator_code(
             merchant=OuterRef("merchant_id"), operator_code=OuterRef("operator_code")
         ),
     }
@@ -204,7 +205,7 @@ def corridor_enabled_for(
     if not corridor.active:
         message = f"Corridor {code} is not available."
         raise CorridorInactive(message, fields={field: [message]})
-    if not merchant_selectors.merchant_has_corridor(merchant=merchant, corridor=corridor):
+    if not merchant_has_corridor(merchant=merchant, corridor=corridor):
         message = f"Corridor {code} is not enabled for this merchant."
         raise CorridorNotEnabled(message, fields={field: [message]})
     return corridor
@@ -357,3 +358,18 @@ def operator_codes() -> list[str]:
 def corridor_codes() -> list[str]:
     """Every corridor's code in the catalog (the dashboard's corridor filter)."""
     return list(Corridor.objects.order_by("code").values_list("code", flat=True))
+
+
+def merchant_has_operator(*, merchant: Merchant | OuterRef, operator: Model | OuterRef) -> Exists:
+    """Whether the merchant has the operator enabled, as an expression for a query."""
+    return Exists(MerchantOperator.objects.filter(merchant=merchant, operator=operator))
+
+
+def merchant_has_operator_code(*, merchant: Merchant | OuterRef, operator_code: OuterRef) -> Exists:
+    """Whether the merchant has the operator with this code enabled, as an expression."""
+    return Exists(MerchantOperator.objects.filter(operator__code=operator_code, merchant=merchant))
+
+
+def merchant_has_corridor(*, merchant: Merchant, corridor: Model) -> bool:
+    """Whether the merchant has the corridor (a quotes.Corridor) enabled."""
+    return MerchantCorridor.objects.filter(merchant=merchant, corridor=corridor).exists()

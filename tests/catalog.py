@@ -2,9 +2,9 @@
 
 from decimal import Decimal
 
-from merchants.models import Merchant, MerchantOperator
+from merchants.models import Merchant
 from quotes import catalog
-from quotes.models import Operator
+from quotes.models import MerchantOperator, Operator
 
 # Valid quote bodies (a merchant with every operator and corridor), for tests to vary.
 PAYIN_QUOTE = {

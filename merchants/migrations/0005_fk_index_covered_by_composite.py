@@ -10,6 +10,7 @@ class Migration(migrations.Migration):
         ('merchants', '0004_merchant_rate_limit_per_minute'),
     ]
 
+    # The same for MerchantOperator and MerchantCorridor is in quotes' 0009, which took them over.
     # Only the single-column indexes go: changing db_index through AlterField would also
     # drop and re-add (and so re-validate) each foreign key, a full scan under lock.
     operations = [
@@ -25,16 +26,6 @@ class Migration(migrations.Migration):
                     name='merchant',
                     field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, to='merchants.merchant'),
                 ),
-                migrations.AlterField(
-                    model_name='merchantcorridor',
-                    name='merchant',
-                    field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='corridor_links', to='merchants.merchant'),
-                ),
-                migrations.AlterField(
-                    model_name='merchantoperator',
-                    name='merchant',
-                    field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='operator_links', to='merchants.merchant'),
-                ),
             ],
             database_operations=[
                 migrations.RunSQL(
@@ -44,14 +35,6 @@ class Migration(migrations.Migration):
                 migrations.RunSQL(
                     'DROP INDEX IF EXISTS "merchants_idempotencyrecord_merchant_id_64dea117"',
                     reverse_sql='CREATE INDEX "merchants_idempotencyrecord_merchant_id_64dea117" ON "merchants_idempotencyrecord" ("merchant_id")',
-                ),
-                migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "merchants_merchantcorridor_merchant_id_93157767"',
-                    reverse_sql='CREATE INDEX "merchants_merchantcorridor_merchant_id_93157767" ON "merchants_merchantcorridor" ("merchant_id")',
-                ),
-                migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "merchants_merchantoperator_merchant_id_51228452"',
-                    reverse_sql='CREATE INDEX "merchants_merchantoperator_merchant_id_51228452" ON "merchants_merchantoperator" ("merchant_id")',
                 ),
             ],
         ),

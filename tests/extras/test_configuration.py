@@ -6,8 +6,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from merchants.models import MerchantCorridor, MerchantOperator
-from quotes.models import Corridor, FeeSchedule, Operator, Quote
+from quotes.models import Corridor, FeeSchedule, MerchantCorridor, MerchantOperator, Operator, Quote
 from tests.catalog import TRANSFER_QUOTE
 
 pytestmark = pytest.mark.django_db

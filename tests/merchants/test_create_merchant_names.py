@@ -12,7 +12,8 @@ from django.core.management.base import CommandError
 from django.db import transaction
 
 from merchants import services
-from merchants.models import ApiKey, AuditLogEntry, Merchant, MerchantOperator
+from merchants.models import ApiKey, AuditLogEntry, Merchant
+from quotes.models import MerchantOperator
 from tests import locks
 from tests.test_design_contract import _manage
 

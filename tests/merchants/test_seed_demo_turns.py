@@ -8,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.db import transaction
 
-from merchants.models import Merchant, MerchantCorridor, MerchantOperator
-from quotes.models import Corridor, FeeSchedule, Operator
+from merchants.models import Merchant
+from quotes.models import Corridor, FeeSchedule, MerchantCorridor, MerchantOperator, Operator
 from tests import locks
 
 pytestmark = pytest.mark.django_db

@@ -323,8 +323,7 @@ def test_malformed_quote_id_is_400(enabled_api, customer, value):
 def test_operator_disabled_after_quoting_is_400(
     enabled_api, enabled_merchant, customer, funded, flow, change
 ):
-    from merchants.models import MerchantOperator
-    from quotes.models import Operator
+    from quotes.models import MerchantOperator, Operator
 
     quote = create_quote(enabled_api, flow)
     if change == "disabled_for_merchant":

@@ -3,9 +3,16 @@ import json
 import pytest
 from django.core.management import call_command
 
-from merchants.models import Merchant, MerchantCorridor, MerchantOperator
+from merchants.models import Merchant
 from quotes import catalog as quote_catalog
-from quotes.models import Corridor, FeeSchedule, FxRate, Operator
+from quotes.models import (
+    Corridor,
+    FeeSchedule,
+    FxRate,
+    MerchantCorridor,
+    MerchantOperator,
+    Operator,
+)
 
 pytestmark = pytest.mark.django_db
 

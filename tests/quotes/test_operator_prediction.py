@@ -6,8 +6,7 @@ import pytest
 from phonenumbers import carrier
 from rest_framework.test import APIClient
 
-from merchants.models import MerchantOperator
-from quotes.models import Operator
+from quotes.models import MerchantOperator, Operator
 from tests.catalog import load_catalog
 from tests.factories import MerchantFactory
 from tests.support import MerchantClient

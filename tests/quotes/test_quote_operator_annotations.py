@@ -5,9 +5,8 @@ import pytest
 
 from core.exceptions import DomainError
 from customers.models import CustomerStatus
-from merchants.models import MerchantOperator
 from quotes import selectors
-from quotes.models import Operator, Quote
+from quotes.models import MerchantOperator, Operator, Quote
 from tests.catalog import enable_everything
 from tests.factories import CustomerFactory, MerchantFactory
 from tests.quotes.test_consume_and_expiry import make_quote

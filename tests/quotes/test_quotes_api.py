@@ -5,8 +5,15 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from merchants.models import MerchantCorridor, MerchantOperator
-from quotes.models import Corridor, FeeSchedule, FxRate, Operator, Quote
+from quotes.models import (
+    Corridor,
+    FeeSchedule,
+    FxRate,
+    MerchantCorridor,
+    MerchantOperator,
+    Operator,
+    Quote,
+)
 from tests.catalog import PAYIN_QUOTE, TRANSFER_QUOTE
 from tests.factories import CustomerFactory, MerchantFactory
 from tests.support import MerchantClient

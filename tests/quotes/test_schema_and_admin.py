@@ -124,12 +124,20 @@ def test_admin_shows_quotes_read_only(admin_client, enabled_merchant):
 
 
 def test_admin_lists_merchant_configuration(admin_client, enabled_merchant):
-    assert (
-        admin_client.get(reverse("admin:merchants_merchantoperator_changelist")).status_code == 200
+    assert admin_client.get(reverse("admin:quotes_merchantoperator_changelist")).status_code == 200
+    assert admin_client.get(reverse("admin:quotes_merchantcorridor_changelist")).status_code == 200
+
+
+def test_the_merchant_configurations_former_addresses_lead_to_it(admin_client, enabled_merchant):
+    link = enabled_merchant.operator_links.first()
+    former = f"/admin/merchants/merchantoperator/{link.pk}/change/?_changelist_filters=x"
+    response = admin_client.get(former, follow=True)
+    assert response.redirect_chain[0] == (
+        f"/admin/quotes/merchantoperator/{link.pk}/change/?_changelist_filters=x",
+        302,
     )
-    assert (
-        admin_client.get(reverse("admin:merchants_merchantcorridor_changelist")).status_code == 200
-    )
+    assert response.status_code == 200
+    assert admin_client.get("/admin/merchants/merchantcorridor/", follow=True).status_code == 200
 
 
 def test_merchant_staff_see_only_their_own_quotes(client, enabled_merchant, django_user_model):

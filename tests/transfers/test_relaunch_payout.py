@@ -346,7 +346,7 @@ def test_a_relaunch_body_that_is_not_an_object_is_a_400_and_relaunches_nothing(
 def test_relaunch_to_an_operator_not_enabled_is_rejected(
     enabled_api, enabled_merchant, failed_payout
 ):
-    from merchants.models import MerchantOperator
+    from quotes.models import MerchantOperator
 
     MerchantOperator.objects.filter(
         merchant=enabled_merchant, operator__code="SN_FREE_MOMO"

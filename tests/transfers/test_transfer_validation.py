@@ -286,7 +286,7 @@ def test_unknown_customer_is_rejected(enabled_api, customer, quote):
 def test_corridor_disabled_after_quoting_is_rejected(
     enabled_api, enabled_merchant, customer, quote
 ):
-    from merchants.models import MerchantCorridor
+    from quotes.models import MerchantCorridor
 
     MerchantCorridor.objects.filter(
         merchant=enabled_merchant, corridor__code="CM-SN-XAF-XOF"
