@@ -476,3 +476,7 @@ UNFOLD = {
 LOGIN_REDIRECT_URL = "/admin/"
 DASHBOARD_REQUIRE_2FA_FOR_STAFF = env.bool("DASHBOARD_REQUIRE_2FA_FOR_STAFF", default=False)
 OTP_TOTP_ISSUER = "Cowry"
+# How long a staff invite or second-factor enrolment link works (merchants.invites): once.
+STAFF_INVITE_TTL_SECONDS = int(
+    _duration("STAFF_INVITE_TTL_SECONDS", env.int("STAFF_INVITE_TTL_SECONDS", default=3 * 86400))
+)

@@ -210,3 +210,36 @@ class AuditLogEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.target}"
+
+
+class InvitePurpose(models.TextChoices):
+    INVITE = "invite"  # a new login chooses its password (and its second factor where required)
+    ENROLMENT = "enrolment"  # a login that has a password sets up its second factor
+
+
+class StaffInvite(models.Model):
+    """A single-use, expiring link for one dashboard login: an invite lets the login it created
+    choose its password; an enrolment link lets a login set up its second factor. Only the
+    token's SHA-256 is stored; issuing a new link for a login deletes its open ones."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="staff_invites"
+    )
+    purpose = models.CharField(max_length=16, choices=InvitePurpose.choices)
+    merchant = models.ForeignKey(Merchant, null=True, blank=True, on_delete=models.CASCADE)
+    role = models.CharField(max_length=16)  # owner, developer, viewer, support or ops
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(purpose__in=InvitePurpose.values), name="invite_purpose_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} for {self.user} ({self.role})"

@@ -307,7 +307,7 @@ def api_key_revoke_by(*, api_key_id: int, actor, now: datetime | None = None) ->
 def staff_user_create(
     *,
     username: str,
-    password: str,
+    password: str | None,
     merchant: Merchant | None = None,
     role: str | None = None,
     support: bool = False,
@@ -315,7 +315,8 @@ def staff_user_create(
     """A dashboard login: staff of one merchant (with a role) or support staff. Re-running it
     for an existing username updates the password and the assignment; an ops login (a
     superuser) is refused, as it would keep seeing every merchant. The username and password
-    must pass Django's validators (AUTH_PASSWORD_VALIDATORS)."""
+    must pass Django's validators (AUTH_PASSWORD_VALIDATORS). Without a password, a new login
+    has none until its invite is used (merchants.invites); an existing one keeps its own."""
     from django.contrib.auth import get_user_model, password_validation
     from django.contrib.auth.models import Group
     from django.core.exceptions import ValidationError
@@ -343,12 +344,16 @@ def staff_user_create(
         user = user or user_model(username=username)
         try:
             user_model.username_validator(username)
-            password_validation.validate_password(password, user)
+            if password is not None:
+                password_validation.validate_password(password, user)
         except ValidationError as error:
             raise DomainError(" ".join(error.messages), reason="invalid_staff") from error
         user.is_staff = True
         user.is_active = True
-        user.set_password(password)
+        if password is not None:
+            user.set_password(password)
+        elif user.pk is None:
+            user.set_unusable_password()
         user.save()
         if support:
             MerchantMembership.objects.filter(user=user).delete()
