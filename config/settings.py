@@ -361,7 +361,9 @@ LOGIN_FAILURE_WINDOW_SECONDS = int(
     _duration("LOGIN_FAILURE_WINDOW_SECONDS", env.int("LOGIN_FAILURE_WINDOW_SECONDS", default=900))
 )
 # How many proxies (load balancers) in front of the web process append the client's address to
-# X-Forwarded-For: 0 reads REMOTE_ADDR (settings_production: 1, the load balancer).
+# X-Forwarded-For: 0 (every settings module's default) reads REMOTE_ADDR. Set it to the number
+# of proxies in front, no more: with none, a client's own X-Forwarded-For would pick the address
+# the login throttle counts (merchants.logins.client_address).
 TRUSTED_PROXY_COUNT = _count(
     "TRUSTED_PROXY_COUNT", env.int("TRUSTED_PROXY_COUNT", default=0), lowest=0
 )

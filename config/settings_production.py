@@ -11,7 +11,7 @@ from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings import *  # noqa: F403
-from config.settings import _count, env
+from config.settings import env
 
 DEBUG = False
 DASHBOARD_REQUIRE_2FA_FOR_STAFF = env.bool("DASHBOARD_REQUIRE_2FA_FOR_STAFF", default=True)
@@ -61,11 +61,6 @@ if _visibility_timeout < VISIBILITY_TIMEOUT_FLOOR:  # noqa: F405
 
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-# The load balancer appends the address it was reached from to X-Forwarded-For: the dashboard's
-# login throttle counts that address, not the balancer's own (merchants.logins.client_address).
-TRUSTED_PROXY_COUNT = _count(
-    "TRUSTED_PROXY_COUNT", env.int("TRUSTED_PROXY_COUNT", default=1), lowest=0
-)
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
 # /health is probed by the load balancer over plain HTTP inside the network.
 SECURE_REDIRECT_EXEMPT = [r"^health$"]
