@@ -23,12 +23,13 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[])
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("Set ALLOWED_HOSTS to the host names the service answers on.")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
-# Fernet keys for the webhook signing secrets (config.secrets_at_rest); never the dev key.
+# Fernet keys for the signing secrets and second factors (config.secrets_at_rest), from the
+# environment only: never the development keyring of an install (var/secrets.env).
 WEBHOOK_SECRETS_KEYS = env.list("WEBHOOK_SECRETS_KEYS", default=[])
-if not WEBHOOK_SECRETS_KEYS or DEV_WEBHOOK_SECRETS_KEY in WEBHOOK_SECRETS_KEYS:  # noqa: F405
+if not WEBHOOK_SECRETS_KEYS:
     raise ImproperlyConfigured(
         "Set WEBHOOK_SECRETS_KEYS to one or more Fernet keys, comma-separated, the first one"
-        " encrypting (not the development key); make one with: python -c 'from"
+        " encrypting; make one with: python -c 'from"
         " cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
     )
 for _key in WEBHOOK_SECRETS_KEYS:  # a typo would only surface at the first delivery or write
