@@ -19,10 +19,9 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils.encoding import force_bytes, force_str
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
-from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from merchants import two_factor
-from merchants.models import InvitePurpose, Merchant, StaffInvite
+from merchants.models import Authenticator, InvitePurpose, Merchant, StaffInvite
 
 logger = logging.getLogger("cowry")
 
@@ -127,7 +126,7 @@ def link_accept(
     *,
     invite: StaffInvite,
     new_password: str | None,
-    device: TOTPDevice | None,
+    device: Authenticator | None,
     code: str,
     now: datetime,
 ) -> list[str] | None:

@@ -3,12 +3,14 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
 from django.db.models import Model, Q
 from django.utils import timezone
 
+from config import secrets_at_rest
 from config.exceptions import DomainError, NotFound
 from config.logging_config import OncePer
 from merchants import secrets as key_secrets
@@ -16,10 +18,12 @@ from merchants.models import (
     ApiKey,
     AuditAction,
     AuditLogEntry,
+    Authenticator,
     Merchant,
     MerchantCorridor,
     MerchantOperator,
     MerchantStatus,
+    RecoveryCodes,
 )
 
 logger = logging.getLogger("cowry")
@@ -379,3 +383,41 @@ def merchant_catalog_enable(
             [MerchantCorridor(merchant=merchant, corridor=c) for c in corridors],
             ignore_conflicts=True,
         )
+
+
+def second_factors_reencrypt() -> dict[str, Any]:
+    """Encrypt every authenticator key and recovery-code set afresh under the first key of
+    WEBHOOK_SECRETS_KEYS (the `reencrypt_webhook_secrets` command, after a new key was put
+    first). Each under its row lock, in a transaction of its own; one already under the first
+    key is left alone. Returns the counts and the ids ("authenticator:ID", "recovery-codes:ID")
+    of those no key decrypts (left as they are)."""
+    devices = reencrypted = already_current = 0
+    unreadable: list[str] = []
+    for model, field, label in (
+        (Authenticator, "encrypted_key", "authenticator"),
+        (RecoveryCodes, "encrypted_codes", "recovery-codes"),
+    ):
+        for device_id in list(model.objects.order_by("pk").values_list("pk", flat=True)):
+            with transaction.atomic():
+                device = model.objects.select_for_update().only("pk", field).filter(pk=device_id)
+                device = device.first()
+                if device is None:  # removed meanwhile
+                    continue
+                devices += 1
+                stored = getattr(device, field)
+                if secrets_at_rest.under_first_key(stored):
+                    already_current += 1
+                    continue
+                try:
+                    setattr(device, field, secrets_at_rest.reencrypt(stored))
+                except secrets_at_rest.UnreadableSecret:
+                    unreadable.append(f"{label}:{device_id}")
+                    continue
+                device.save(update_fields=[field])
+                reencrypted += 1
+    return {
+        "devices": devices,
+        "reencrypted": reencrypted,
+        "already_current": already_current,
+        "unreadable": unreadable,
+    }

@@ -17,12 +17,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django_otp import login as otp_login
 from django_otp import match_token
-from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
-from django_otp.plugins.otp_totp.models import TOTPDevice
+from django_otp.plugins.otp_static.models import StaticToken
 from django_otp.qr import write_qrcode_image
 
+from config import secrets_at_rest
 from merchants import dashboard
-from merchants.models import AuditAction, AuditLogEntry
+from merchants.models import AuditAction, AuditLogEntry, Authenticator, RecoveryCodes
 
 logger = logging.getLogger("cowry")
 
@@ -50,21 +50,21 @@ def enrols_by_link_only(user: AbstractBaseUser) -> bool:
 
 def has_second_factor(user: AbstractBaseUser) -> bool:
     """Recovery codes come with an authenticator, so the authenticator alone says it."""
-    return TOTPDevice.objects.filter(user=user, confirmed=True).exists()
+    return Authenticator.objects.filter(user=user, confirmed=True).exists()
 
 
-def pending_device(user: AbstractBaseUser) -> TOTPDevice:
+def pending_device(user: AbstractBaseUser) -> Authenticator:
     """The authenticator being set up: made once, shown until confirmed."""
-    device = TOTPDevice.objects.filter(user=user, confirmed=False).first()
-    return device or TOTPDevice.objects.create(user=user, name=DEVICE_NAME, confirmed=False)
+    device = Authenticator.objects.filter(user=user, confirmed=False).first()
+    return device or Authenticator.new(user=user, name=DEVICE_NAME)
 
 
-def secret_text(device: TOTPDevice) -> str:
+def secret_text(device: Authenticator) -> str:
     """The key as authenticator apps take it typed in (base32)."""
     return b32encode(device.bin_key).decode()
 
 
-def qr_image_src(device: TOTPDevice) -> str:
+def qr_image_src(device: Authenticator) -> str:
     """The key's QR code as an image URL: django-otp writes a standalone SVG document, whose
     prefixed elements a browser draws only as an image, not inlined in HTML."""
     out = io.BytesIO()
@@ -72,7 +72,7 @@ def qr_image_src(device: TOTPDevice) -> str:
     return "data:image/svg+xml;base64," + b64encode(out.getvalue()).decode()
 
 
-def enrol(user: AbstractBaseUser, *, device: TOTPDevice, token: str) -> list[str] | None:
+def enrol(user: AbstractBaseUser, *, device: Authenticator, token: str) -> list[str] | None:
     """Confirm the authenticator with its first code; returns new recovery codes, None when
     the code is wrong."""
     if not device.verify_token(token.strip()):
@@ -85,7 +85,7 @@ def enrol(user: AbstractBaseUser, *, device: TOTPDevice, token: str) -> list[str
     return codes
 
 
-def confirm(request: HttpRequest, *, device: TOTPDevice, token: str) -> list[str] | None:
+def confirm(request: HttpRequest, *, device: Authenticator, token: str) -> list[str] | None:
     """enrol() for the logged-in user, whose session is then verified."""
     codes = enrol(request.user, device=device, token=token)
     if codes is not None:
@@ -106,7 +106,7 @@ def reset(user: AbstractBaseUser, *, by: str) -> int:
     """Remove every second factor of the user (a lost phone): they set one up again."""
     with transaction.atomic():
         removed = 0
-        for model in (TOTPDevice, StaticDevice):
+        for model in (Authenticator, RecoveryCodes):
             devices = model.objects.filter(user=user)
             removed += devices.count()
             devices.delete()
@@ -115,10 +115,14 @@ def reset(user: AbstractBaseUser, *, by: str) -> int:
 
 
 def _new_recovery_codes(user: AbstractBaseUser) -> list[str]:
-    StaticDevice.objects.filter(user=user).delete()
-    device = StaticDevice.objects.create(user=user, name="recovery codes", confirmed=True)
+    RecoveryCodes.objects.filter(user=user).delete()
     codes = [StaticToken.random_token() for _ in range(RECOVERY_CODES)]
-    StaticToken.objects.bulk_create([StaticToken(device=device, token=c) for c in codes])
+    RecoveryCodes.objects.create(
+        user=user,
+        name="recovery codes",
+        confirmed=True,
+        encrypted_codes=secrets_at_rest.encrypt(" ".join(codes)),
+    )
     return codes
 
 

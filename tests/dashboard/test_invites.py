@@ -15,10 +15,9 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 from django_otp.oath import totp
-from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from merchants import services
-from merchants.models import StaffInvite
+from merchants.models import Authenticator, StaffInvite
 from tests.dashboard.test_team import ADD, NEW_PASSWORD, accept, invite
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +26,7 @@ PASSWORD = "pw-123456-staff"
 CHOSEN = "an-attackers-Passw0rd"
 
 
-def code_for(device: TOTPDevice) -> str:
+def code_for(device: Authenticator) -> str:
     return f"{totp(device.bin_key, t0=device.t0, step=device.step):06d}"
 
 
@@ -129,7 +128,7 @@ def enrol_with_link(path: str, *, password: str | None = None, new_password: str
     assert step.status_code == 302
     page = client.get(step["Location"])
     assert 'id="totp-secret"' in page.content.decode()
-    device = TOTPDevice.objects.get(user__username=page.context["form"].invite.user.username)
+    device = Authenticator.objects.get(user__username=page.context["form"].invite.user.username)
     body = {"token": code_for(device)}
     if password:
         body["password"] = password
@@ -163,7 +162,7 @@ def test_under_production_settings_a_password_alone_never_enrols(settings, capsy
         for page in PAGES:
             assert client.get(page).status_code == 403, page
         client.post("/admin/two-factor/setup/", {"token": "123456"})
-        assert not TOTPDevice.objects.filter(user__username=username).exists()
+        assert not Authenticator.objects.filter(user__username=username).exists()
 
     # the enrolment link, with the password and the authenticator's code: in, verified
     client = enrol_with_link(link, password=PASSWORD)
@@ -186,10 +185,10 @@ def test_an_enrolment_link_wants_the_logins_password_too(settings, capsys):
     client = Client()
     step = client.get(link)["Location"]
     client.get(step)
-    device = TOTPDevice.objects.get(user__username="support-8")
+    device = Authenticator.objects.get(user__username="support-8")
     refused = client.post(step, {"password": "not-the-password", "token": code_for(device)})
     assert refused.status_code == 200 and "That password is not right" in refused.content.decode()
-    assert not TOTPDevice.objects.filter(user__username="support-8", confirmed=True).exists()
+    assert not Authenticator.objects.filter(user__username="support-8", confirmed=True).exists()
 
 
 def test_an_invited_support_login_chooses_a_password_and_enrols_at_once(settings, capsys):
