@@ -135,7 +135,8 @@ class ListQueryInput(serializers.Serializer):
         required=False, help_text="Only items created at or after this ISO 8601 time."
     )
     created_lt = serializers.DateTimeField(
-        required=False, help_text="Only items created before this ISO 8601 time."
+        required=False,
+        help_text="Only items created before this ISO 8601 time, later than created_gte if given.",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
