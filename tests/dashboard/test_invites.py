@@ -208,3 +208,70 @@ def test_the_team_page_shows_the_invite_link_once_per_invite(merchant, staff_cli
     stored = StaffInvite.objects.get(user__username="abena")
     token = re.search(r'id="invite-url">[^<]+/([^/<]+)/<', page.content.decode()).group(1)
     assert token not in stored.token_hash and len(stored.token_hash) == 64
+
+
+PRODUCTION_PROBE = """
+import json
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+from django.contrib.auth.tokens import default_token_generator
+from django.test import Client
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
+
+user = get_user_model().objects.create_superuser("probe-ops", password="pw-123456-staff")
+try:
+    uid = urlsafe_base64_encode(force_bytes(user.pk))
+    client = Client()
+    url = f"/admin/invite/{uid}/{default_token_generator.make_token(user)}/"
+    first = client.get(url, secure=True)
+    body = {"new_password1": "an-attackers-Passw0rd", "new_password2": "an-attackers-Passw0rd"}
+    second = client.post(f"/admin/invite/{uid}/choose-password/", body, secure=True)
+    user.refresh_from_db()
+    print(json.dumps({
+        "statuses": [first.status_code, second.status_code],
+        "changed": user.check_password("an-attackers-Passw0rd"),
+    }))
+finally:
+    user.delete()
+"""
+
+
+def test_under_the_production_settings_a_reset_token_sets_nothing_either(django_db_setup):
+    """The same probe in a process on config.settings_production (its own SECRET_KEY): the
+    real reset token of a superuser is no invite."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from cryptography.fernet import Fernet
+    from django.db import connection
+
+    database = {**connection.settings_dict}
+    login = database["USER"] + (f":{database['PASSWORD']}" if database["PASSWORD"] else "")
+    url = (
+        f"postgres://{login}@{database['HOST'] or '127.0.0.1'}:"
+        f"{database['PORT'] or 5432}/{database['NAME']}"
+    )
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    environment |= {
+        "DJANGO_SETTINGS_MODULE": "config.settings_production",
+        "SECRET_KEY": Fernet.generate_key().decode() * 2,
+        "WEBHOOK_SECRETS_KEYS": Fernet.generate_key().decode(),
+        "ALLOWED_HOSTS": "testserver",
+        "DATABASE_URL": url,
+        "REDIS_URL": os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+        "CELERY_BROKER_URL": os.environ.get("CELERY_BROKER_URL") or "redis://127.0.0.1:6379/1",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", PRODUCTION_PROBE],
+        cwd=Path(__file__).resolve().parents[2],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.splitlines()[-1]) == {"statuses": [404, 404], "changed": False}
