@@ -8,7 +8,12 @@ from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.utils import OpenApiParameter
 
 from core.fields import CountryCodeField
-from core.serializers import IDEMPOTENCY_KEY_MAX_LENGTH, ErrorResponseSerializer
+from core.pagination import CURSOR_PATTERN, CursorField
+from core.serializers import (
+    IDEMPOTENCY_KEY_MAX_LENGTH,
+    ErrorResponseSerializer,
+    RejectUnknownFields,
+)
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
     name="Idempotency-Key",
@@ -40,8 +45,17 @@ class CowryAutoSchema(AutoSchema):
             params.append(IDEMPOTENCY_HEADER)
         return params
 
+    def _map_serializer(self, serializer, direction, bypass_extensions=False):
+        schema = super()._map_serializer(serializer, direction, bypass_extensions)
+        # A body (or an object in one) refuses a field it does not know: a 400 naming it.
+        if direction == "request" and isinstance(serializer, RejectUnknownFields):
+            schema["additionalProperties"] = False
+        return schema
+
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if isinstance(field, CursorField) and schema is not None:
+            schema["pattern"] = CURSOR_PATTERN
         # drf-spectacular drops a nested list's allow_empty=False and max_length, which the API
         # enforces (KYC documents: 1 to 10).
         if is_list_serializer(field) and not field.allow_empty and schema is not None:
@@ -55,7 +69,7 @@ class CowryAutoSchema(AutoSchema):
 
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
-        error_statuses = ["401", "429"]
+        error_statuses = ["401", "414", "429"]
         if self.method in ("POST", "PUT", "PATCH"):
             error_statuses += ["400", "415"]
         if "{" in self.path:
@@ -137,10 +151,16 @@ STATUS_DESCRIPTIONS = {
         " first request is still running (request_in_progress), or the resource's state"
         " forbids the move."
     ),
+    "414": (
+        "The request line (method, path and query) is over 4094 bytes: refused before it is"
+        " read (`reason` uri_too_long). Every request of this API fits far within it."
+    ),
     "415": "The body is not `application/json`.",
     "429": "Too many requests for this API key: wait `Retry-After` seconds.",
 }
 
+
+ONCE = "Give it at most once: a repeated query parameter is a 400."
 
 # One typical error body per status, shown on every operation's error responses.
 ERROR_EXAMPLES = {
@@ -171,6 +191,13 @@ ERROR_EXAMPLES = {
             "code": "conflict",
             "message": "This Idempotency-Key was already used with a different request.",
             "reason": "idempotency_key_reused",
+        }
+    },
+    "414": {
+        "error": {
+            "code": "uri_too_long",
+            "message": "Request Line is too large (5000 > 4094)",
+            "reason": "uri_too_long",
         }
     },
     "415": {
@@ -204,6 +231,10 @@ def describe_responses(result, generator, request, public):
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
             own = examples.get(operation["operationId"], {})
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "query":  # core.pagination.parse_query
+                    said = parameter.get("description", "")
+                    parameter["description"] = f"{said} {ONCE}".strip()
             if "request" in own:
                 _set_example(operation.get("requestBody", {}).get("content"), own["request"])
             for status, response in operation["responses"].items():

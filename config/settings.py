@@ -9,6 +9,8 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from django_guid.integrations import CeleryIntegration
 
+from config import install_secrets
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 VAR_DIR.mkdir(exist_ok=True)
@@ -17,7 +19,14 @@ env = environ.Env()
 dotenv.load_dotenv(BASE_DIR / ".env", override=False)  # as bin/run reads it; the environment wins
 
 DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-in-production-0123")
+# Without them in the environment: this install's own, generated once under var/ (bin/run does it
+# first). config.settings_production takes both from the environment only.
+_INSTALL_SECRETS = (
+    {}
+    if env("SECRET_KEY", default="") and env("WEBHOOK_SECRETS_KEYS", default="")
+    else install_secrets.ensure(VAR_DIR)
+)
+SECRET_KEY = env("SECRET_KEY", default="") or _INSTALL_SECRETS["SECRET_KEY"]
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 
 INSTALLED_APPS = [
@@ -321,10 +330,11 @@ WEBHOOK_TIMEOUT_SECONDS = _duration(
 )
 # Webhook signing secrets are stored Fernet-encrypted (core.secrets_at_rest). Comma-separated
 # Fernet keys: the first encrypts, every one decrypts (rotation: put the new key first, run
-# `reencrypt_webhook_secrets`, then drop the old key). The default is a fixed DEVELOPMENT-ONLY
-# key, public in this file; config.settings_production refuses it.
-DEV_WEBHOOK_SECRETS_KEY = "Y293cnktREVWLU9OTFktd2ViaG9vay1rZXktMDAwMDA="
-WEBHOOK_SECRETS_KEYS = env.list("WEBHOOK_SECRETS_KEYS", default=[DEV_WEBHOOK_SECRETS_KEY])
+# `reencrypt_webhook_secrets`, then drop the old key). Without it: this install's own key, made
+# once (config.install_secrets).
+WEBHOOK_SECRETS_KEYS = env.list("WEBHOOK_SECRETS_KEYS", default=[]) or [
+    _INSTALL_SECRETS["WEBHOOK_SECRETS_KEYS"]
+]
 WEBHOOK_ALLOW_HTTP = env.bool("WEBHOOK_ALLOW_HTTP", default=False)
 ALLOW_PRIVATE_NETWORK_URLS = env.bool("ALLOW_PRIVATE_NETWORK_URLS", default=False)
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=6000)
@@ -361,7 +371,9 @@ LOGIN_FAILURE_WINDOW_SECONDS = int(
     _duration("LOGIN_FAILURE_WINDOW_SECONDS", env.int("LOGIN_FAILURE_WINDOW_SECONDS", default=900))
 )
 # How many proxies (load balancers) in front of the web process append the client's address to
-# X-Forwarded-For: 0 reads REMOTE_ADDR (settings_production: 1, the load balancer).
+# X-Forwarded-For: 0 (every settings module's default) reads REMOTE_ADDR. Set it to the number
+# of proxies in front, no more: with none, a client's own X-Forwarded-For would pick the address
+# the login throttle counts (merchants.logins.client_address).
 TRUSTED_PROXY_COUNT = _count(
     "TRUSTED_PROXY_COUNT", env.int("TRUSTED_PROXY_COUNT", default=0), lowest=0
 )
@@ -476,3 +488,7 @@ UNFOLD = {
 LOGIN_REDIRECT_URL = "/admin/"
 DASHBOARD_REQUIRE_2FA_FOR_STAFF = env.bool("DASHBOARD_REQUIRE_2FA_FOR_STAFF", default=False)
 OTP_TOTP_ISSUER = "Cowry"
+# How long a staff invite or second-factor enrolment link works (merchants.invites): once.
+STAFF_INVITE_TTL_SECONDS = int(
+    _duration("STAFF_INVITE_TTL_SECONDS", env.int("STAFF_INVITE_TTL_SECONDS", default=3 * 86400))
+)

@@ -11,7 +11,7 @@ from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings import *  # noqa: F403
-from config.settings import _count, env
+from config.settings import env
 
 DEBUG = False
 DASHBOARD_REQUIRE_2FA_FOR_STAFF = env.bool("DASHBOARD_REQUIRE_2FA_FOR_STAFF", default=True)
@@ -23,12 +23,13 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[])
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("Set ALLOWED_HOSTS to the host names the service answers on.")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
-# Fernet keys for the webhook signing secrets (core.secrets_at_rest); never the dev key.
+# Fernet keys for the signing secrets and second factors (core.secrets_at_rest), from the
+# environment only: never the development keyring of an install (var/secrets.env).
 WEBHOOK_SECRETS_KEYS = env.list("WEBHOOK_SECRETS_KEYS", default=[])
-if not WEBHOOK_SECRETS_KEYS or DEV_WEBHOOK_SECRETS_KEY in WEBHOOK_SECRETS_KEYS:  # noqa: F405
+if not WEBHOOK_SECRETS_KEYS:
     raise ImproperlyConfigured(
         "Set WEBHOOK_SECRETS_KEYS to one or more Fernet keys, comma-separated, the first one"
-        " encrypting (not the development key); make one with: python -c 'from"
+        " encrypting; make one with: python -c 'from"
         " cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
     )
 for _key in WEBHOOK_SECRETS_KEYS:  # a typo would only surface at the first delivery or write
@@ -61,11 +62,6 @@ if _visibility_timeout < VISIBILITY_TIMEOUT_FLOOR:  # noqa: F405
 
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-# The load balancer appends the address it was reached from to X-Forwarded-For: the dashboard's
-# login throttle counts that address, not the balancer's own (merchants.logins.client_address).
-TRUSTED_PROXY_COUNT = _count(
-    "TRUSTED_PROXY_COUNT", env.int("TRUSTED_PROXY_COUNT", default=1), lowest=0
-)
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
 # /health is probed by the load balancer over plain HTTP inside the network.
 SECURE_REDIRECT_EXEMPT = [r"^health$"]

@@ -1,8 +1,15 @@
 import uuid
+from binascii import unhexlify
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
-from django.db import models
+from django.db import models, transaction
+from django.utils.crypto import constant_time_compare
+from django_otp.models import Device, ThrottlingMixin, TimestampMixin
+from django_otp.plugins.otp_totp.models import TOTPDevice
+from django_otp.util import random_hex
+
+from core import secrets_at_rest
 
 
 class MerchantStatus(models.TextChoices):
@@ -168,3 +175,112 @@ class AuditLogEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.target}"
+
+
+class InvitePurpose(models.TextChoices):
+    INVITE = "invite"  # a new login chooses its password (and its second factor where required)
+    ENROLMENT = "enrolment"  # a login that has a password sets up its second factor
+
+
+class StaffInvite(models.Model):
+    """A single-use, expiring link for one dashboard login: an invite lets the login it created
+    choose its password; an enrolment link lets a login set up its second factor. Only the
+    token's SHA-256 is stored; issuing a new link for a login deletes its open ones."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="staff_invites"
+    )
+    purpose = models.CharField(max_length=16, choices=InvitePurpose.choices)
+    merchant = models.ForeignKey(Merchant, null=True, blank=True, on_delete=models.CASCADE)
+    role = models.CharField(max_length=16)  # owner, developer, viewer, support or ops
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(purpose__in=InvitePurpose.values), name="invite_purpose_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} for {self.user} ({self.role})"
+
+
+class Authenticator(TimestampMixin, ThrottlingMixin, Device):
+    """A dashboard login's TOTP authenticator: django-otp's TOTPDevice, its key stored
+    encrypted with the keyring of the webhook signing secrets (core.secrets_at_rest), so a
+    copy of the database alone lets nobody compute a login's codes."""
+
+    encrypted_key = models.TextField()  # a Fernet token of the hex key
+    step = models.PositiveSmallIntegerField(default=30)
+    t0 = models.BigIntegerField(default=0)
+    digits = models.PositiveSmallIntegerField(default=6)
+    tolerance = models.PositiveSmallIntegerField(default=1)
+    drift = models.SmallIntegerField(default=0)
+    last_t = models.BigIntegerField(default=-1)  # a code is good once: the next must be later
+
+    class Meta(Device.Meta):
+        verbose_name = "authenticator"
+
+    @classmethod
+    def new(cls, *, user, name: str) -> "Authenticator":
+        """An unconfirmed authenticator with a new random key (20 bytes, as TOTPDevice's)."""
+        return cls.objects.create(
+            user=user,
+            name=name,
+            confirmed=False,
+            encrypted_key=secrets_at_rest.encrypt(random_hex(20)),
+        )
+
+    @property
+    def bin_key(self) -> bytes:
+        return unhexlify(secrets_at_rest.decrypt(self.encrypted_key))
+
+    # django-otp's TOTP checks, drift, throttling and otpauth:// URL, on our key
+    verify_token = TOTPDevice.verify_token
+    get_throttle_factor = TOTPDevice.get_throttle_factor
+    config_url = TOTPDevice.config_url
+    _read_str_from_settings = TOTPDevice._read_str_from_settings
+
+
+class RecoveryCodes(ThrottlingMixin, Device):
+    """A login's unused single-use recovery codes (django-otp's StaticDevice and its tokens),
+    stored as one Fernet token of the codes, like the authenticator's key."""
+
+    encrypted_codes = models.TextField()  # the unused codes, space-separated, encrypted
+
+    class Meta(Device.Meta):
+        verbose_name = "recovery codes"
+
+    def codes(self) -> list[str]:
+        return secrets_at_rest.decrypt(self.encrypted_codes).split()
+
+    def verify_token(self, token) -> bool:
+        """A code not used yet: used up (under the row's lock, so twice at once is once)."""
+        allowed, _ = self.verify_is_allowed()
+        if not allowed:
+            return False
+        token = str(token).strip()
+        with transaction.atomic():
+            locked = type(self).objects.select_for_update().filter(pk=self.pk).first()
+            left = locked.codes() if locked is not None else []
+            match = next((code for code in left if constant_time_compare(code, token)), None)
+            if match is not None:
+                left.remove(match)
+                locked.encrypted_codes = secrets_at_rest.encrypt(" ".join(left))
+                locked.throttle_reset(commit=False)
+                locked.save(update_fields=["encrypted_codes", *_THROTTLE_FIELDS])
+                self.encrypted_codes = locked.encrypted_codes
+                return True
+        self.throttle_increment(commit=True)
+        return False
+
+    def get_throttle_factor(self) -> int:
+        return getattr(settings, "OTP_STATIC_THROTTLE_FACTOR", 1)
+
+
+_THROTTLE_FIELDS = ["throttling_failure_timestamp", "throttling_failure_count"]

@@ -2,16 +2,26 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core import secrets_at_rest
 from core.exceptions import DomainError, NotFound
 from core.log_limits import OncePer
 from merchants import secrets as key_secrets
-from merchants.models import ApiKey, AuditAction, AuditLogEntry, Merchant, MerchantStatus
+from merchants.models import (
+    ApiKey,
+    AuditAction,
+    AuditLogEntry,
+    Authenticator,
+    Merchant,
+    MerchantStatus,
+    RecoveryCodes,
+)
 
 logger = logging.getLogger("cowry")
 
@@ -298,7 +308,7 @@ def api_key_revoke_by(*, api_key_id: int, actor, now: datetime | None = None) ->
 def staff_user_create(
     *,
     username: str,
-    password: str,
+    password: str | None,
     merchant: Merchant | None = None,
     role: str | None = None,
     support: bool = False,
@@ -306,7 +316,8 @@ def staff_user_create(
     """A dashboard login: staff of one merchant (with a role) or support staff. Re-running it
     for an existing username updates the password and the assignment; an ops login (a
     superuser) is refused, as it would keep seeing every merchant. The username and password
-    must pass Django's validators (AUTH_PASSWORD_VALIDATORS)."""
+    must pass Django's validators (AUTH_PASSWORD_VALIDATORS). Without a password, a new login
+    has none until its invite is used (merchants.invites); an existing one keeps its own."""
     from django.contrib.auth import get_user_model, password_validation
     from django.contrib.auth.models import Group
     from django.core.exceptions import ValidationError
@@ -334,12 +345,16 @@ def staff_user_create(
         user = user or user_model(username=username)
         try:
             user_model.username_validator(username)
-            password_validation.validate_password(password, user)
+            if password is not None:
+                password_validation.validate_password(password, user)
         except ValidationError as error:
             raise DomainError(" ".join(error.messages), reason="invalid_staff") from error
         user.is_staff = True
         user.is_active = True
-        user.set_password(password)
+        if password is not None:
+            user.set_password(password)
+        elif user.pk is None:
+            user.set_unusable_password()
         user.save()
         if support:
             MerchantMembership.objects.filter(user=user).delete()
@@ -350,3 +365,41 @@ def staff_user_create(
                 user=user, defaults={"merchant": merchant, "role": role}
             )
     return user
+
+
+def second_factors_reencrypt() -> dict[str, Any]:
+    """Encrypt every authenticator key and recovery-code set afresh under the first key of
+    WEBHOOK_SECRETS_KEYS (the `reencrypt_webhook_secrets` command, after a new key was put
+    first). Each under its row lock, in a transaction of its own; one already under the first
+    key is left alone. Returns the counts and the ids ("authenticator:ID", "recovery-codes:ID")
+    of those no key decrypts (left as they are)."""
+    devices = reencrypted = already_current = 0
+    unreadable: list[str] = []
+    for model, field, label in (
+        (Authenticator, "encrypted_key", "authenticator"),
+        (RecoveryCodes, "encrypted_codes", "recovery-codes"),
+    ):
+        for device_id in list(model.objects.order_by("pk").values_list("pk", flat=True)):
+            with transaction.atomic():
+                device = model.objects.select_for_update().only("pk", field).filter(pk=device_id)
+                device = device.first()
+                if device is None:  # removed meanwhile
+                    continue
+                devices += 1
+                stored = getattr(device, field)
+                if secrets_at_rest.under_first_key(stored):
+                    already_current += 1
+                    continue
+                try:
+                    setattr(device, field, secrets_at_rest.reencrypt(stored))
+                except secrets_at_rest.UnreadableSecret:
+                    unreadable.append(f"{label}:{device_id}")
+                    continue
+                device.save(update_fields=[field])
+                reencrypted += 1
+    return {
+        "devices": devices,
+        "reencrypted": reencrypted,
+        "already_current": already_current,
+        "unreadable": unreadable,
+    }

@@ -1,23 +1,22 @@
 """A merchant's owners manage their own team: invite, change a role, remove.
 
-An invitation is a user with no password yet and a one-time link (Django's password-reset
-token, valid PASSWORD_RESET_TIMEOUT) on which the teammate chooses one; the owner passes the
-link on. Every change is in the merchant's audit log."""
+An invitation is a user with no password yet and a single-use link of its own (merchants.invites,
+valid STAFF_INVITE_TTL_SECONDS) on which the teammate chooses one; the owner passes the link on.
+Every change is in the merchant's audit log."""
 
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.contrib.auth.tokens import default_token_generator
 from django.db import transaction
-from django.urls import reverse
-from django.utils.encoding import force_bytes
-from django.utils.http import urlsafe_base64_encode
+from django.utils import timezone
 
 from core.exceptions import DomainError
+from merchants import invites
 from merchants.models import (
     AuditAction,
     AuditLogEntry,
+    InvitePurpose,
     MembershipRole,
     Merchant,
     MerchantMembership,
@@ -36,12 +35,6 @@ class Invitation:
     path: str  # where the teammate chooses a password, without scheme and host
 
 
-def invite_path(user: AbstractBaseUser) -> str:
-    uid = urlsafe_base64_encode(force_bytes(user.pk))
-    token = default_token_generator.make_token(user)
-    return reverse("dashboard-invite", kwargs={"uidb64": uid, "token": token})
-
-
 def teammate_invite(
     *, merchant: Merchant, by: AbstractBaseUser, username: str, email: str, role: str
 ) -> Invitation:
@@ -57,7 +50,15 @@ def teammate_invite(
         user.save()
         membership = MerchantMembership.objects.create(user=user, merchant=merchant, role=role)
         _audit(merchant, by, username, {"change": "invited", "role": role, "email": email})
-    return Invitation(membership=membership, path=invite_path(user))
+        link = invites.link_issue(
+            user=user,
+            purpose=InvitePurpose.INVITE,
+            role=role,
+            merchant=merchant,
+            by=by.get_username(),
+            now=timezone.now(),
+        )
+    return Invitation(membership=membership, path=link.path)
 
 
 def teammate_change_role(

@@ -66,10 +66,10 @@ def test_production_settings_refuse_embedded_defaults(variable, value, message):
     assert message in result.stderr
 
 
-@pytest.mark.parametrize(("given", "read"), [({}, "1"), ({"TRUSTED_PROXY_COUNT": "0"}, "0")])
-def test_production_counts_the_address_the_load_balancer_appended_unless_told(given, read):
-    """Behind the load balancer every client would share its address (REMOTE_ADDR), and 20
-    failed dashboard logins anywhere would lock everyone out (merchants.logins)."""
+@pytest.mark.parametrize(("given", "read"), [({}, "0"), ({"TRUSTED_PROXY_COUNT": "1"}, "1")])
+def test_production_trusts_x_forwarded_for_only_when_told_there_is_a_proxy(given, read):
+    """With no proxy in front, a client's own X-Forwarded-For would choose the address the
+    dashboard's login throttle counts (merchants.logins): trusted only when told."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CELERY_"))}
     env |= REQUIRED | given | {"DJANGO_SETTINGS_MODULE": "config.settings_production"}
     code = (

@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+import dotenv
 import pytest
 
 from webhooks.signing import sign
@@ -131,6 +132,7 @@ def test_env_example_uncommented_as_it_stands_gives_the_settings_its_values(tmp_
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "__init__.py").write_text("")
     shutil.copy(root / "config" / "settings.py", tmp_path / "config" / "settings.py")
+    shutil.copy(root / "config" / "install_secrets.py", tmp_path / "config")
     code = (
         "import json\nfrom config import settings as s\n"
         "print(json.dumps({'allow_http': s.WEBHOOK_ALLOW_HTTP, "
@@ -158,7 +160,7 @@ def test_env_example_uncommented_as_it_stands_gives_the_settings_its_values(tmp_
         "hosts": ["127.0.0.1", "localhost", "testserver"],
         "media": "var/media",
         "rate": 7,  # the environment wins over the file
-        "secret": "dev-only-insecure-secret-key-change-me-in-production-0123",
+        "secret": dotenv.dotenv_values(tmp_path / "var" / "secrets.env")["SECRET_KEY"],
     }
 
 

@@ -71,7 +71,7 @@ def test_the_session_examples_cover_the_main_flow(schema):
         media = operations[name]["requestBody"]["content"]["application/json"]
         assert media["examples"]["example"]["value"] == own[name]["request"]
         assert "201" in own[name]["responses"]
-    assert set(ERROR_EXAMPLES) == {"400", "401", "404", "409", "415", "429"}
+    assert set(ERROR_EXAMPLES) == {"400", "401", "404", "409", "414", "415", "429"}
 
 
 def test_a_wrong_example_is_caught(schema):

@@ -207,6 +207,9 @@ def test_behind_a_load_balancer_the_address_it_appended_is_counted(amina, settin
 
 
 def test_without_a_trusted_proxy_x_forwarded_for_is_ignored(amina, settings):
+    """TRUSTED_PROXY_COUNT is 0 unless set, under the production settings too: a spoofed
+    X-Forwarded-For neither escapes nor moves the per-address lock."""
+    assert settings.TRUSTED_PROXY_COUNT == 0
     settings.LOGIN_FAILURES_PER_ADDRESS = 2
     for forged in ("5.6.7.8", "9.9.9.9"):
         log_in(browser("203.0.113.9", HTTP_X_FORWARDED_FOR=forged), "root", WRONG)
@@ -214,6 +217,9 @@ def test_without_a_trusted_proxy_x_forwarded_for_is_ignored(amina, settings):
     page = log_in(browser("203.0.113.9", HTTP_X_FORWARDED_FOR="1.1.1.1"), "amina", PASSWORD)
 
     assert REFUSED in page.content.decode()
+    assert redis().get(counter(address="203.0.113.9")[1]) == b"2"
+    for forged in ("5.6.7.8", "9.9.9.9", "1.1.1.1"):
+        assert redis().get(counter(address=forged)[1]) is None
 
 
 def test_an_ipv6_client_is_counted_by_its_64(amina, settings):
