@@ -41,7 +41,8 @@ def test_bin_run_starts_its_processes_with_the_installs_own_secrets(tmp_path):
     copy = tmp_path / "clone"
     (copy / "bin").mkdir(parents=True)
     (copy / "bin" / "run").write_text((ROOT / "bin" / "run").read_text())
-    (copy / "config").symlink_to(ROOT / "config")
+    for package in ("config", "core"):
+        (copy / package).symlink_to(ROOT / package)
     environment = {
         name: value
         for name, value in os.environ.items()
