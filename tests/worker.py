@@ -35,8 +35,9 @@ def _database_url() -> str:
     user = quote(db.get("USER") or "")
     password = quote(db.get("PASSWORD") or "")
     auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    host = db.get("HOST") or "127.0.0.1"
-    if host.startswith("/"):  # a socket directory: the embedded server of `make test`
+    # the embedded server of `make test`: its socket directory, as ?host= in DATABASE_URL
+    host = db.get("HOST") or db.get("OPTIONS", {}).get("host") or "127.0.0.1"
+    if host.startswith("/"):
         return f"postgres://{auth}/{db['NAME']}?host={quote(host, safe='/')}"
     port = f":{db['PORT']}" if db.get("PORT") else ""
     return f"postgres://{auth}{host}{port}/{db['NAME']}"
