@@ -14,7 +14,7 @@ TEST_ENV := DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/cow
 
 help:
 	@echo "make run   - install, start PostgreSQL (embedded unless DATABASE_URL), migrate, seed, start web + worker + beat"
-	@echo "make test  - run the whole suite against PostgreSQL and Redis"
+	@echo "make test  - lint, schema check and the whole suite (its own PostgreSQL and Redis unless DATABASE_URL/REDIS_URL)"
 
 $(STAMP): pyproject.toml
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -37,13 +37,20 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: $(STAMP) check-services lint
+# bin/test-services: the servers DATABASE_URL, REDIS_URL and CELERY_BROKER_URL name, or else
+# its own (the embedded PostgreSQL under var/test-pg, a private redis-server), for test-steps.
+test: $(STAMP) lint
+	@$(BIN)/python bin/test-services $(MAKE) --no-print-directory test-steps
+
+.PHONY: test-steps
+test-steps: $(STAMP)
+	@$(BIN)/python bin/check_services.py
 	@bin/ensure_browser
-	$(TEST_ENV) $(BIN)/python manage.py makemigrations --check --dry-run
-	$(TEST_ENV) $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
-	$(TEST_ENV) $(DEPLOY_ENV) $(BIN)/python manage.py check --deploy --fail-level WARNING
+	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
+	$(DEPLOY_ENV) $(BIN)/python manage.py check --deploy --fail-level WARNING
 	$(BIN)/python bin/pip_audit_gate.py
-	$(TEST_ENV) $(BIN)/pytest --create-db $(PYTEST_ARGS)
+	$(BIN)/pytest --create-db $(PYTEST_ARGS)
 
 # `check --deploy` under the production settings, with throwaway values for what they require.
 DEPLOY_ENV := DJANGO_SETTINGS_MODULE=config.settings_production \

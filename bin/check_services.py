@@ -3,7 +3,7 @@
 import os
 import socket
 import sys
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 SERVICES = [
     (
@@ -22,7 +22,13 @@ SERVICES = [
 
 
 def reachable(host: str, port: int) -> bool:
+    """A TCP host, or a Unix socket directory (the embedded server's ?host=/dir)."""
     try:
+        if host.startswith("/"):
+            with socket.socket(socket.AF_UNIX) as unix:
+                unix.settimeout(2)
+                unix.connect(f"{host}/.s.PGSQL.{port}")
+                return True
         with socket.create_connection((host, port), timeout=2):
             return True
     except OSError:
@@ -33,7 +39,8 @@ def main() -> int:
     missing = []
     for name, variable, default_port, how in SERVICES:
         url = urlparse(os.environ.get(variable, ""))
-        host, port = url.hostname or "127.0.0.1", url.port or default_port
+        socket_dir = parse_qs(url.query).get("host", [""])[0]
+        host, port = url.hostname or socket_dir or "127.0.0.1", url.port or default_port
         if not reachable(host, port):
             missing.append(
                 f"  {name} is not reachable at {host}:{port} ({variable}). Start it:\n    {how}"

@@ -2,6 +2,7 @@ import logging
 import os
 
 from celery import Celery, bootsteps, signals
+from celery.worker.request import Request
 
 from core.log_limits import OnChange
 
@@ -11,6 +12,29 @@ app = Celery("cowry")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 logger = logging.getLogger("cowry")
+
+
+class RequestIdOnReceipt(Request):
+    """A task message as the worker's main process takes it: the request id it carries
+    (django-guid's header) is set while Celery logs "Task ... received", and cleared at
+    task_received, sent right after that line (django-guid sets it only around the run)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        from django_guid import set_guid
+        from django_guid.config import settings as guid_settings
+
+        set_guid(self._request_dict.get(guid_settings.guid_header_name))
+
+
+app.Task.Request = f"{__name__}:RequestIdOnReceipt"
+
+
+@signals.task_received.connect
+def _request_id_received(**kwargs) -> None:
+    from django_guid import clear_guid
+
+    clear_guid()  # the main process's next lines are not that task's
 
 
 @signals.celeryd_init.connect  # early: the worker warns of running as root before its setup

@@ -147,16 +147,27 @@ GUIDANCE: dict[str, tuple[str, str]] = {
     "amount_ambiguous": ("Both payin_amount and payout_amount were sent.", "Send one."),
     "payin_currency_required": ("payin_amount came without payin_currency.", "Add it."),
     "send_field_conflict": ("send_* and payin_* disagree.", "Send one pair, or equal values."),
-    "amount_below_minimum": ("Below the operator's minimum.", "Raise the amount."),
-    "amount_above_maximum": ("Above the operator's maximum.", "Lower or split the amount."),
-    "amount_too_small_for_fees": ("The fees would eat the amount.", "Raise the amount."),
+    "amount_below_minimum": (
+        "Below the operator's minimum. `details`: amount, minimum, currency.",
+        "Raise the amount.",
+    ),
+    "amount_above_maximum": (
+        "Above the operator's maximum. `details`: amount, maximum, currency (none when no"
+        " payin could pay for the payout_amount asked).",
+        "Lower or split the amount.",
+    ),
+    "amount_too_small_for_fees": (
+        "The fees would eat the amount. `details`: amount, fee, currency.",
+        "Raise the amount.",
+    ),
     "invalid_amount_precision": (
         "The amount has decimals the currency does not have (XAF and XOF: none).",
         "Send whole units.",
     ),
     "invalid_amount": ("payout_amount is not a valid amount.", FIX_INPUT),
     "payout_amount_above_original": (
-        "A relaunch cannot pay out more than the original payout amount.",
+        "A relaunch cannot pay out more than the original payout amount. `details`: requested,"
+        " original, currency.",
         "Send at most the original amount, or omit payout_amount.",
     ),
     # --- quotes used by payments ---
@@ -168,7 +179,8 @@ GUIDANCE: dict[str, tuple[str, str]] = {
     ),
     "refund_exceeds_payin": (
         "The amount is more than the payin's amount less its refunds that have not failed "
-        "(or that the provider paid after they failed).",
+        "(or that the provider paid after they failed). `details`: refundable, requested,"
+        " currency.",
         "Refund at most the remainder: GET /payins/{id} shows refunded_amount and refunds.",
     ),
     "refund_not_found": (
@@ -197,7 +209,8 @@ GUIDANCE: dict[str, tuple[str, str]] = {
     ),
     # --- money ---
     "insufficient_balance": (
-        "The wallet's available balance does not cover the amount plus fees.",
+        "The wallet's available balance does not cover the amount plus fees. `details`:"
+        " available, requested (what the operation needs of it), currency.",
         "Collect funds first (payins) or lower the amount; see GET /balances.",
     ),
     "balance_out_of_range": ("The balance would pass what the ledger holds.", "Contact support."),

@@ -338,7 +338,10 @@ ERROR_SHAPE = """Every error answer has one shape:
 ```
 
 `code` follows the HTTP status; `reason` is the stable, machine-readable cause (branch on it,
-never on `message`); `fields` names the request fields at fault, when there are."""
+never on `message`); `fields` names the request fields at fault, when there are; `details`
+gives the figures of a refusal about an amount (amounts as strings, and the currency), named
+below with its reason: e.g. `insufficient_balance` carries
+`"details": {"available": "850", "requested": "10000", "currency": "XOF"}`."""
 
 
 def render_reasons_table() -> str:

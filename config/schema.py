@@ -69,6 +69,8 @@ class CowryAutoSchema(AutoSchema):
 
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
+        if direction == "request":  # a webhook's answers, given by the merchant's receiver
+            return responses
         error_statuses = ["401", "414", "429"]
         if self.method in ("POST", "PUT", "PATCH"):
             error_statuses += ["400", "415"]
@@ -142,7 +144,7 @@ STATUS_DESCRIPTIONS = {
     "202": "Accepted: the work continues in the background.",
     "400": (
         "Refused: invalid input (`reason` invalid_request, with `fields`) or a business rule"
-        " (`reason` names it; see the error reference above)."
+        " (`reason` names it; see the Errors section after the endpoints)."
     ),
     "401": "Missing or invalid X-Api-Key / X-Api-Secret (`reason` invalid_credentials).",
     "404": "No such resource for this merchant (`reason` names the resource, or not_found).",
@@ -220,11 +222,13 @@ def _set_example(content: dict | None, value) -> None:
         content["application/json"]["examples"] = {"example": {"value": value}}
 
 
-def describe_responses(result, generator, request, public):
-    """Every response gets a description and the usual error an example; the error reference
-    goes in the document's own description; the operations of a real session get its bodies."""
-    from config.errors_reference import render_reasons_table
+ERRORS_TAG = "Errors"
+GUIDE_TAG = "Merchant guide"
 
+
+def describe_responses(result, generator, request, public):
+    """Every response gets a description and the usual error an example; the operations of a
+    real session get its bodies; the document lists the operations' tags in order."""
     examples = json.loads(EXAMPLES_FILE.read_text())
     for item in result.get("paths", {}).values():
         for operation in item.values():
@@ -243,6 +247,28 @@ def describe_responses(result, generator, request, public):
                 value = own.get("responses", {}).get(status, ERROR_EXAMPLES.get(status))
                 if value is not None:
                     _set_example(response.get("content"), value)
-    info = result.setdefault("info", {})
-    info["description"] = f"{info.get('description', '')}\n\n{render_reasons_table()}"
+    operation_tags = [
+        tag
+        for item in result.get("paths", {}).values()
+        for operation in item.values()
+        if isinstance(operation, dict)
+        for tag in operation.get("tags", [])
+    ]
+    result["tags"] = [{"name": tag} for tag in dict.fromkeys(operation_tags)]
+    return result
+
+
+MERCHANT_GUIDE = Path(__file__).resolve().parent.parent / "docs" / "merchant-guide.md"
+
+
+def reference_sections_last(result, generator, request, public):
+    """The error reference and the merchant guide as sections of their own after the endpoints
+    (and the webhooks): tags without operations (`x-traitTag` makes Redoc show them)."""
+    from config.errors_reference import render_reasons_table
+
+    tags = result.setdefault("tags", [])
+    tags.append({"name": ERRORS_TAG, "description": render_reasons_table(), "x-traitTag": True})
+    if MERCHANT_GUIDE.is_file():  # a deployment may ship the code without docs/
+        guide = MERCHANT_GUIDE.read_text().split("\n", 1)[1].strip()  # its title: the tag's
+        tags.append({"name": GUIDE_TAG, "description": guide, "x-traitTag": True})
     return result

@@ -167,9 +167,34 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Cowry Merchant Payments API",
     "DESCRIPTION": (
         "Merchant-facing API for mobile money payins, payouts and two-leg transfers in XAF "
-        "and XOF. Every endpoint needs the X-Api-Key and X-Api-Secret headers."
+        "and XOF. Every endpoint needs the X-Api-Key and X-Api-Secret headers.\n\n"
+        "After the endpoints: **Webhooks** (the events Cowry POSTs to you, their headers and"
+        " signing recipe), **Errors** (every `reason` an error can carry and what to do) and"
+        " the **Merchant guide** (operator prediction, sandbox phone numbers). Redoc: /redoc."
     ),
     "VERSION": "1.0.0",
+    # 3.1: the document's `webhooks` section holds every event Cowry POSTs to a merchant.
+    "OAS_VERSION": "3.1.0",
+    "WEBHOOKS": [
+        "webhooks.schema.TEST_WEBHOOK",
+        *(
+            f"payments.webhook_events.{name}"
+            for name in ("PAYIN_COMPLETED", "PAYIN_FAILED", "PAYOUT_COMPLETED", "PAYOUT_FAILED")
+        ),
+        *(
+            f"transfers.webhook_events.TRANSFER_{name}"
+            for name in (
+                "PAYIN_COMPLETED",
+                "PAYIN_FAILED",
+                "PAYOUT_COMPLETED",
+                "PAYOUT_FAILED",
+                "COMPLETED",
+                "FAILED",
+            )
+        ),
+        "payments.webhook_events.REFUND_COMPLETED",
+        "payments.webhook_events.REFUND_FAILED",
+    ],
     "PATH_CONVERTER_OVERRIDES": {"id": {"type": "string", "format": "uuid"}},
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
@@ -184,11 +209,14 @@ SPECTACULAR_SETTINGS = {
         "config.schema.meta_is_optional",
         "config.schema.spec_component_names",
         "config.schema.describe_responses",
+        "webhooks.schema.webhook_headers",
+        "config.schema.reference_sections_last",
     ],
     "DISABLE_ERRORS_AND_WARNINGS": False,
     # /docs loads Swagger UI from this service (drf-spectacular-sidecar), never from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery -------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
 from config import converters, views
@@ -22,11 +22,16 @@ class DocsView(JsonErrors, SpectacularSwaggerView):
     pass
 
 
+class RedocView(JsonErrors, SpectacularRedocView):
+    pass
+
+
 urlpatterns = [
     path("health", views.health, name="health"),
     path("health/live", views.live, name="health-live"),
     path("schema", SchemaView.as_view(**PUBLIC), name="schema"),
     path("docs", DocsView.as_view(url_name="schema", **PUBLIC), name="docs"),
+    path("redoc", RedocView.as_view(url_name="schema", **PUBLIC), name="redoc"),
     path(
         "admin/invite/<uidb64>/<token>/",
         admin_team.InviteAcceptView.as_view(),

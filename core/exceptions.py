@@ -1,4 +1,5 @@
-"""Every API error leaves through here as {"error": {"code", "message", "reason"?, "fields"?}}."""
+"""Every API error leaves through here as
+{"error": {"code", "message", "reason"?, "fields"?, "details"?}}."""
 
 import logging
 from typing import Any
@@ -47,12 +48,18 @@ class DomainError(Exception):
     message: str = "The request could not be processed."
 
     def __init__(
-        self, message: str | None = None, *, reason: str | None = None, fields: dict | None = None
+        self,
+        message: str | None = None,
+        *,
+        reason: str | None = None,
+        fields: dict | None = None,
+        details: dict[str, str] | None = None,
     ) -> None:
         self.message = message or self.message
         if reason:
             self.reason = reason
         self.fields = fields
+        self.details = details  # the figures of a refusal about an amount, as strings
         super().__init__(self.message)
 
 
@@ -63,13 +70,20 @@ class NotFound(DomainError):
 
 
 def error_body(
-    status: int, message: str, *, reason: str = "", fields: dict | None = None
+    status: int,
+    message: str,
+    *,
+    reason: str = "",
+    fields: dict | None = None,
+    details: dict | None = None,
 ) -> dict[str, Any]:
     error: dict[str, Any] = {"code": CODE_BY_STATUS.get(status, "error"), "message": message}
     if reason:
         error["reason"] = reason
     if fields:
         error["fields"] = fields
+    if details:
+        error["details"] = details
     return {"error": error}
 
 
@@ -107,7 +121,9 @@ def _validation_message(fields: dict[str, Any]) -> str:
 def build_error_response(exc: Exception) -> Response | None:
     headers: dict[str, str] = {}
     if isinstance(exc, DomainError):
-        body = error_body(exc.status, exc.message, reason=exc.reason, fields=exc.fields)
+        body = error_body(
+            exc.status, exc.message, reason=exc.reason, fields=exc.fields, details=exc.details
+        )
         status = exc.status
     elif isinstance(exc, drf_exceptions.ValidationError):
         fields = _flatten_validation_detail(exc.detail)

@@ -66,6 +66,11 @@ class ErrorDetailSerializer(serializers.Serializer):
     message = serializers.CharField()
     reason = serializers.CharField(required=False)
     fields = serializers.DictField(required=False)
+    details = serializers.DictField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="The figures of a refusal about an amount (amounts as strings, currency).",
+    )
 
 
 class ErrorResponseSerializer(serializers.Serializer):

@@ -312,12 +312,14 @@ def staff_user_create(
     merchant: Merchant | None = None,
     role: str | None = None,
     support: bool = False,
+    ops: bool = False,
 ):
-    """A dashboard login: staff of one merchant (with a role) or support staff. Re-running it
-    for an existing username updates the password and the assignment; an ops login (a
-    superuser) is refused, as it would keep seeing every merchant. The username and password
-    must pass Django's validators (AUTH_PASSWORD_VALIDATORS). Without a password, a new login
-    has none until its invite is used (merchants.invites); an existing one keeps its own."""
+    """A dashboard login: staff of one merchant (with a role), support staff, or ops (a
+    superuser: the dashboard's ops home, every merchant). Re-running it for an existing username
+    updates the password and the assignment; an ops login is not turned into another kind, as
+    it would keep seeing every merchant. The username and password must pass Django's
+    validators (AUTH_PASSWORD_VALIDATORS). Without a password, a new login has none until its
+    invite is used (merchants.invites); an existing one keeps its own."""
     from django.contrib.auth import get_user_model, password_validation
     from django.contrib.auth.models import Group
     from django.core.exceptions import ValidationError
@@ -325,8 +327,10 @@ def staff_user_create(
     from merchants.dashboard import SUPPORT_GROUP
     from merchants.models import MembershipRole, MerchantMembership
 
-    if support == (merchant is not None):
-        raise DomainError("Give either a merchant and a role, or support.", reason="invalid_staff")
+    if [support, ops, merchant is not None].count(True) != 1:
+        raise DomainError(
+            "Give either a merchant and a role, or support, or ops.", reason="invalid_staff"
+        )
     if merchant is not None and role not in MembershipRole.values:
         raise DomainError(
             f"role must be one of {', '.join(MembershipRole.values)}.", reason="invalid_role"
@@ -337,7 +341,7 @@ def staff_user_create(
     )
     with transaction.atomic():
         user = user_model.objects.select_for_update().filter(username=username).first()
-        if user is not None and user.is_superuser:
+        if user is not None and user.is_superuser and not ops:
             raise DomainError(
                 f"{username} is an ops login; give merchant or support staff their own.",
                 reason="invalid_staff",
@@ -351,12 +355,16 @@ def staff_user_create(
             raise DomainError(" ".join(error.messages), reason="invalid_staff") from error
         user.is_staff = True
         user.is_active = True
+        user.is_superuser = ops
         if password is not None:
             user.set_password(password)
         elif user.pk is None:
             user.set_unusable_password()
         user.save()
-        if support:
+        if ops:
+            MerchantMembership.objects.filter(user=user).delete()
+            user.groups.remove(*Group.objects.filter(name=SUPPORT_GROUP))
+        elif support:
             MerchantMembership.objects.filter(user=user).delete()
             user.groups.add(Group.objects.get_or_create(name=SUPPORT_GROUP)[0])
         else:

@@ -22,9 +22,15 @@ class BadRequest(DomainError):
 
     status = 400
 
-    def __init__(self, message: str | None = None, *, field: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        field: str | None = None,
+        details: dict[str, str] | None = None,
+    ) -> None:
         message = message or self.message
-        super().__init__(message, fields={field: [message]} if field else None)
+        super().__init__(message, fields={field: [message]} if field else None, details=details)
 
 
 class InvalidAmountPrecision(BadRequest):
@@ -70,17 +76,20 @@ def check_within_limits(
     if operator.min_amount <= amount <= operator.max_amount:
         return
     what = (what or field).format(amount=f"{money.format_amount(amount)} {operator.currency}")
+    details = {"amount": money.format_amount(amount), "currency": operator.currency}
     if amount < operator.min_amount:
         raise AmountBelowMinimum(
             f"{what} is below {operator.code}'s minimum of "
             f"{money.format_amount(operator.min_amount)} {operator.currency}.",
             field=field,
+            details={**details, "minimum": money.format_amount(operator.min_amount)},
         )
     if amount > operator.max_amount:
         raise AmountAboveMaximum(
             f"{what} is above {operator.code}'s maximum of "
             f"{money.format_amount(operator.max_amount)} {operator.currency}.",
             field=field,
+            details={**details, "maximum": money.format_amount(operator.max_amount)},
         )
 
 
@@ -175,6 +184,11 @@ def collection_priced(
             raise AmountTooSmallForFees(
                 f"A fee of {money.format_amount(fee)} {currency} leaves nothing to credit.",
                 field="send_amount",
+                details={
+                    "amount": money.format_amount(send_amount),
+                    "fee": money.format_amount(fee),
+                    "currency": currency,
+                },
             )
         wallet_impact = {"credit_amount": money.format_amount(receive_amount)}
     else:
@@ -293,6 +307,11 @@ def _transfer_amounts(
             f"A fee of {money.format_amount(amounts.fee)} {payin_currency} leaves nothing "
             "to pay out.",
             field="payin_amount",
+            details={
+                "amount": money.format_amount(payin_amount),
+                "fee": money.format_amount(amounts.fee),
+                "currency": payin_currency,
+            },
         )
     what = "The payout of {amount} this payin_amount leaves"
     check_within_limits(amounts.payout_amount, recipient, field="payin_amount", what=what)

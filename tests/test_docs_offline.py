@@ -58,3 +58,50 @@ def test_swagger_ui_renders_every_operation_offline(live_server, offline_browser
     assert {"/customers", "/payins", "/quotes/payin", "/transfers/{transfer_id}"} <= paths
     assert "insufficient_balance" in offline_browser.page_source  # the error reference
     assert _resource_hosts(offline_browser) == {urlsplit(live_server.url).netloc}
+
+
+def _top(browser, xpath: str) -> int:
+    from selenium.webdriver.common.by import By
+
+    return browser.find_element(By.XPATH, xpath).location["y"]
+
+
+def test_swagger_ui_shows_the_endpoints_first_then_webhooks_and_the_error_reference(
+    live_server, offline_browser
+):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    offline_browser.get(f"{live_server.url}/docs")
+    WebDriverWait(offline_browser, 30).until(
+        lambda b: b.find_elements(By.XPATH, "//*[contains(text(), 'payin.completed')]")
+    )
+    first_operation = _top(offline_browser, "(//*[contains(@class, 'opblock-summary')])[1]")
+    errors = _top(offline_browser, "//code[text()='insufficient_balance']")
+    signing = _top(offline_browser, "//*[contains(text(), 'HMAC-SHA256')]")
+    assert first_operation < 1000  # no wall of tables before the first endpoint
+    assert first_operation < signing < errors
+    page = offline_browser.page_source
+    for event in ("payin.failed", "payout.completed", "transfer.payout.failed", "refund.failed"):
+        assert event in page
+    assert "Sandbox phone numbers" in page  # the merchant guide
+
+
+def test_redoc_renders_the_webhooks_and_the_reference_offline(live_server, offline_browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    offline_browser.get(f"{live_server.url}/redoc")
+    WebDriverWait(offline_browser, 60).until(
+        lambda b: b.find_elements(By.XPATH, "//*[contains(text(), 'transfer.payin.completed')]")
+    )
+    page = offline_browser.page_source
+    assert "insufficient_balance" in page and "HMAC-SHA256" in page
+    assert "Sandbox phone numbers" in page
+    # every script and style from the service; Redoc's attribution logo (an img of
+    # cdn.redoc.ly) is refused by the page's Content-Security-Policy
+    urls = offline_browser.execute_script(
+        "return performance.getEntriesByType('resource')"
+        ".filter(e => e.initiatorType !== 'img').map(e => e.name)"
+    )
+    assert {urlsplit(url).netloc for url in urls} == {urlsplit(live_server.url).netloc}

@@ -137,10 +137,25 @@ def test_a_task_enqueued_by_a_request_logs_the_requests_id(enabled_merchant, pro
         return [line for line in processes.json_lines("worker") if line["request_id"] == request_id]
 
     assert wait_until(tasks_of_the_request), "no worker line carries the request's id"
-    assert any(
-        "payments.tasks." in line["message"] and line["logger"] == "celery.app.trace"
-        for line in tasks_of_the_request()
+    assert wait_until(
+        lambda: any(
+            "payments.tasks." in line["message"] and line["logger"] == "celery.app.trace"
+            for line in tasks_of_the_request()
+        )
     ), tasks_of_the_request()
+    # every line about the request's tasks, "Task ... received" (the main process) included
+    assert wait_until(
+        lambda: any(
+            line["logger"] == "celery.worker.strategy" and "received" in line["message"]
+            for line in tasks_of_the_request()
+        )
+    ), processes.lines("worker")
+    received = [
+        line
+        for line in processes.json_lines("worker")
+        if line["logger"] == "celery.worker.strategy" and "submit_payin[" in line["message"]
+    ]
+    assert received and all(line["request_id"] == request_id for line in received), received
     access = [
         line
         for line in processes.json_lines("web")
@@ -153,6 +168,9 @@ def test_every_line_of_the_web_the_worker_and_beat_is_json(processes):
     response = requests.get(f"{processes.url}/health", params={"phone": SN_PHONE}, timeout=30)
     assert response.status_code in (200, 503)
     assert requests.get(f"{processes.url}/no-such-thing", timeout=30).status_code == 404
+    static = "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css"
+    assert requests.get(f"{processes.url}{static}", timeout=30).status_code == 200
+    assert requests.get(f"{processes.url}/static/no-such.css", timeout=30).status_code == 404
     processes.stop()  # their shutdown lines too
 
     for name in ("web", "worker", "beat"):
@@ -179,4 +197,7 @@ def test_every_line_of_the_web_the_worker_and_beat_is_json(processes):
     assert '"GET /health HTTP/1.1"' in access[0]["message"], access
     assert '"GET /no-such-thing HTTP/1.1" 404' in access[1]["message"], access
     assert access[0]["request_id"] == response.headers["X-Request-Id"]
+    # a static file served is not an access line; a missing one is
+    assert not any(static in entry["message"] for entry in access), access
+    assert any('/static/no-such.css HTTP/1.1" 404' in entry["message"] for entry in access)
     assert len(access[1]["request_id"]) == 32 and access[1]["request_id"] != access[0]["request_id"]

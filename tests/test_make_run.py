@@ -59,8 +59,9 @@ def _free_port() -> int:
 
 
 @pytest.mark.worker
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
 def test_a_sigterm_to_make_runs_process_group_stops_web_worker_and_beat_within_10_s(
-    django_db_setup,
+    django_db_setup, stop
 ):
     port = _free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith("DJANGO_")}
@@ -96,7 +97,7 @@ def test_a_sigterm_to_make_runs_process_group_stops_web_worker_and_beat_within_1
         children = psutil.Process(manager.pid).children(recursive=True)
         assert len(children) >= 5  # web master and worker, worker and its pool, beat
 
-        os.killpg(manager.pid, signal.SIGTERM)
+        os.killpg(manager.pid, stop)
         started = time.monotonic()
         _, alive = psutil.wait_procs([psutil.Process(manager.pid), *children], timeout=10)
         took = time.monotonic() - started
@@ -111,6 +112,26 @@ def test_a_sigterm_to_make_runs_process_group_stops_web_worker_and_beat_within_1
     assert alive == [], log
     assert took < 10
     assert "sending SIGKILL" not in log, log  # each stopped by itself
+    assert manager.returncode == 0, log  # asked to stop, and stopped: not an error
+
+
+STEP_STOPPED = """
+import runpy, signal, sys
+run = runpy.run_path("bin/run")
+signal.signal(signal.SIGTERM, run["_forward"])
+child = "import time; print('ready', flush=True); time.sleep(30)"  # ends by the SIGTERM
+print("step", run["_step"](sys.executable, "-c", child), flush=True)
+"""
+
+
+def test_make_run_counts_a_step_a_stop_signal_ended_as_a_clean_stop():
+    runner = subprocess.Popen(
+        [sys.executable, "-c", STEP_STOPPED], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert runner.stdout.readline().strip() == "ready"
+    runner.send_signal(signal.SIGTERM)
+    out, _ = runner.communicate(timeout=30)
+    assert out.split() == ["step", "0"]
 
 
 def _answers(port: int) -> bool:

@@ -28,7 +28,7 @@ def test_the_worker_reuses_its_database_connection_from_task_to_task(enabled_mer
     after_each_task: list[set[int]] = []
     env = {
         "CONN_MAX_AGE": "600",
-        "DATABASE_URL": f"{_database_url()}?application_name={APPLICATION}",
+        "DATABASE_URL": _database_url(application_name=APPLICATION),
     }
     with celery_worker(extra_env=env) as worker:
         for _ in range(8):  # one after the other: each payin is its own submitter task
@@ -55,7 +55,7 @@ def test_a_killed_worker_connection_is_replaced_at_the_next_task(enabled_merchan
     customer = create_customer(api)
     env = {
         "CONN_MAX_AGE": "600",
-        "DATABASE_URL": f"{_database_url()}?application_name={APPLICATION}",
+        "DATABASE_URL": _database_url(application_name=APPLICATION),
     }
 
     def create_and_complete(worker) -> str:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import pytest
 from django.conf import settings
@@ -28,16 +28,22 @@ BASE_DIR = Path(settings.BASE_DIR)
 QUEUES = "default,provider,webhooks,kyc"
 
 
-def _database_url() -> str:
+def _database_url(**params: str) -> str:
+    """The test database's URL for a process of its own, with these query parameters."""
     db = settings.DATABASES["default"]
     if "postgresql" not in db["ENGINE"]:
         raise RuntimeError("The worker tests need PostgreSQL (DATABASE_URL).")
     user = quote(db.get("USER") or "")
     password = quote(db.get("PASSWORD") or "")
     auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    host = db.get("HOST") or "127.0.0.1"
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{auth}{host}{port}/{db['NAME']}"
+    # the embedded server of `make test`: its socket directory, as ?host= in DATABASE_URL
+    host = db.get("HOST") or db.get("OPTIONS", {}).get("host") or "127.0.0.1"
+    if host.startswith("/"):
+        params = {"host": host, **params}
+        host = ""
+    port = f":{db['PORT']}" if db.get("PORT") and host else ""
+    query = f"?{urlencode(params, safe='/')}" if params else ""
+    return f"postgres://{auth}{host}{port}/{db['NAME']}{query}"
 
 
 @contextlib.contextmanager

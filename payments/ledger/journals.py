@@ -1,7 +1,7 @@
 """Journals: one balanced, idempotent posting per movement (post_journal)."""
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
@@ -87,12 +87,23 @@ def _journal_rows(
     return journal, lines, dict(deltas)
 
 
-def _refusal(balances: Iterable[Decimal]) -> DomainError | None:
-    """Why a wallet cannot take these balances (None: it can)."""
-    balances = list(balances)
-    if any(value < 0 for value in balances):
-        return InsufficientBalance()
-    if any(value >= money.AMOUNT_CEILING for value in balances):
+def _refusal(wallet, new_values: dict[str, Decimal], *, currency: str) -> DomainError | None:
+    """Why a wallet cannot take these balances (None: it can); a short balance is named with
+    what it holds and what the operation needs of it."""
+    for column, value in new_values.items():
+        if value < 0:
+            held = getattr(wallet, column)
+            details = {
+                column: money.format_amount(held),
+                "requested": money.format_amount(held - value),
+                "currency": currency,
+            }
+            return InsufficientBalance(
+                f"{InsufficientBalance.message} {money.format_amount(held)} {currency}"
+                f" {column}, {details['requested']} {currency} needed.",
+                details=details,
+            )
+    if any(value >= money.AMOUNT_CEILING for value in new_values.values()):
         return BalanceOutOfRange()
     return None
 
@@ -144,7 +155,7 @@ def post_journal(
             memo=memo,
         )
         new_values = {column: getattr(wallet, column) + delta for column, delta in deltas.items()}
-        refusal = _refusal(new_values.values())
+        refusal = _refusal(wallet, new_values, currency=currency)
         if refusal is not None:
             raise refusal
         journal.save(force_insert=True)

@@ -146,9 +146,14 @@ def _refund_amount(payin: Payin, amount: Decimal | None) -> Decimal:
         raise quote_services.InvalidAmountPrecision(message, field="amount")
     remainder = refundable_remainder(payin)
     if remainder <= 0 or (amount is not None and amount > remainder):
+        refundable = money.format_amount(max(remainder, Decimal(0)))
         raise RefundExceedsPayin(
-            f"At most {money.format_amount(max(remainder, Decimal(0)))} {payin.send_currency} "
-            "of this payin can still be refunded."
+            f"At most {refundable} {payin.send_currency} of this payin can still be refunded.",
+            details={
+                "refundable": refundable,
+                "requested": money.format_amount(remainder if amount is None else amount),
+                "currency": payin.send_currency,
+            },
         )
     amount = remainder if amount is None else money.quantize(amount, payin.send_currency)
     operator = quote_selectors.operator_get(code=payin.operator_code)

@@ -97,3 +97,32 @@ def test_seed_demo_refused_a_dashboard_login_changes_nothing():
     assert not ApiKey.objects.exists()
     assert not AuditLogEntry.objects.exists()
     assert not Merchant.objects.exists()
+
+
+def test_create_ops_user_lands_on_the_ops_home_and_sees_every_merchant(merchant, other_merchant):
+    data = _run("create_staff_user", "olu", "--password", "ops-login-passphrase", "--ops")
+    assert data == {"username": "olu", "merchant_id": None, "role": "ops"}
+    user = get_user_model().objects.get(username="olu")
+    assert (user.is_superuser, user.is_staff, user.groups.exists()) == (True, True, False)
+    client = Client()
+    assert client.login(username="olu", password="ops-login-passphrase")
+    home = client.get("/admin/").content.decode()
+    assert 'id="ledger-check"' in home  # the ops home
+    # re-run: a new password, still ops; a support login promoted to ops loses its group
+    _run("create_staff_user", "olu", "--password", "another-ops-passphrase", "--ops")
+    _run("create_staff_user", "sam", "--password", "support-login-pw", "--support")
+    _run("create_staff_user", "sam", "--password", "support-login-pw", "--ops")
+    sam = get_user_model().objects.get(username="sam")
+    assert sam.is_superuser and not sam.groups.exists()
+    assert client.login(username="olu", password="another-ops-passphrase")
+
+
+@pytest.mark.parametrize(
+    "extra", [["--support"], ["--role", "viewer"], ["--merchant", "x", "--role", "owner"]]
+)
+def test_create_ops_user_takes_no_other_assignment(extra):
+    with pytest.raises(CommandError, match="--ops"):
+        call_command(
+            "create_staff_user", "olu", "--password", "ops-login-passphrase", "--ops", *extra
+        )
+    assert not get_user_model().objects.exists()

@@ -51,7 +51,7 @@ def test_an_event_after_the_senders_connection_was_cut_mid_send_is_delivered_at_
 ):
     webhook_endpoint(merchant)
     hanging_receiver.hold = True
-    env = {**WORKER_ENV, "DATABASE_URL": f"{_database_url()}?application_name={APPLICATION}"}
+    env = {**WORKER_ENV, "DATABASE_URL": _database_url(application_name=APPLICATION)}
     monitor = admin_connection()
     try:
         with celery_worker(extra_env=env) as worker:

@@ -60,7 +60,14 @@ def _relaunch_amount(*, transfer: Transfer, payout_amount: Decimal) -> Decimal:
             f"payout_amount {money.format_amount(payout_amount)} is above the original "
             f"{money.format_amount(transfer.quoted_payout_amount)} {transfer.payout_currency}."
         )
-        raise PayoutAmountAboveOriginal(message, fields={"payout_amount": [message]})
+        details = {
+            "requested": money.format_amount(payout_amount),
+            "original": money.format_amount(transfer.quoted_payout_amount),
+            "currency": transfer.payout_currency,
+        }
+        raise PayoutAmountAboveOriginal(
+            message, fields={"payout_amount": [message]}, details=details
+        )
     return payout_amount
 
 

@@ -13,8 +13,8 @@ READ_STDIN = "-"  # as --password: read the password from standard input
 
 class Command(OpsCommand):
     help = (
-        "Create a dashboard login: merchant staff (--merchant and --role) or --support. Without"
-        " --password, prints the invite link on which they choose one."
+        "Create a dashboard login: merchant staff (--merchant and --role), --support or --ops."
+        " Without --password, prints the invite link on which they choose one."
     )
     stealth_options = ("stdin",)
 
@@ -26,15 +26,16 @@ class Command(OpsCommand):
         parser.add_argument("--merchant", dest="merchant_id")
         parser.add_argument("--role", choices=["owner", "developer", "viewer"])
         parser.add_argument("--support", action="store_true")
+        parser.add_argument("--ops", action="store_true", help="an ops login (a superuser)")
         parser.add_argument("username")
 
-    def run(self, *, username, password, merchant_id, role, support, **options) -> None:
+    def run(self, *, username, password, merchant_id, role, support, ops, **options) -> None:
         if password == READ_STDIN:  # kept out of the shell's history and the process list
             password = options.get("stdin", sys.stdin).readline().rstrip("\r\n")
-        if support and (merchant_id or role):
-            raise CommandError("--support takes no --merchant or --role.")
-        if not support and not (merchant_id and role):
-            raise CommandError("Give --merchant MERCHANT_ID --role ROLE, or --support.")
+        if ((support or ops) and (merchant_id or role)) or (support and ops):
+            raise CommandError("--support and --ops take no --merchant or --role, nor each other.")
+        if not (support or ops) and not (merchant_id and role):
+            raise CommandError("Give --merchant MERCHANT_ID --role ROLE, --support or --ops.")
         merchant = None
         if merchant_id:
             try:
@@ -45,12 +46,18 @@ class Command(OpsCommand):
         if password is None and existing is not None and existing.has_usable_password():
             raise CommandError(f"{username} has a password already; give --password to change it.")
         user = services.staff_user_create(
-            username=username, password=password, merchant=merchant, role=role, support=support
+            username=username,
+            password=password,
+            merchant=merchant,
+            role=role,
+            support=support,
+            ops=ops,
         )
-        role_name = role if merchant else "support"
+        kind = "ops" if ops else "support"
+        role_name = role if merchant else kind
         data = {"username": username, "merchant_id": str(merchant.id) if merchant else None}
         data["role"] = role_name
-        where = f"{merchant.name} as {role}" if merchant else "support staff"
+        where = f"{merchant.name} as {role}" if merchant else f"{kind} staff"
         text = f"Dashboard user {username}: {where}. Log in at /admin/."
         purpose = None
         if password is None:
