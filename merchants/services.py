@@ -314,12 +314,10 @@ def staff_user_create(
     support: bool = False,
     ops: bool = False,
 ):
-    """A dashboard login: staff of one merchant (with a role), support staff, or ops (a
-    superuser: the dashboard's ops home, every merchant). Re-running it for an existing username
-    updates the password and the assignment; an ops login is not turned into another kind, as
-    it would keep seeing every merchant. The username and password must pass Django's
-    validators (AUTH_PASSWORD_VALIDATORS). Without a password, a new login has none until its
-    invite is used (merchants.invites); an existing one keeps its own."""
+    """A dashboard login: staff of one merchant (with a role), support, or ops (a superuser).
+    Re-run, it updates the password and the assignment; an ops login never becomes another kind
+    (it would keep seeing every merchant). Username and password pass Django's validators.
+    Without a password a new login has none until its invite is used (merchants.invites)."""
     from django.contrib.auth import get_user_model, password_validation
     from django.contrib.auth.models import Group
     from django.core.exceptions import ValidationError
@@ -328,9 +326,8 @@ def staff_user_create(
     from merchants.models import MembershipRole, MerchantMembership
 
     if [support, ops, merchant is not None].count(True) != 1:
-        raise DomainError(
-            "Give either a merchant and a role, or support, or ops.", reason="invalid_staff"
-        )
+        message = "Give either a merchant and a role, or support, or ops."
+        raise DomainError(message, reason="invalid_staff")
     if merchant is not None and role not in MembershipRole.values:
         raise DomainError(
             f"role must be one of {', '.join(MembershipRole.values)}.", reason="invalid_role"
@@ -361,11 +358,11 @@ def staff_user_create(
         elif user.pk is None:
             user.set_unusable_password()
         user.save()
-        if ops:
+        if ops or support:
             MerchantMembership.objects.filter(user=user).delete()
+        if ops:
             user.groups.remove(*Group.objects.filter(name=SUPPORT_GROUP))
         elif support:
-            MerchantMembership.objects.filter(user=user).delete()
             user.groups.add(Group.objects.get_or_create(name=SUPPORT_GROUP)[0])
         else:
             user.groups.remove(*Group.objects.filter(name=SUPPORT_GROUP))
