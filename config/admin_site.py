@@ -12,6 +12,7 @@ class CowryAdminSite(UnfoldAdminSite):
     site_title = "Cowry"
     index_title = "Payments, customers and credentials"
     login_form = logins.DashboardLoginForm
+    site_url = None  # no public site (UNFOLD["SITE_URL"] too)
 
     def get_urls(self):
         from django.urls import path

@@ -10,6 +10,7 @@ from django.urls import reverse_lazy
 from merchants import dashboard, team
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import MembershipRole, MerchantMembership
+from merchants.themed_forms import ThemedSetPasswordForm
 
 
 class InviteForm(forms.ModelForm):
@@ -19,6 +20,11 @@ class InviteForm(forms.ModelForm):
     class Meta:
         model = MerchantMembership
         fields = ["role"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The least the teammate may need: an owner raises it deliberately.
+        self.fields["role"].initial = MembershipRole.VIEWER
 
 
 def _is_owner(request) -> bool:
@@ -109,6 +115,7 @@ class InviteAcceptView(PasswordResetConfirmView):
     """The invitation link: the teammate chooses a password, then logs in."""
 
     template_name = "admin/merchants/merchantmembership/accept.html"
+    form_class = ThemedSetPasswordForm
     success_url = reverse_lazy("admin:login")
     reset_url_token = "choose-password"  # noqa: S105  (a URL segment, not a secret)
 

@@ -28,7 +28,7 @@ from unfold.contrib.filters.admin import RangeDateTimeFilter
 from unfold.contrib.filters.admin.mixins import DropdownMixin, ValueMixin
 
 from config.exceptions import DomainError
-from merchants import display
+from merchants import display, themed_forms
 from merchants.models import MembershipRole, Merchant
 
 SUPPORT_GROUP = "Support"
@@ -196,6 +196,11 @@ class ShownAsListed:
             )
             return not editable
         return obj is not None and not self.has_change_permission(request, obj)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        # A field the form declares itself (an invitation's username, an endpoint's URL) is
+        # drawn with the theme's widget as the model's fields are.
+        return themed_forms.themed(super().get_form(request, obj, change, **kwargs))
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         if isinstance(db_field, DecimalField):

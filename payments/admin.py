@@ -9,7 +9,6 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect
-from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -28,6 +27,7 @@ from merchants.dashboard import (
     past_timeout_filter,
 )
 from merchants.models import Merchant
+from merchants.themed_forms import ThemedForm
 from payments import admin_refunds, provider, selectors, services, statements
 from payments.models import (
     Journal,
@@ -326,14 +326,18 @@ class WalletAdmin(ReadOnlyAdmin):
                     )
                     response["Content-Disposition"] = f'attachment; filename="{name}"'
                     return response
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Statement",
-            "form": form,
-            "max_days": statements.MAX_DAYS,
-            "opts": self.model._meta,
-        }
-        return TemplateResponse(request, "admin/payments/wallet/statement.html", context)
+        return object_actions.action_page(
+            request,
+            self,
+            title="Download a statement",
+            consequence=f"The ledger lines of the wallet in one currency, at most"
+            f" {statements.MAX_DAYS} days (whole UTC days), as CSV.",
+            form=form,
+            submit_label="Download CSV",
+            cancel_url=reverse("admin:payments_wallet_changelist"),
+            method="get",
+            page_id="statement",
+        )
 
     @admin.action(description="Download a statement of the selected wallet")
     def download_statement(self, request, queryset):
@@ -345,7 +349,7 @@ class WalletAdmin(ReadOnlyAdmin):
         return redirect(f"{reverse('admin:payments_wallet_statement')}?{query}")
 
 
-class StatementForm(forms.Form):
+class StatementForm(ThemedForm, forms.Form):
     merchant = forms.ModelChoiceField(queryset=Merchant.objects.all(), required=False)
     currency = forms.ChoiceField(choices=[(c, c) for c in money.CURRENCIES])
     date_from = forms.DateField(label="From", widget=forms.DateInput(attrs={"type": "date"}))

@@ -11,7 +11,7 @@ from unfold import admin as unfold_admin
 
 from merchants import dashboard, display
 from merchants.dashboard import ReadOnlyAdmin, ScopedInlineMixin, known_values_filter
-from webhooks import services
+from webhooks import selectors, services
 from webhooks.models import Delivery, DeliveryAttempt
 
 _TLS = re.compile(r"SSLError|\[SSL")
@@ -134,6 +134,20 @@ class DeliveryAttemptInline(ScopedInlineMixin, unfold_admin.TabularInline):
 
 
 # Read-only: saving the page would write back the delivery as read, over the sender's progress.
+FAILING_DELIVERIES_QUERY = "failing=yes"  # the list of what the homes count as failing
+
+
+class FailingFilter(admin.SimpleListFilter):
+    title = "failing"
+    parameter_name = "failing"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Failing (failed, or retried after a failure)")]
+
+    def queryset(self, request, queryset):
+        return selectors.failing_deliveries(queryset) if self.value() == "yes" else queryset
+
+
 @admin.register(Delivery)
 class DeliveryAdmin(ReadOnlyAdmin):
     merchant_path = "event__merchant"
@@ -149,6 +163,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
     ]
     list_filter = [
         "status",
+        FailingFilter,
         "event__merchant",
         ("event__event_type", known_values_filter(lambda: services.EVENT_TYPES)),
     ]
