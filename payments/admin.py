@@ -27,8 +27,9 @@ from merchants.dashboard import (
     past_timeout_filter,
 )
 from merchants.models import Merchant
+from merchants.record_page import RecordPage
 from merchants.themed_forms import ThemedForm
-from payments import admin_refunds, provider, selectors, services, statements
+from payments import admin_records, admin_refunds, provider, selectors, services, statements
 from payments.models import (
     Journal,
     JournalLine,
@@ -118,15 +119,17 @@ def sees_reconciliation(request) -> bool:
     return dashboard.is_ops(request.user) or dashboard.is_support(request.user)
 
 
-class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
-    """A payin's or payout's page: its fields, then its history, its webhook events with
-    their deliveries and, for support and ops, its provider discrepancies. A pasted id or
-    provider reference is found through an index (ExactSearchMixin)."""
+class PaymentAdmin(RecordPage, ExactSearchMixin, ReadOnlyAdmin):
+    """A payin's, payout's or refund's page: its header and timeline (admin_records), its
+    details, pricing, webhook events with their deliveries and, for support and ops, its
+    provider discrepancies; every column folded last. A pasted id or provider reference is
+    found through an index (ExactSearchMixin)."""
 
     reference_forms = provider.REFERENCE_FORMS
     exact_reference_fields = ("provider_reference",)
+    record_groups = admin_records.PAYMENT_GROUPS
 
-    readonly_fields = ["webhook_events"]
+    readonly_fields = ["webhook_events", "pricing_breakdown"]
     # The list shows the merchant only: left to Django, a bare select_related() joined every
     # non-null relation too (the quote, the customer and each one's merchant) for every row.
     list_select_related = ["merchant"]
@@ -134,6 +137,10 @@ class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
         return [*fields, "provider_discrepancies"] if sees_reconciliation(request) else fields
+
+    @admin.display(description="Pricing")
+    def pricing_breakdown(self, obj) -> str:
+        return admin_records.payment_breakdown(obj)
 
     @admin.display(description="Provider discrepancies")
     @display.computed_once
@@ -172,6 +179,9 @@ class PayinAdmin(admin_refunds.PayinRefunds, PaymentAdmin):
         refunds = "refunds_and_button" if admin_refunds.may_refund(request, obj) else "refunds"
         return [*fields, refunds]
 
+    def record(self, request, obj):
+        return admin_records.payin_record(request, obj)
+
 
 @admin.register(Refund)
 class RefundAdmin(PaymentAdmin):
@@ -197,6 +207,10 @@ class RefundAdmin(PaymentAdmin):
     search_fields = ["=id", "provider_reference", "=payin__id", "=customer__id", "merchant__name"]
     date_hierarchy = "created_at"
     inlines = [RefundHistoryInline]
+    readonly_fields = ["webhook_events"]  # a refund's pricing is its amount
+
+    def record(self, request, obj):
+        return admin_records.refund_record(request, obj)
 
 
 @admin.register(Payout)
@@ -221,6 +235,9 @@ class PayoutAdmin(PaymentAdmin):
     inlines = [PayoutHistoryInline]
     actions = ["mark_failed"]
     actions_detail = ["mark_failed_detail"]
+
+    def record(self, request, obj):
+        return admin_records.payout_record(request, obj)
 
     def has_stuck_permission(self, request, object_id=None) -> bool:
         """Mark failed and its confirmation show on a payout stuck at the provider; a POST goes

@@ -24,10 +24,11 @@ from merchants.dashboard import (
     known_values_filter,
     past_timeout_filter,
 )
+from merchants.record_page import RecordPage
 from payments import admin as payment_admin
 from payments import provider
 from quotes import selectors as quote_selectors
-from transfers import selectors, services
+from transfers import admin_records, selectors, services
 from transfers.models import Transfer, TransferDisbursementAttempt, TransferHistory
 from webhooks import admin as webhook_admin
 
@@ -73,7 +74,7 @@ class TransferDisbursementAttemptInline(ScopedInlineMixin, unfold_admin.TabularI
 
 
 @admin.register(Transfer)
-class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
+class TransferAdmin(RecordPage, ExactSearchMixin, MerchantScopedAdmin):
     # A pasted id or provider reference (either leg's, any attempt's) is found through an
     # index (ExactSearchMixin).
     reference_forms = provider.REFERENCE_FORMS
@@ -147,6 +148,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         ("Parties", {"fields": ["payer_party", "recipient_party"]}),
         ("Ledger", {"fields": ["suspense_held", "journals"]}),
         ("Webhook events", {"fields": ["events"]}),
+        ("Pricing", {"fields": ["pricing_breakdown"]}),
         ("Pricing (locked by the quote)", {"fields": ["pricing_json"]}),
     ]
     readonly_fields = [
@@ -167,7 +169,16 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         "journals",
         "events",
         "pricing_json",
+        "pricing_breakdown",
     ]
+    record_groups = admin_records.TRANSFER_GROUPS
+
+    def record(self, request, obj):
+        return admin_records.transfer_record(request, obj)
+
+    @admin.display(description="Pricing")
+    def pricing_breakdown(self, obj: Transfer) -> str:
+        return admin_records.transfer_breakdown(obj)
 
     def get_fieldsets(self, request, obj=None):
         fieldsets = list(super().get_fieldsets(request, obj))
@@ -267,7 +278,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
     def events(self, obj: Transfer) -> str:
         return webhook_admin.events_table(selectors.transfer_events(transfer=obj))
 
-    @admin.display(description="Pricing")
+    @admin.display(description="Pricing as locked by the quote")
     def pricing_json(self, obj: Transfer) -> str:
         return display.labelled(obj.pricing)
 
