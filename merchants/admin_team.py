@@ -119,6 +119,11 @@ class InviteAcceptView(PasswordResetConfirmView):
     success_url = reverse_lazy("admin:login")
     reset_url_token = "choose-password"  # noqa: S105  (a URL segment, not a secret)
 
+    def get_context_data(self, **kwargs):
+        # The theme's colours and title, as on the login page: without them the page's
+        # button was white on white.
+        return {**admin.site.each_context(self.request), **super().get_context_data(**kwargs)}
+
     def form_valid(self, form):
         messages.success(self.request, "Your password is set: log in with it.")
         return super().form_valid(form)
