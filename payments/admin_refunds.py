@@ -120,7 +120,7 @@ class PayinRefunds:
         paid = display.amount(payin.send_amount, payin.send_currency)
         remainder = display.amount(services.refundable_remainder(payin), payin.send_currency)
         consequence = format_html(
-            "<p>The payer ({}, {}) paid {}; {} can still be refunded.</p>"
+            '<p class="mb-2">The payer ({}, {}) paid {}; {} can still be refunded.</p>'
             "<p><strong>The amount you refund leaves your wallet's available balance now</strong>"
             " (all {} if you leave the amount empty); the payin's fee is not returned. It comes"
             " back to the wallet if the refund fails.</p>",

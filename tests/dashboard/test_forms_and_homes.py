@@ -70,6 +70,8 @@ def test_login_and_the_invited_teammates_password_page_have_boxed_fields(merchan
     page = client.get(invitation.path, follow=True)  # the token moves into the session
     assert page.status_code == 200 and "Set my password" in page.content.decode()
     assert unboxed(page.content.decode()) == []
+    # the theme's colours, or the button is white on white
+    assert "--color-primary-600:" in page.content.decode()
 
 
 def test_every_owner_form_and_confirmation_has_boxed_fields(merchant, owner):
