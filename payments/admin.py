@@ -45,7 +45,6 @@ from payments.models import (
 )
 from quotes import selectors as quote_selectors
 from webhooks import admin as webhook_admin
-from webhooks import selectors as webhook_selectors
 
 
 class ReadOnlyInline(ScopedInlineMixin, unfold_admin.TabularInline):
@@ -150,10 +149,7 @@ class PaymentAdmin(RecordPage, ExactSearchMixin, ReadOnlyAdmin):
     @admin.display(description="Webhook events")
     @display.computed_once
     def webhook_events(self, obj) -> str:
-        data_type = obj._meta.model_name
-        return webhook_admin.events_table(
-            webhook_selectors.events_about(data_type=data_type, data_id=obj.pk)
-        )
+        return webhook_admin.events_table(admin_records.events_of(obj))
 
 
 @admin.register(Payin)

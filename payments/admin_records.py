@@ -58,12 +58,20 @@ def _facts(request, obj, *party: tuple[str, str]) -> list[tuple[str, str]]:
     return facts
 
 
+def events_of(obj) -> list:
+    """The record's webhook events with their deliveries, read once for the page's timeline and
+    its events table."""
+    if not hasattr(obj, "_webhook_events"):
+        events = webhook_selectors.events_about(data_type=obj._meta.model_name, data_id=obj.pk)
+        obj._webhook_events = list(events)
+    return obj._webhook_events
+
+
 def _timeline(obj, history_rows) -> list[Moment]:
-    events = webhook_selectors.events_about(data_type=obj._meta.model_name, data_id=obj.pk)
     return [
         *record_page.history(history_rows),
         *record_page.provider_leg(obj),
-        *record_page.deliveries(events),
+        *record_page.deliveries(events_of(obj)),
         *record_page.admin_actions(obj),
     ]
 
