@@ -12,6 +12,7 @@ class CowryAdminSite(UnfoldAdminSite):
     site_title = "Cowry"
     index_title = "Payments, customers and credentials"
     login_form = logins.DashboardLoginForm
+    site_url = None  # no public site (UNFOLD["SITE_URL"] too)
 
     def get_urls(self):
         from django.urls import path
@@ -45,7 +46,7 @@ class CowryAdminSite(UnfoldAdminSite):
     def index(self, request, extra_context=None):
         """Merchant staff land on their merchant's day; support and ops on their worklist, ops
         also on the platform's totals and the ledger check."""
-        from config import worklist
+        from config import home_charts, worklist
         from merchants import dashboard
         from payments import selectors as payment_selectors
 
@@ -57,6 +58,9 @@ class CowryAdminSite(UnfoldAdminSite):
             context["merchant_summary"] = worklist.merchant_summary(
                 merchant_id=merchant.pk, now=now
             )
+            context["merchant_charts"] = home_charts.merchant_charts(
+                merchant_id=merchant.pk, now=now
+            )
         elif request.user.is_superuser or dashboard.is_support(request.user):
             context["title"] = "Support dashboard: what needs attention"
             context["worklist"] = worklist.support_worklist(now=now)
@@ -64,4 +68,5 @@ class CowryAdminSite(UnfoldAdminSite):
             context["title"] = "Ops dashboard: the platform and what needs attention"
             context["platform_totals"] = worklist.platform_totals()
             context["ledger_check"] = payment_selectors.ledger_check_last()
+            context["ops_charts"] = home_charts.ops_charts(now=now)
         return super().index(request, context)

@@ -15,3 +15,22 @@ class CowryAdminConfig(AdminConfig):
         for model in (TOTPDevice, StaticDevice):
             if admin.site.is_registered(model):
                 admin.site.unregister(model)
+        # Ops' logins and groups in the theme's forms, as every other page.
+        from django.contrib.auth import admin as auth_admin
+        from django.contrib.auth.models import Group, User
+        from unfold import admin as unfold_admin
+        from unfold import forms as unfold_forms
+
+        class UserAdmin(auth_admin.UserAdmin, unfold_admin.ModelAdmin):
+            form = unfold_forms.UserChangeForm
+            add_form = unfold_forms.UserCreationForm
+            change_password_form = unfold_forms.AdminPasswordChangeForm
+            filter_horizontal = ()  # Django's two-box picker is wider than the page at 1400 px
+
+        class GroupAdmin(auth_admin.GroupAdmin, unfold_admin.ModelAdmin):
+            filter_horizontal = ()
+
+        for model, model_admin in ((User, UserAdmin), (Group, GroupAdmin)):
+            if admin.site.is_registered(model):
+                admin.site.unregister(model)
+            admin.site.register(model, model_admin)

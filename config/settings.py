@@ -500,7 +500,15 @@ UNFOLD = {
     "SITE_SYMBOL": "payments",
     "SHOW_HISTORY": True,
     "SHOW_VIEW_ON_SITE": False,
+    "SITE_URL": None,  # no public site: "View site" and "Return to site" led to a JSON 404
     "BORDER_RADIUS": "6px",
+    # Each role's pages (config.sidebar): a merchant's payments, money, keys and team; the
+    # ledger, catalog and prices for support and ops.
+    "SIDEBAR": {
+        "show_search": False,
+        "show_all_applications": False,
+        "navigation": "config.sidebar.navigation",
+    },
     "ACCOUNT": {
         "navigation": [
             {"title": "Two-factor authentication", "link": "/admin/two-factor/setup/"},

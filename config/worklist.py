@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.db.models import Count, Sum
 from django.urls import reverse
 from django.utils import timezone
 
@@ -16,7 +16,9 @@ from payments import selectors as payment_selectors
 from payments.models import Payin, PayinStatus, Payout, ProviderDiscrepancy, Wallet
 from transfers import selectors as transfer_selectors
 from transfers.models import LegStatus, Transfer, TransferStatus
-from webhooks.models import Delivery, DeliveryStatus, WebhookEndpoint
+from webhooks import selectors as webhook_selectors
+from webhooks.admin_deliveries import FAILING_DELIVERIES_QUERY
+from webhooks.models import Delivery
 
 
 @dataclass(frozen=True)
@@ -35,9 +37,6 @@ def _changelist(model: type, query: str = "") -> str:
 
 def support_worklist(*, now: datetime) -> list[WorkItem]:
     """Counts of what support should look at now, each linking to its filtered list."""
-    failing_endpoints = WebhookEndpoint.objects.filter(
-        Exists(Delivery.objects.filter(endpoint=OuterRef("pk"), status=DeliveryStatus.FAILED))
-    )
     return [
         WorkItem(
             "Failed transfers holding collected funds",
@@ -77,9 +76,9 @@ def support_worklist(*, now: datetime) -> list[WorkItem]:
             "Money may have moved without a journal: reconcile, then resolve.",
         ),
         WorkItem(
-            "Endpoints with failed deliveries",
-            failing_endpoints.count(),
-            _changelist(Delivery, "status__exact=failed"),
+            "Failing webhook deliveries",
+            webhook_selectors.failing_deliveries().count(),
+            _changelist(Delivery, FAILING_DELIVERIES_QUERY),
             "Tell the merchant; re-send once their receiver answers again.",
         ),
         WorkItem(
@@ -116,12 +115,10 @@ def merchant_summary(*, merchant_id: object, now: datetime) -> dict[str, Any]:
             ("Payouts", _changelist(Payout), by_status(Payout)),
             ("Transfers", _changelist(Transfer), by_status(Transfer)),
         ],
-        "failing_deliveries": Delivery.objects.filter(
-            Q(status=DeliveryStatus.FAILED)
-            | Q(status__in=[DeliveryStatus.PENDING, DeliveryStatus.DELIVERING], attempts__gt=0),
-            event__merchant_id=merchant_id,
+        "failing_deliveries": webhook_selectors.failing_deliveries(
+            Delivery.objects.filter(event__merchant_id=merchant_id)
         ).count(),
-        "deliveries_url": _changelist(Delivery),
+        "deliveries_url": _changelist(Delivery, FAILING_DELIVERIES_QUERY),
     }
 
 

@@ -20,7 +20,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 from unfold.contrib.filters.admin.mixins import DropdownMixin, ValueMixin
 
-from core import display
+from core import display, themed_forms
 
 
 class ScopedAllValuesFieldListFilter(admin.AllValuesFieldListFilter):
@@ -135,6 +135,11 @@ class ShownAsListed:
             )
             return not editable
         return obj is not None and not self.has_change_permission(request, obj)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        # A field the form declares itself (an invitation's username, an endpoint's URL) is
+        # drawn with the theme's widget as the model's fields are.
+        return themed_forms.themed(super().get_form(request, obj, change, **kwargs))
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         if isinstance(db_field, DecimalField):

@@ -12,7 +12,8 @@ from unfold import admin as unfold_admin
 from core import display, secret_once
 from core.dashboard import ScopedInlineMixin
 from core.exceptions import DomainError
-from merchants import dashboard, services
+from core.themed_forms import ThemedForm
+from merchants import dashboard, object_actions, services
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import ApiKey, AuditLogEntry, Merchant
 
@@ -71,7 +72,7 @@ class ApiKeyCreateForm(forms.ModelForm):
         fields = ["merchant", "label", "expires_at"]
 
 
-class RotateForm(forms.Form):
+class RotateForm(ThemedForm, forms.Form):
     grace_hours = forms.IntegerField(
         min_value=0,
         max_value=24 * 30,
@@ -206,17 +207,15 @@ class ApiKeyAdmin(MerchantScopedAdmin):
             hours = form.cleaned_data["grace_hours"]
             self.log_change(request, api_key, f"Rotated; the old secret works {hours} h more.")
             return _show_secret_once(request, api_key=issued.api_key, secret=issued.secret)
-        return TemplateResponse(
+        return object_actions.action_page(
             request,
-            "admin/merchants/apikey/confirm_action.html",
-            {
-                **self.admin_site.each_context(request),
-                "api_key": api_key,
-                "form": form,
-                "action": "Rotate",
-                "opts": self.model._meta,
-                "title": f"Rotate {api_key.key}",
-            },
+            self,
+            title=f"Rotate API key {api_key.key}?",
+            consequence="A new key and secret are created, shown once. The old key keeps"
+            " working for the grace period, then expires.",
+            form=form,
+            submit_label="Rotate",
+            cancel_url=reverse("admin:merchants_apikey_change", args=[api_key.pk]),
         )
 
     def revoke_view(self, request, key_id: int):
@@ -230,17 +229,15 @@ class ApiKeyAdmin(MerchantScopedAdmin):
             except DomainError as exc:
                 messages.error(request, exc.message)
             return HttpResponseRedirect(reverse("admin:merchants_apikey_change", args=[api_key.pk]))
-        return TemplateResponse(
+        return object_actions.action_page(
             request,
-            "admin/merchants/apikey/confirm_action.html",
-            {
-                **self.admin_site.each_context(request),
-                "api_key": api_key,
-                "form": None,
-                "action": "Revoke",
-                "opts": self.model._meta,
-                "title": f"Revoke {api_key.key}",
-            },
+            self,
+            title=f"Revoke API key {api_key.key}?",
+            consequence="The key stops working at once: every request with it gets 401.",
+            form=None,
+            submit_label="Revoke",
+            cancel_url=reverse("admin:merchants_apikey_change", args=[api_key.pk]),
+            danger=True,
         )
 
     def render_change_form(self, request, context, *args, **kwargs):

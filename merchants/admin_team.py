@@ -15,6 +15,7 @@ from django.views import View
 from django_otp import login as otp_login
 from unfold.widgets import UnfoldAdminPasswordWidget
 
+from core.themed_forms import ThemedForm
 from merchants import dashboard, invites, logins, team, two_factor, two_factor_views
 from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import InvitePurpose, MembershipRole, MerchantMembership, StaffInvite
@@ -27,6 +28,11 @@ class InviteForm(forms.ModelForm):
     class Meta:
         model = MerchantMembership
         fields = ["role"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The least the teammate may need: an owner raises it deliberately.
+        self.fields["role"].initial = MembershipRole.VIEWER
 
 
 def _is_owner(request) -> bool:
@@ -113,7 +119,7 @@ class MerchantMembershipAdmin(MerchantScopedAdmin):
             super().delete_model(request, obj)
 
 
-class AcceptForm(forms.Form):
+class AcceptForm(ThemedForm, forms.Form):
     """An invite: the new password twice; an enrolment link: the login's password. Either way
     the authenticator's first code when one is being set up."""
 
@@ -197,6 +203,9 @@ class InviteAcceptView(View):
                     return self._invalid(request)
                 return self._done(request, user=user, device=device, codes=codes)
         context = {
+            # The theme's colours and title, as on the login page: without them the page's
+            # button was white on white.
+            **admin.site.each_context(request),
             "validlink": True,
             "form": form,
             "purpose": invite.purpose,
@@ -206,7 +215,12 @@ class InviteAcceptView(View):
         return TemplateResponse(request, self.template_name, context)
 
     def _invalid(self, request):
-        return TemplateResponse(request, self.template_name, {"validlink": False}, status=404)
+        return TemplateResponse(
+            request,
+            self.template_name,
+            {**admin.site.each_context(request), "validlink": False},
+            status=404,
+        )
 
     def _done(self, request, *, user, device, codes: list[str]):
         if device is None:

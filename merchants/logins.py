@@ -20,12 +20,12 @@ import ipaddress
 import logging
 
 from django.conf import settings
-from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from redis.exceptions import RedisError
+from unfold.forms import AuthenticationForm
 
 from core import shared_cache
 
@@ -179,12 +179,12 @@ def logged_username(username: str) -> str:
     return f"unknown ({len(username)} characters)"
 
 
-class DashboardLoginForm(AdminAuthenticationForm):
+class DashboardLoginForm(AuthenticationForm):
     """The admin's login form, throttled: over the limit, the attempt is refused before the
     password is checked, with one message whether or not the username exists."""
 
     error_messages = {
-        **AdminAuthenticationForm.error_messages,
+        **AuthenticationForm.error_messages,
         "throttled": (
             "Too many failed logins. For your security, logging in is paused for a while:"
             " try again in %(minutes)s minutes, or ask your account owner or Cowry support"

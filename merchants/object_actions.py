@@ -8,7 +8,8 @@ action is done once and the second submit says so.
     def mark_failed_detail(self, request, object_id):
         return object_actions.confirm_then(self, request, object_id, title=..., ...)
 
-listed in the admin's `actions_detail` (django-unfold draws the buttons)."""
+listed in the admin's `actions_detail` (django-unfold draws the buttons). Every confirmation
+or action page of the dashboard (a refund, a key's rotation, a statement) is `action_page`."""
 
 import re
 import secrets
@@ -26,6 +27,7 @@ from rest_framework.response import Response
 from unfold.widgets import UnfoldAdminTextareaWidget
 
 from core.exceptions import DomainError
+from core.themed_forms import ThemedForm
 from merchants import idempotency
 
 CONFIRMATION_TOKEN = re.compile(r"[A-Za-z0-9_-]{32}")
@@ -37,12 +39,46 @@ def confirmation_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-class ReasonForm(forms.Form):
+class ReasonForm(ThemedForm, forms.Form):
     reason = forms.CharField(
         max_length=500,
         widget=UnfoldAdminTextareaWidget(attrs={"rows": 3}),
         help_text="Why: kept in the record's history with your name and the time.",
     )
+
+
+def action_page(
+    request: HttpRequest,
+    model_admin: ModelAdmin,
+    *,
+    title: str,
+    consequence: str,
+    form: forms.BaseForm | None,
+    submit_label: str,
+    cancel_url: str | None,
+    subject: str = "",
+    token: str | None = None,
+    danger: bool = False,
+    method: str = "post",
+    page_id: str = "confirm-action",
+) -> TemplateResponse:
+    """A confirmation or action page: the title, what happens (`consequence`, text or safe
+    HTML), the form's fields in the theme's boxes with their errors, the button and Cancel."""
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "subject": subject,
+        "consequence": consequence,
+        "form": form,
+        "token": token,
+        "submit_label": submit_label,
+        "cancel_url": cancel_url,
+        "variant": "danger" if danger else "primary",
+        "method": method,
+        "page_id": page_id,
+        "opts": model_admin.model._meta,
+    }
+    return TemplateResponse(request, "admin/action_page.html", context)
 
 
 def change_url(obj: models.Model) -> str:
@@ -71,18 +107,17 @@ def confirm_then(
         )
         model_admin.message_user(request, message, level)
         return redirect(change_url(obj))
-    context = {
-        **model_admin.admin_site.each_context(request),
-        "title": title,
-        "subtitle": str(obj),
-        "object": obj,
-        "opts": model_admin.model._meta,
-        "consequence": consequence(obj),
-        "form": form,
-        "token": confirmation_token(),
-        "cancel_url": change_url(obj),
-    }
-    return TemplateResponse(request, "admin/confirm_object_action.html", context)
+    return action_page(
+        request,
+        model_admin,
+        title=title,
+        subject=f"{model_admin.model._meta.verbose_name.capitalize()} {obj.pk}",
+        consequence=consequence(obj),
+        form=form,
+        token=confirmation_token(),
+        submit_label=title,
+        cancel_url=change_url(obj),
+    )
 
 
 def _perform_once(

@@ -9,7 +9,6 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect
-from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -26,10 +25,12 @@ from core.dashboard import (
     past_timeout_filter,
 )
 from core.exceptions import DomainError
+from core.record_page import RecordPage
+from core.themed_forms import ThemedForm
 from merchants import dashboard, object_actions
 from merchants.dashboard import ReadOnlyAdmin
 from merchants.models import Merchant
-from payments import admin_refunds, provider, selectors, statements
+from payments import admin_records, admin_refunds, provider, selectors, statements
 from payments.ledger.discrepancies import provider_discrepancy_resolve
 from payments.models import (
     Journal,
@@ -47,7 +48,6 @@ from payments.models import (
 from payments.services.payouts import payout_mark_failed, payouts_stuck
 from quotes import selectors as quote_selectors
 from webhooks import admin as webhook_admin
-from webhooks import selectors as webhook_selectors
 
 
 class ReadOnlyInline(ScopedInlineMixin, unfold_admin.TabularInline):
@@ -121,15 +121,17 @@ def sees_reconciliation(request) -> bool:
     return dashboard.is_ops(request.user) or dashboard.is_support(request.user)
 
 
-class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
-    """A payin's or payout's page: its fields, then its history, its webhook events with
-    their deliveries and, for support and ops, its provider discrepancies. A pasted id or
-    provider reference is found through an index (ExactSearchMixin)."""
+class PaymentAdmin(RecordPage, ExactSearchMixin, ReadOnlyAdmin):
+    """A payin's, payout's or refund's page: its header and timeline (admin_records), its
+    details, pricing, webhook events with their deliveries and, for support and ops, its
+    provider discrepancies; every column folded last. A pasted id or provider reference is
+    found through an index (ExactSearchMixin)."""
 
     reference_forms = provider.REFERENCE_FORMS
     exact_reference_fields = ("provider_reference",)
+    record_groups = admin_records.PAYMENT_GROUPS
 
-    readonly_fields = ["webhook_events"]
+    readonly_fields = ["webhook_events", "pricing_breakdown"]
     # The list shows the merchant only: left to Django, a bare select_related() joined every
     # non-null relation too (the quote, the customer and each one's merchant) for every row.
     list_select_related = ["merchant"]
@@ -137,6 +139,10 @@ class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
         return [*fields, "provider_discrepancies"] if sees_reconciliation(request) else fields
+
+    @admin.display(description="Pricing")
+    def pricing_breakdown(self, obj) -> str:
+        return admin_records.payment_breakdown(obj)
 
     @admin.display(description="Provider discrepancies")
     @display.computed_once
@@ -146,10 +152,7 @@ class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
     @admin.display(description="Webhook events")
     @display.computed_once
     def webhook_events(self, obj) -> str:
-        data_type = obj._meta.model_name
-        return webhook_admin.events_table(
-            webhook_selectors.events_about(data_type=data_type, data_id=obj.pk)
-        )
+        return webhook_admin.events_table(admin_records.events_of(obj))
 
 
 @admin.register(Payin)
@@ -174,6 +177,9 @@ class PayinAdmin(admin_refunds.PayinRefunds, PaymentAdmin):
             return fields
         refunds = "refunds_and_button" if admin_refunds.may_refund(request, obj) else "refunds"
         return [*fields, refunds]
+
+    def record(self, request, obj):
+        return admin_records.payin_record(request, obj)
 
 
 @admin.register(Refund)
@@ -200,6 +206,10 @@ class RefundAdmin(PaymentAdmin):
     search_fields = ["=id", "provider_reference", "=payin__id", "=customer__id", "merchant__name"]
     date_hierarchy = "created_at"
     inlines = [RefundHistoryInline]
+    readonly_fields = ["webhook_events"]  # a refund's pricing is its amount
+
+    def record(self, request, obj):
+        return admin_records.refund_record(request, obj)
 
 
 @admin.register(Payout)
@@ -224,6 +234,9 @@ class PayoutAdmin(PaymentAdmin):
     inlines = [PayoutHistoryInline]
     actions = ["mark_failed"]
     actions_detail = ["mark_failed_detail"]
+
+    def record(self, request, obj):
+        return admin_records.payout_record(request, obj)
 
     def has_stuck_permission(self, request, object_id=None) -> bool:
         """Mark failed and its confirmation show on a payout stuck at the provider; a POST goes
@@ -327,14 +340,18 @@ class WalletAdmin(ReadOnlyAdmin):
                     )
                     response["Content-Disposition"] = f'attachment; filename="{name}"'
                     return response
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Statement",
-            "form": form,
-            "max_days": statements.MAX_DAYS,
-            "opts": self.model._meta,
-        }
-        return TemplateResponse(request, "admin/payments/wallet/statement.html", context)
+        return object_actions.action_page(
+            request,
+            self,
+            title="Download a statement",
+            consequence=f"The ledger lines of the wallet in one currency, at most"
+            f" {statements.MAX_DAYS} days (whole UTC days), as CSV.",
+            form=form,
+            submit_label="Download CSV",
+            cancel_url=reverse("admin:payments_wallet_changelist"),
+            method="get",
+            page_id="statement",
+        )
 
     @admin.action(description="Download a statement of the selected wallet")
     def download_statement(self, request, queryset):
@@ -346,7 +363,7 @@ class WalletAdmin(ReadOnlyAdmin):
         return redirect(f"{reverse('admin:payments_wallet_statement')}?{query}")
 
 
-class StatementForm(forms.Form):
+class StatementForm(ThemedForm, forms.Form):
     merchant = forms.ModelChoiceField(queryset=Merchant.objects.all(), required=False)
     currency = forms.ChoiceField(choices=[(c, c) for c in money.CURRENCIES])
     date_from = forms.DateField(label="From", widget=forms.DateInput(attrs={"type": "date"}))

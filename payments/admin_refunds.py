@@ -10,7 +10,6 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect
-from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from unfold.widgets import UnfoldAdminDecimalFieldWidget, UnfoldAdminTextInputWidget
@@ -92,7 +91,8 @@ class PayinRefunds:
     @display.computed_once
     def refunds_and_button(self, obj) -> str:
         button = format_html(
-            '<p><a class="button" href="{}">Refund</a></p>',
+            '<p class="mt-2"><a class="bg-primary-600 font-medium inline-flex px-3 py-2'
+            ' rounded-default text-white" href="{}">Refund</a></p>',
             reverse("admin:payments_payin_refund", args=[obj.pk]),
         )
         return format_html("{}{}", self.refunds(obj), button)
@@ -118,18 +118,32 @@ class PayinRefunds:
             done = self._refund_submitted(request, payin, form)
             if done is not None:
                 return done
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Refund the payin",
-            "form": form,
-            "token": object_actions.confirmation_token(),
-            "payin": payin,
-            "payer": payin.source.get("phone") or payin.source.get("account_number", ""),
-            "paid": display.amount(payin.send_amount, payin.send_currency),
-            "remainder": display.amount(refundable_remainder(payin), payin.send_currency),
-            "opts": self.model._meta,
-        }
-        return TemplateResponse(request, "admin/payments/payin/refund.html", context)
+        payer = payin.source.get("phone") or payin.source.get("account_number", "")
+        paid = display.amount(payin.send_amount, payin.send_currency)
+        remainder = display.amount(refundable_remainder(payin), payin.send_currency)
+        consequence = format_html(
+            '<p class="mb-2">The payer ({}, {}) paid {}; {} can still be refunded.</p>'
+            "<p><strong>The amount you refund leaves your wallet's available balance now</strong>"
+            " (all {} if you leave the amount empty); the payin's fee is not returned. It comes"
+            " back to the wallet if the refund fails.</p>",
+            payer,
+            payin.operator_code,
+            paid,
+            remainder,
+            remainder,
+        )
+        return object_actions.action_page(
+            request,
+            self,
+            title="Refund the payer",
+            subject=f"Payin {payin.pk}",
+            consequence=consequence,
+            form=form,
+            token=object_actions.confirmation_token(),
+            submit_label="Confirm the refund",
+            cancel_url=reverse("admin:payments_payin_change", args=[payin.pk]),
+            page_id="refund-payin",
+        )
 
     def _refund_submitted(self, request, payin: Payin, form: RefundForm) -> HttpResponse | None:
         """The redirect to the refund the submit created (or its first submit did); None to

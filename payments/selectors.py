@@ -1,13 +1,25 @@
 """Reads of the payments app."""
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from uuid import UUID
 
 from django.contrib.postgres.expressions import ArraySubquery
-from django.db.models import DecimalField, OuterRef, QuerySet, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    Count,
+    DecimalField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Coalesce, TruncDate
 
 from core import money, pagination
 from core.exceptions import NotFound
@@ -219,3 +231,131 @@ def journal_lines_on(*, account_code: str) -> QuerySet[JournalLine]:
 def past_provider_timeout(rows: QuerySet, *, now: datetime) -> QuerySet:
     """The payins or payouts among `rows` still waiting for the provider past their timeout."""
     return rows.filter(status__in=WAITING_FOR_PROVIDER[rows.model], provider_timeout_at__lt=now)
+
+
+# The dashboard homes' charts: what they are given, computed from the payments (one query each).
+
+
+@dataclass(frozen=True)
+class PayinDay:
+    day: date
+    completed: int
+    failed: int
+    volume: dict[str, Decimal]  # completed payins' send amounts, per currency
+
+    @property
+    def success_rate(self) -> float | None:
+        """Completed out of the payins that ended (completed or failed); None on a day none
+        ended."""
+        ended = self.completed + self.failed
+        return round(100 * self.completed / ended, 1) if ended else None
+
+
+def payin_days(*, merchant_id: object, now: datetime, days: int = 30) -> list[PayinDay]:
+    """The merchant's payins per UTC day of creation, the last `days` days with today, oldest
+    first; a day without payins is there with zeros."""
+    first = now.astimezone(UTC).date() - timedelta(days=days - 1)
+    rows = (
+        Payin.objects.filter(
+            merchant_id=merchant_id,
+            created_at__gte=datetime.combine(first, time.min, tzinfo=UTC),
+        )
+        .annotate(day=TruncDate("created_at", tzinfo=UTC))
+        .values("day", "send_currency")
+        .annotate(
+            completed=Count("id", filter=Q(status=PayinStatus.COMPLETED)),
+            failed=Count("id", filter=Q(status=PayinStatus.FAILED)),
+            volume=Sum("send_amount", filter=Q(status=PayinStatus.COMPLETED)),
+        )
+    )
+    by_day: dict[date, dict] = {
+        first + timedelta(days=n): {"completed": 0, "failed": 0, "volume": {}} for n in range(days)
+    }
+    for row in rows:
+        day = by_day.get(row["day"])
+        if day is None:
+            continue  # created after `now`
+        day["completed"] += row["completed"]
+        day["failed"] += row["failed"]
+        if row["volume"]:
+            day["volume"][row["send_currency"]] = row["volume"]
+    return [PayinDay(day=day, **values) for day, values in by_day.items()]
+
+
+def payments_by_operator(*, merchant_id: object, now: datetime, days: int = 30) -> list[dict]:
+    """The merchant's payins and payouts created in the last `days` days per operator, most
+    first: {"operator_code", "payins", "payouts"}."""
+    since = now - timedelta(days=days)
+    counts: dict[str, dict] = {}
+    for model, kind in ((Payin, "payins"), (Payout, "payouts")):
+        rows = (
+            model.objects.filter(merchant_id=merchant_id, created_at__gte=since)
+            .values("operator_code")
+            .annotate(count=Count("id"))
+        )
+        for row in rows:
+            entry = counts.setdefault(
+                row["operator_code"],
+                {"operator_code": row["operator_code"], "payins": 0, "payouts": 0},
+            )
+            entry[kind] = row["count"]
+    return sorted(
+        counts.values(), key=lambda e: (-(e["payins"] + e["payouts"]), e["operator_code"])
+    )
+
+
+@dataclass(frozen=True)
+class OperatorHealth:
+    operator_code: str
+    completed: int
+    failed: int
+    answer_seconds: float | None  # the mean time from submission to the provider's answer
+
+    @property
+    def success_rate(self) -> float | None:
+        ended = self.completed + self.failed
+        return round(100 * self.completed / ended, 1) if ended else None
+
+
+def operator_health(*, now: datetime, hours: int = 24) -> list[OperatorHealth]:
+    """Per operator, the payins and payouts the provider answered in the last `hours` hours:
+    how many completed, how many failed, and the mean answer time; by operator code."""
+    since = now - timedelta(hours=hours)
+    answered = Coalesce("completed_at", "failed_at")
+    totals: dict[str, dict] = {}
+    for model in (Payin, Payout):
+        rows = (
+            model.objects.annotate(answered_at=answered)
+            .filter(answered_at__gte=since, answered_at__lte=now)
+            .values("operator_code")
+            .annotate(
+                completed=Count("id", filter=Q(status="completed")),
+                failed=Count("id", filter=Q(status="failed")),
+                answers=Count("id", filter=Q(submitted_at__isnull=False)),
+                waited=Sum(
+                    ExpressionWrapper(
+                        F("answered_at") - F("submitted_at"), output_field=DurationField()
+                    ),
+                    filter=Q(submitted_at__isnull=False),
+                ),
+            )
+        )
+        for row in rows:
+            total = totals.setdefault(
+                row["operator_code"],
+                {"completed": 0, "failed": 0, "answers": 0, "waited": timedelta(0)},
+            )
+            for key in ("completed", "failed", "answers"):
+                total[key] += row[key]
+            total["waited"] += row["waited"] or timedelta(0)
+    return [
+        OperatorHealth(
+            operator_code=code,
+            completed=t["completed"],
+            failed=t["failed"],
+            answer_seconds=(
+                round(t["waited"].total_seconds() / t["answers"], 1) if t["answers"] else None
+            ),
+        )
+        for code, t in sorted(totals.items())
+    ]

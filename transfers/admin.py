@@ -23,12 +23,13 @@ from core.dashboard import (
     past_timeout_filter,
 )
 from core.exceptions import DomainError
+from core.record_page import RecordPage
 from merchants import object_actions
 from merchants.dashboard import MerchantScopedAdmin
 from payments import admin as payment_admin
 from payments import provider
 from quotes import selectors as quote_selectors
-from transfers import selectors
+from transfers import admin_records, selectors
 from transfers.models import Transfer, TransferDisbursementAttempt, TransferHistory
 from transfers.services.relaunch import transfer_relaunch_payout
 from transfers.services.support import (
@@ -81,7 +82,7 @@ class TransferDisbursementAttemptInline(ScopedInlineMixin, unfold_admin.TabularI
 
 
 @admin.register(Transfer)
-class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
+class TransferAdmin(RecordPage, ExactSearchMixin, MerchantScopedAdmin):
     # A pasted id or provider reference (either leg's, any attempt's) is found through an
     # index (ExactSearchMixin).
     reference_forms = provider.REFERENCE_FORMS
@@ -155,6 +156,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         ("Parties", {"fields": ["payer_party", "recipient_party"]}),
         ("Ledger", {"fields": ["suspense_held", "journals"]}),
         ("Webhook events", {"fields": ["events"]}),
+        ("Pricing", {"fields": ["pricing_breakdown"]}),
         ("Pricing (locked by the quote)", {"fields": ["pricing_json"]}),
     ]
     readonly_fields = [
@@ -175,7 +177,16 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
         "journals",
         "events",
         "pricing_json",
+        "pricing_breakdown",
     ]
+    record_groups = admin_records.TRANSFER_GROUPS
+
+    def record(self, request, obj):
+        return admin_records.transfer_record(request, obj)
+
+    @admin.display(description="Pricing")
+    def pricing_breakdown(self, obj: Transfer) -> str:
+        return admin_records.transfer_breakdown(obj)
 
     def get_fieldsets(self, request, obj=None):
         fieldsets = list(super().get_fieldsets(request, obj))
@@ -275,7 +286,7 @@ class TransferAdmin(ExactSearchMixin, MerchantScopedAdmin):
     def events(self, obj: Transfer) -> str:
         return webhook_admin.events_table(selectors.transfer_events(transfer=obj))
 
-    @admin.display(description="Pricing")
+    @admin.display(description="Pricing as locked by the quote")
     def pricing_json(self, obj: Transfer) -> str:
         return display.labelled(obj.pricing)
 

@@ -84,7 +84,7 @@ def events_table(events) -> str:
 
 
 class WebhookEndpointForm(forms.ModelForm):
-    url = forms.URLField(max_length=2048, assume_scheme="https")
+    url = forms.URLField(label="URL", max_length=2048, assume_scheme="https")
     event_types = forms.MultipleChoiceField(
         choices=[(name, name) for name in EVENT_TYPES],
         widget=forms.CheckboxSelectMultiple,

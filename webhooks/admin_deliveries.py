@@ -13,6 +13,7 @@ from core import display
 from core.dashboard import ScopedInlineMixin, known_values_filter
 from merchants import dashboard
 from merchants.dashboard import ReadOnlyAdmin
+from webhooks import selectors
 from webhooks.models import Delivery, DeliveryAttempt
 from webhooks.services.endpoints import EVENT_TYPES
 
@@ -136,6 +137,20 @@ class DeliveryAttemptInline(ScopedInlineMixin, unfold_admin.TabularInline):
 
 
 # Read-only: saving the page would write back the delivery as read, over the sender's progress.
+FAILING_DELIVERIES_QUERY = "failing=yes"  # the list of what the homes count as failing
+
+
+class FailingFilter(admin.SimpleListFilter):
+    title = "failing"
+    parameter_name = "failing"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Failing (failed, or retried after a failure)")]
+
+    def queryset(self, request, queryset):
+        return selectors.failing_deliveries(queryset) if self.value() == "yes" else queryset
+
+
 @admin.register(Delivery)
 class DeliveryAdmin(ReadOnlyAdmin):
     merchant_path = "event__merchant"
@@ -151,6 +166,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
     ]
     list_filter = [
         "status",
+        FailingFilter,
         "event__merchant",
         ("event__event_type", known_values_filter(lambda: EVENT_TYPES)),
     ]

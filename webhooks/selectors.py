@@ -2,7 +2,7 @@ from datetime import datetime
 from uuid import UUID
 
 from django.db import models
-from django.db.models import Case, Exists, OuterRef, Prefetch, QuerySet, Value, When
+from django.db.models import Case, Exists, OuterRef, Prefetch, Q, QuerySet, Value, When
 
 from core import pagination, secrets_at_rest
 from core.exceptions import NotFound
@@ -10,6 +10,16 @@ from merchants.models import Merchant
 from webhooks.models import TEST_EVENT_TYPE, Delivery, DeliveryStatus, Event, WebhookEndpoint
 
 OPEN_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.DELIVERING)
+
+
+def failing_deliveries(deliveries: QuerySet[Delivery] | None = None) -> QuerySet[Delivery]:
+    """The one definition of a failing delivery, counted on every dashboard home and listed by
+    the deliveries' "failing" filter: failed for good, or still retried after a failed
+    attempt."""
+    deliveries = Delivery.objects.all() if deliveries is None else deliveries
+    return deliveries.filter(
+        Q(status=DeliveryStatus.FAILED) | Q(status__in=OPEN_STATUSES, attempts__gt=0)
+    )
 
 
 def endpoint_signing_secret(*, endpoint: WebhookEndpoint) -> str:

@@ -27,7 +27,7 @@ def consequence(client, url: str) -> str:
     """The confirmation page's sentence on what happens, as its reader sees it."""
     page = client.get(url)
     assert page.status_code == 200, url
-    shown = re.search(r'<p id="consequence">(.*?)</p>', page.content.decode(), re.S).group(1)
+    shown = re.search(r'id="consequence"[^>]*>(.*?)</div>', page.content.decode(), re.S).group(1)
     return " ".join(strip_tags(shown).split())
 
 

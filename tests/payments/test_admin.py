@@ -233,8 +233,9 @@ def test_support_sees_a_payments_history_and_its_events_with_every_delivery(
     deliveries = list(Delivery.objects.filter(event=event))
     assert len(deliveries) == 3
     support = _support_client()
-    # the second factor's check and the page's action buttons' permission are two of them
-    with django_assert_max_num_queries(16):
+    # the second factor's check and the page's action buttons' permission are two of them;
+    # the header's timeline reads the history and the admin log besides
+    with django_assert_max_num_queries(18):
         page = support.get(f"/admin/payments/payout/{payout['id']}/change/")
 
     assert page.status_code == 200
