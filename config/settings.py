@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "customers",
     "kyc",
     "quotes",
+    "rails",
     "payments",
     "transfers",
     "webhooks",

@@ -141,6 +141,11 @@ class _ProviderLeg(models.Model):
     operator_code = models.CharField(max_length=64)
     wallet_impact = models.JSONField(default=dict)
     provider_reference = models.CharField(max_length=64, blank=True)
+    provider_connection = models.CharField(
+        max_length=40,
+        default="simulator",
+        help_text="The provider connection the leg goes through (chosen when it is created).",
+    )
     submitted_at = models.DateTimeField(null=True, blank=True)
     provider_timeout_at = models.DateTimeField(
         help_text=(

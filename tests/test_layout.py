@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # Each app may import only the apps before it.
-APPS = ["merchants", "customers", "kyc", "webhooks", "quotes", "payments", "transfers"]
+APPS = ["merchants", "customers", "kyc", "webhooks", "quotes", "rails", "payments", "transfers"]
 # config is the kernel every app uses, and also the project's root: these modules put the apps
 # together (URLs, the dashboard's site and its cross-app worklist) and may import any of them.
 CONFIG_ROOT_MODULES = {"config/urls.py", "config/admin_site.py", "config/worklist.py"}

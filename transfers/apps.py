@@ -12,3 +12,17 @@ class TransfersConfig(AppConfig):
 
         reconciliation.register()
         admin_discrepancies.register()
+
+        from payments import provider
+        from rails import services as rails_services
+        from transfers.services import submission, sweeps
+
+        provider.callback_leg_register(
+            "transfer-collection", kind=provider.COLLECTION, callback=submission.COLLECTION_CALLBACK
+        )
+        provider.callback_leg_register(
+            "transfer-disbursement",
+            kind=provider.DISBURSEMENT,
+            callback=submission.DISBURSEMENT_CALLBACK,
+        )
+        rails_services.unfinished_legs_counter_register(sweeps.unfinished_legs_on)

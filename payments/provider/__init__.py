@@ -23,6 +23,8 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from rails import selectors as rails_selectors
+
 logger = logging.getLogger("cowry.provider")
 
 COMPLETED = "completed"
@@ -94,14 +96,41 @@ class ProviderGateway(Protocol):
         COLLECTION or DISBURSEMENT): its receipt, with the outcome once decided."""
 
 
-def gateway() -> ProviderGateway:
-    """The configured gateway: the simulator unless PAYMENTS_PROVIDER_GATEWAY names another."""
+SIMULATOR = "simulator"
+
+
+def gateway(connection: str = SIMULATOR) -> ProviderGateway:
+    """The gateway of provider connection `connection` (the one a leg names): the built-in
+    simulator's unless PAYMENTS_PROVIDER_GATEWAY names another, or a real operator API's."""
+    if connection != SIMULATOR:
+        from payments.provider.mtn_momo import MtnMomoGateway
+
+        return MtnMomoGateway(rails_selectors.connection_settings(connection))
     path = getattr(
         settings,
         "PAYMENTS_PROVIDER_GATEWAY",
         "payments.provider.simulator.SimulatorGateway",
     )
     return import_string(path)()
+
+
+def route(operator_code: str) -> str:
+    """The connection a new leg of `operator_code` goes through (read from a memo, no query)."""
+    return rails_selectors.operator_route(operator_code)
+
+
+# The legs a provider callback can name (the name in the callback URL): their kind and the
+# callback that applies their answer. Each app that owns legs registers its own.
+CALLBACK_LEGS: dict[str, tuple[str, str]] = {}
+
+
+def callback_leg_register(name: str, *, kind: str, callback: str) -> None:
+    CALLBACK_LEGS[name] = (kind, callback)
+
+
+def callback_leg_name(callback: str) -> str:
+    """The registered name of the leg whose answers `callback` applies."""
+    return next(name for name, (_, each) in CALLBACK_LEGS.items() if each == callback)
 
 
 def deliver_answer(
@@ -150,7 +179,13 @@ class DisbursementOutcomeUnknown(Exception):
 
 
 def answer_before_timeout(
-    *, kind: str, reference: str, callback: str, party: dict[str, str], at: datetime
+    *,
+    kind: str,
+    reference: str,
+    callback: str,
+    party: dict[str, str],
+    at: datetime,
+    connection: str = SIMULATOR,
 ) -> bool:
     """Before a leg the provider received is failed for want of an answer, ask the provider:
     an answer lost on its way (a callback never sent, a worker killed with it) is applied
@@ -159,7 +194,7 @@ def answer_before_timeout(
     then times out). A disbursement the provider cannot be asked about raises
     DisbursementOutcomeUnknown: failing it would free money the provider may have paid out."""
     try:
-        receipt = gateway().transaction_status(kind=kind, reference=reference, **party)
+        receipt = gateway(connection).transaction_status(kind=kind, reference=reference, **party)
     except Exception as error:  # whatever the provider's client raised: it could not be asked
         if kind == DISBURSEMENT:
             raise DisbursementOutcomeUnknown(reference) from error

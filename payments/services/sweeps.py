@@ -51,13 +51,16 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     failed."""
     failed = 0
     for model, rows, kind, callback, fail in _timed_out_legs(now=now):
-        for payment_id, provider_reference, submitted_at, party, merchant_id in list(rows):
+        for payment_id, provider_reference, submitted_at, party, connection, merchant_id in list(
+            rows
+        ):
             if _timed_out(
                 model,
                 payment_id,
                 provider_reference,
                 submitted_at,
                 party,
+                connection=connection,
                 kind=kind,
                 callback=callback,
                 fail=fail,
@@ -79,13 +82,29 @@ def _timed_out_legs(*, now: datetime) -> tuple:
     callback, and the transition that fails one."""
     payin_rows = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "submitted_at", "source", "merchant_id")
+    ).values_list(
+        "id", "provider_reference", "submitted_at", "source", "provider_connection", "merchant_id"
+    )
     payout_rows = Payout.objects.filter(
         status=PayoutStatus.PENDING, provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "submitted_at", "recipient", "merchant_id")
+    ).values_list(
+        "id",
+        "provider_reference",
+        "submitted_at",
+        "recipient",
+        "provider_connection",
+        "merchant_id",
+    )
     refund_rows = Refund.objects.filter(
         status=RefundStatus.PENDING, provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "submitted_at", "recipient", "merchant_id")
+    ).values_list(
+        "id",
+        "provider_reference",
+        "submitted_at",
+        "recipient",
+        "provider_connection",
+        "merchant_id",
+    )
     return (
         (
             Payin,
@@ -124,6 +143,7 @@ def _timed_out(
     submitted_at: datetime | None,
     party: dict[str, Any],
     *,
+    connection: str,
     kind: str,
     callback: str,
     fail: Callable[[UUID], Any],
@@ -139,6 +159,7 @@ def _timed_out(
                 callback=callback,
                 party=parties.party_identifier(party),
                 at=now,
+                connection=connection,
             ):
                 return 0
             fail(payment_id)
@@ -271,9 +292,13 @@ def payments_ask_provider(*, now: datetime) -> int:
     )
     applied, unavailable = 0, []
     for rows, party_field, kind, callback in legs:
-        for payment_id, party in list(rows.values_list("id", party_field)):
+        for payment_id, party, connection in list(
+            rows.values_list("id", party_field, "provider_connection")
+        ):
             try:
-                applied += _status_apply(payment_id, party, kind=kind, callback=callback)
+                applied += _status_apply(
+                    payment_id, party, connection=connection, kind=kind, callback=callback
+                )
             except provider.ProviderUnavailable as exc:  # an outage: expected, no traceback
                 unavailable.append((payment_id, exc))
             except Exception:  # one payment's trouble must not hold up the others
@@ -285,9 +310,11 @@ def payments_ask_provider(*, now: datetime) -> int:
     return applied
 
 
-def _status_apply(payment_id: UUID, party: dict[str, Any], *, kind: str, callback: str) -> bool:
+def _status_apply(
+    payment_id: UUID, party: dict[str, Any], *, connection: str, kind: str, callback: str
+) -> bool:
     """Ask the provider the status of one payment and apply its answer: True when it had one."""
-    receipt = provider.gateway().transaction_status(
+    receipt = provider.gateway(connection).transaction_status(
         kind=kind, reference=str(payment_id), **parties.party_identifier(party)
     )
     if receipt.outcome is None:
@@ -315,3 +342,9 @@ def _unavailable_log(unavailable: list[tuple[UUID, Exception]]) -> None:
         len(unavailable),
         _ids_shown([payment_id for payment_id, _ in unavailable]),
     )
+
+
+def unfinished_legs_on(connection: str) -> int:
+    """How many payins, payouts and refunds still waiting for the provider name `connection`."""
+    waiting = {"status__in": ["created", "pending"], "provider_connection": connection}
+    return sum(model.objects.filter(**waiting).count() for model in (Payin, Payout, Refund))

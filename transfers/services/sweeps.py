@@ -37,9 +37,17 @@ ASK_PROVIDER_AFTER_SECONDS = 30
 
 
 def _ask(
-    *, transfer_id: UUID, status: str, attempt: int, payer: dict, recipient: dict, at: datetime
+    *,
+    transfer_id: UUID,
+    status: str,
+    attempt: int,
+    payer: dict,
+    recipient: dict,
+    connections: tuple[str, str],
+    at: datetime,
 ) -> bool:
-    """Ask the provider about the transfer's leg in flight; its answer, if it has one, is
+    """Ask the provider (through the leg's own connection, of `connections`: the collection's
+    and the disbursement's) about the transfer's leg in flight; its answer, if it has one, is
     applied through the transition as its callback would apply it. True when there was one."""
     if status == TransferStatus.DISBURSING:
         return provider.answer_before_timeout(
@@ -48,6 +56,7 @@ def _ask(
             callback=DISBURSEMENT_CALLBACK,
             party=payment_services.party_identifier(recipient),
             at=at,
+            connection=connections[1],
         )
     return provider.answer_before_timeout(
         kind=provider.COLLECTION,
@@ -55,6 +64,7 @@ def _ask(
         callback=COLLECTION_CALLBACK,
         party=payment_services.party_identifier(payer),
         at=at,
+        connection=connections[0],
     )
 
 
@@ -73,10 +83,18 @@ def transfers_ask_overdue_answers(*, now: datetime) -> int:
             leg_timeout_at__gt=now,
         )
         .order_by("pk")
-        .values_list("id", "status", "disbursement_attempt", "payer", "recipient")
+        .values_list(
+            "id",
+            "status",
+            "disbursement_attempt",
+            "payer",
+            "recipient",
+            "collection_connection",
+            "disbursement_connection",
+        )
     )
     applied = 0
-    for transfer_id, status, attempt, payer, recipient in list(rows):
+    for transfer_id, status, attempt, payer, recipient, *connections in list(rows):
         try:
             applied += _ask(
                 transfer_id=transfer_id,
@@ -84,6 +102,7 @@ def transfers_ask_overdue_answers(*, now: datetime) -> int:
                 attempt=attempt,
                 payer=payer,
                 recipient=recipient,
+                connections=tuple(connections),
                 at=now,
             )
         except provider.DisbursementOutcomeUnknown as unknown:
@@ -133,7 +152,7 @@ def _fail_if_unanswered(row: tuple[Any, ...], *, now: datetime) -> bool:
     flight, the provider has an answer for it (applied instead), or it changed since it was
     read (the next run decides). True when it failed."""
     transfer_id, status, attempt, collected_as, disbursed_as, last_call = row[:6]
-    last_collection_call, payer, recipient = row[6:9]
+    last_collection_call, payer, recipient, *connections = row[6:11]
     disbursing = status == TransferStatus.DISBURSING
     received, call = (
         (disbursed_as, last_call) if disbursing else (collected_as, last_collection_call)
@@ -146,6 +165,7 @@ def _fail_if_unanswered(row: tuple[Any, ...], *, now: datetime) -> bool:
         attempt=attempt,
         payer=payer,
         recipient=recipient,
+        connections=tuple(connections),
         at=now,
     ):
         return False
@@ -189,6 +209,8 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
         "collection_submitted_at",
         "payer",
         "recipient",
+        "collection_connection",
+        "disbursement_connection",
         "merchant_id",
     )
     for row in list(due):
@@ -238,3 +260,11 @@ def transfers_stale_submissions(*, now: datetime) -> list[tuple[UUID, int | None
                 payment_services.RESUBMISSION_LOG_SECONDS // 60,
             )
     return stale
+
+
+def unfinished_legs_on(connection: str) -> int:
+    """How many transfers still waiting for a leg name `connection`."""
+    return Transfer.objects.filter(
+        Q(collection_connection=connection) | Q(disbursement_connection=connection),
+        status__in=[TransferStatus.PENDING, TransferStatus.COLLECTING, TransferStatus.DISBURSING],
+    ).count()
