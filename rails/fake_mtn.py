@@ -74,6 +74,8 @@ class FakeMtn:
         self.submissions: list[tuple[str, str, int]] = []  # (product, reference, HTTP status)
         self.status_reads: list[tuple[str, str]] = []
         self.callbacks: list[tuple[str, str, int]] = []  # (method, url, status)
+        # every request: (method, path, X-Reference-Id, HTTP status)
+        self.requests: list[tuple[str, str, str, int]] = []
         self.server = ThreadingHTTPServer((host, port), _handler(self))
         self.server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -295,14 +297,22 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, {"result": rest[2] not in self.fake.switches.inactive}
         return 404, {"code": "RESOURCE_NOT_FOUND", "message": "No such path."}
 
+    def _serve(self, method: str) -> None:
+        status, body = self._route(method)
+        with self.fake.lock:
+            self.fake.requests.append(
+                (method, self.path, self.headers.get("X-Reference-Id") or "", status)
+            )
+        self._answer(status, body)
+
     def do_GET(self) -> None:
-        self._answer(*self._route("GET"))
+        self._serve("GET")
 
     def do_POST(self) -> None:
-        self._answer(*self._route("POST"))
+        self._serve("POST")
 
     def do_PUT(self) -> None:
-        self._answer(*self._route("PUT"))
+        self._serve("PUT")
 
 
 def main(argv: list[str] | None = None) -> None:

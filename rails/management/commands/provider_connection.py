@@ -1,3 +1,4 @@
+import argparse
 import sys
 
 from django.core.management.base import CommandError
@@ -40,9 +41,13 @@ class Command(OpsCommand):
         update.add_argument(
             "--credentials", choices=["-"], help="read new credentials on standard input"
         )
-        actions.add_parser("list", help="each connection, without secrets")
+        listing = actions.add_parser("list", help="each connection, without secrets")
         remove = actions.add_parser("remove", help="remove an unused connection")
         remove.add_argument("name")
+        for each in (add, update, listing, remove):  # --json after the action too
+            each.add_argument(
+                "--json", action="store_true", default=argparse.SUPPRESS, help="one JSON object"
+            )
 
     def run(self, *, action: str, **options) -> None:
         try:
