@@ -14,7 +14,7 @@ urlpatterns = [
     path("statements", views.StatementView.as_view(), name="statement"),
     path("payouts/<id:payout_id>", views.PayoutDetailView.as_view(), name="payout-detail"),
     path(
-        "provider-callbacks/<slug:connection>/<str:secret>/<slug:leg>/<str:reference>",
+        "provider-callbacks/<slug:connection>/<slug:leg>/<str:reference>",
         provider_callback,
         name="provider-callback",
     ),

@@ -1,5 +1,6 @@
 """The callback endpoint of the real operator APIs (`POST|PUT /provider-callbacks/<connection>/
-<secret>/<leg>/<reference>`, the URL the adapter sent as X-Callback-Url). The body is only a
+<leg>/<reference>?s=<secret>`, the URL the adapter sent as X-Callback-Url; the secret is in the
+query, which no access log line prints). The body is only a
 hint: nothing in it is trusted or stored. A wrong secret is a 403 and a malformed body a 400,
 both without a database write or a call to the operator; anything else is a 200, and the
 operator's status endpoint is read by a task, whose answer goes through the one transition
@@ -20,6 +21,7 @@ from rails import selectors as rails_selectors
 logger = logging.getLogger("cowry.provider")
 
 CALLBACK_BODY_MAX = 64 * 1024
+SECRET_PARAMETER = "s"  # noqa: S105 - the name of the query parameter
 
 
 def _refused(status: int, message: str, reason: str) -> JsonResponse:
@@ -37,11 +39,11 @@ def _secret_valid(connection: str, secret: str) -> bool:
 
 @csrf_exempt
 def provider_callback(
-    request: HttpRequest, connection: str, secret: str, leg: str, reference: str
+    request: HttpRequest, connection: str, leg: str, reference: str
 ) -> JsonResponse:
     if request.method not in ("POST", "PUT"):
         return _refused(405, "This method is not allowed here.", "method_not_allowed")
-    if not _secret_valid(connection, secret):
+    if not _secret_valid(connection, request.GET.get(SECRET_PARAMETER, "")):
         logger.warning("Provider callback refused: wrong secret for connection %r", connection)
         return _refused(403, "Forbidden.", "forbidden")
     if leg not in provider.CALLBACK_LEGS or len(request.body) > CALLBACK_BODY_MAX:

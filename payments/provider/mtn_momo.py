@@ -10,7 +10,7 @@ support (rails.models.ProviderAnswer)."""
 
 import uuid
 from decimal import Decimal
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from django.utils import timezone
 
@@ -22,6 +22,7 @@ from payments.provider import (
     ProviderUnavailable,
     callback_leg_name,
 )
+from payments.provider.callbacks import SECRET_PARAMETER
 from rails import services as rails_services
 from rails.mtn_momo import MtnClient, MtnRefused, MtnUnavailable, failure_code
 from rails.selectors import ConnectionSettings
@@ -89,11 +90,9 @@ class MtnMomoGateway:
         }
 
     def callback_url(self, *, leg: str, reference: str) -> str:
-        secret = quote(self.connection.callback_secret, safe="")
-        name = self.connection.name
-        return f"{self.connection.callback_base}/provider-callbacks/{name}/{secret}/{leg}/" + quote(
-            reference, safe=":"
-        )
+        base, name = self.connection.callback_base, self.connection.name
+        secret = urlencode({SECRET_PARAMETER: self.connection.callback_secret})
+        return f"{base}/provider-callbacks/{name}/{leg}/{quote(reference, safe=':')}?{secret}"
 
     def _submit(
         self,

@@ -37,12 +37,8 @@ def pending_payin(enabled_merchant, fake_mtn, settings) -> Payin:
 
 def _path(*, leg: str, reference: str, secret: str | None = None) -> str:
     gateway = MtnMomoGateway(selectors.connection_settings(CONNECTION))
-    path = urlsplit(gateway.callback_url(leg=leg, reference=reference)).path
-    if secret is not None:
-        parts = path.split("/")
-        parts[3] = secret
-        path = "/".join(parts)
-    return path
+    url = urlsplit(gateway.callback_url(leg=leg, reference=reference))
+    return f"{url.path}?s={secret}" if secret is not None else f"{url.path}?{url.query}"
 
 
 def _writes(queries) -> list[str]:
@@ -60,6 +56,7 @@ BODY = {"status": "SUCCESSFUL", "financialTransactionId": "1", "externalId": "x"
     ("secret", "body", "status"),
     [
         ("wrong-secret", json.dumps(BODY), 403),
+        ("", json.dumps(BODY), 403),
         (None, "not json", 400),
         (None, "[1, 2]", 400),
     ],
