@@ -48,6 +48,7 @@ class CowryAdminSite(UnfoldAdminSite):
         from config import worklist
         from merchants import dashboard
         from payments import selectors as payment_selectors
+        from rails import selectors as rails_selectors
 
         now = timezone.now()
         context = dict(extra_context or {})
@@ -64,4 +65,7 @@ class CowryAdminSite(UnfoldAdminSite):
             context["title"] = "Ops dashboard: the platform and what needs attention"
             context["platform_totals"] = worklist.platform_totals()
             context["ledger_check"] = payment_selectors.ledger_check_last()
+            context["provider_connections"] = rails_selectors.connections_overview(
+                now=now.timestamp()
+            )
         return super().index(request, context)

@@ -43,6 +43,7 @@ from payments.models import (
     Wallet,
 )
 from quotes import selectors as quote_selectors
+from rails import selectors as rails_selectors
 from webhooks import admin as webhook_admin
 from webhooks import selectors as webhook_selectors
 
@@ -114,6 +115,28 @@ def discrepancies_table(resource_id) -> str:
     )
 
 
+def provider_answers_table(connection: str, references: list[str]) -> str:
+    """The connection a payment's legs went through and what its operator last said of each
+    (MTN's status, raw code and transaction id), for support and ops."""
+    rows = [
+        (
+            answer.reference,
+            answer.connection,
+            answer.product,
+            answer.status,
+            answer.raw_code or "—",
+            answer.financial_transaction_id or "—",
+            display.timestamp(answer.updated_at),
+        )
+        for answer in rails_selectors.provider_answers_of(references)
+    ]
+    head = format_html("<p>Connection: <strong>{}</strong></p>", connection)
+    table = dashboard.html_table(
+        ["reference", "connection", "product", "status", "raw code", "transaction id", "at"], rows
+    )
+    return format_html("{}{}", head, table)
+
+
 def sees_reconciliation(request) -> bool:
     return dashboard.is_ops(request.user) or dashboard.is_support(request.user)
 
@@ -133,7 +156,14 @@ class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
-        return [*fields, "provider_discrepancies"] if sees_reconciliation(request) else fields
+        if not sees_reconciliation(request):
+            return fields
+        return [*fields, "provider_answers", "provider_discrepancies"]
+
+    @admin.display(description="Provider's answers")
+    @display.computed_once
+    def provider_answers(self, obj) -> str:
+        return provider_answers_table(obj.provider_connection, [str(obj.pk)])
 
     @admin.display(description="Provider discrepancies")
     @display.computed_once

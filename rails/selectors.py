@@ -14,7 +14,14 @@ from django.conf import settings
 from django.core.cache import cache
 
 from config import secrets_at_rest
-from rails.models import SIMULATOR, OperatorRoute, ProviderConnection
+from quotes.models import Operator
+from rails.models import (
+    SIMULATOR,
+    OperatorRoute,
+    ProviderAnswer,
+    ProviderConnection,
+    ProviderError,
+)
 
 logger = logging.getLogger("cowry.rails")
 
@@ -115,8 +122,58 @@ def connection_settings(name: str) -> ConnectionSettings:
     return memo.connections[name]
 
 
+def token_cache_key(name: str, product: str) -> str:
+    """Where the shared cache keeps a connection's token of `product`."""
+    return f"rails:token:{name}:{product}"
+
+
 def connections_in_use(name: str) -> list[str]:
     """The operators routed to connection `name`."""
     return sorted(
         OperatorRoute.objects.filter(connection__name=name).values_list("operator_code", flat=True)
     )
+
+
+def provider_answers_of(references: list[str]) -> list:
+    """What the operators last said of these requests (our references), oldest first."""
+    return list(ProviderAnswer.objects.filter(reference__in=references).order_by("updated_at"))
+
+
+def connections_overview(*, now: float) -> list[dict]:
+    """Each connection as ops see it on their home: kind, target environment, the operators
+    routed to it, its last success, its recent errors and its tokens' age (never a secret).
+    `now` is a Unix time."""
+    routes = dict(OperatorRoute.objects.values_list("operator_code", "connection__name"))
+    codes = list(Operator.objects.order_by("code").values_list("code", flat=True))
+    rows = [
+        {
+            "name": SIMULATOR,
+            "kind": "simulator",
+            "target_environment": "sandbox",
+            "operators": [code for code in codes if code not in routes],
+            "last_success_at": None,
+            "errors": [],
+            "token_ages": {},
+        }
+    ]
+    for connection in ProviderConnection.objects.order_by("name"):
+        ages = {}
+        for product in ("collection", "disbursement"):
+            cached = cache.get(token_cache_key(connection.name, product))
+            ages[product] = None if not cached else int(max(now - cached["fetched_at"], 0))
+        rows.append(
+            {
+                "name": connection.name,
+                "kind": connection.kind,
+                "target_environment": connection.target_environment,
+                "operators": sorted(
+                    code for code, name in routes.items() if name == connection.name
+                ),
+                "last_success_at": connection.last_success_at,
+                "errors": list(
+                    ProviderError.objects.filter(connection=connection).order_by("-created_at")[:3]
+                ),
+                "token_ages": ages,
+            }
+        )
+    return rows

@@ -174,7 +174,7 @@ def operator_route_set(*, operator_code: str, name: str, at: datetime) -> None:
 
 
 def token_cache_key(name: str, product: str) -> str:
-    return f"rails:token:{name}:{product}"
+    return selectors.token_cache_key(name, product)
 
 
 def connection_succeeded(*, name: str, at: datetime) -> None:
@@ -184,10 +184,14 @@ def connection_succeeded(*, name: str, at: datetime) -> None:
         ProviderConnection.objects.filter(name=name).update(last_success_at=at)
 
 
+def error_logged_key(name: str, step: str) -> str:
+    return f"rails:error-logged:{name}:{step.replace(' ', '-')}"
+
+
 def connection_failed(*, name: str, step: str, message: str, at: datetime) -> None:
     """A connection's trouble: one ERROR line and one row for the ops home a minute per
     connection and step, however many legs meet it (across processes)."""
-    if not cache.add(f"rails:error-logged:{name}:{step}", 1, ERROR_LOG_SECONDS):
+    if not cache.add(error_logged_key(name, step), 1, ERROR_LOG_SECONDS):
         return
     logger.error("Provider connection %s: %s failed: %s", name, step, message)
     connection = ProviderConnection.objects.filter(name=name).first()

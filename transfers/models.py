@@ -88,6 +88,11 @@ class Transfer(models.Model):
     # The current disbursement attempt (1 at first, +1 per relaunch).
     disbursement_attempt = models.PositiveIntegerField(default=0)
     disbursement_reference = models.CharField(max_length=64, blank=True)
+    leg_poll_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Due time of the next status poll of the leg in flight (it grows).",
+    )
     disbursement_connection = models.CharField(
         max_length=40,
         default="simulator",

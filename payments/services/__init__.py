@@ -77,6 +77,7 @@ from payments.services.sweeps import (
     payments_ask_provider,
     payments_fail_timed_out,
     payments_stale_submissions,
+    poll_next_at,
     refunds_stale_submissions,
     same_time,
 )
@@ -145,6 +146,7 @@ __all__ = [
     "payout_submit",
     "payout_transition",
     "payouts_stuck",
+    "poll_next_at",
     "provider_discrepancy_lock",
     "provider_discrepancy_mark_resolved",
     "provider_discrepancy_record",

@@ -18,6 +18,16 @@ CONNECTION = "mtn-cm"
 WORKER_ENV = {"ALLOW_PRIVATE_NETWORK_URLS": "true"}
 
 
+@pytest.fixture(autouse=True)
+def _routes_forgotten() -> Iterator[None]:
+    """No route or connection of a test outlives it in this process's memo (the database is
+    flushed after each test; the memo would still name its connections)."""
+    selectors.memo_forget()
+    yield
+    cache.set(selectors.ROUTES_VERSION_KEY, "after-a-rails-test", None)
+    selectors.memo_forget()
+
+
 @pytest.fixture
 def fake_mtn() -> Iterator[FakeMtn]:
     fake = FakeMtn().start()
@@ -26,8 +36,12 @@ def fake_mtn() -> Iterator[FakeMtn]:
 
 
 def tokens_forget(name: str = CONNECTION) -> None:
+    """The connection's tokens, and its once-a-minute notes, gone from the shared cache."""
     for product in services.PRODUCTS:
         cache.delete(services.token_cache_key(name, product))
+        for step in ("token", "submit", "status"):
+            cache.delete(services.error_logged_key(name, f"{product} {step}"))
+    cache.delete(f"rails:success-noted:{name}")
 
 
 def connection_add(fake: FakeMtn, *, callback_base: str, name: str = CONNECTION, **changes):

@@ -79,7 +79,7 @@ def transfers_ask_overdue_answers(*, now: datetime) -> int:
         Transfer.objects.filter(
             (Q(status=TransferStatus.COLLECTING) & ~Q(collection_reference=""))
             | (Q(status=TransferStatus.DISBURSING) & ~Q(disbursement_reference="")),
-            updated_at__lte=before,
+            Q(leg_poll_at__lte=now) | Q(leg_poll_at__isnull=True, updated_at__lte=before),
             leg_timeout_at__gt=now,
         )
         .order_by("pk")
@@ -91,12 +91,14 @@ def transfers_ask_overdue_answers(*, now: datetime) -> int:
             "recipient",
             "collection_connection",
             "disbursement_connection",
+            "updated_at",
         )
     )
     applied = 0
-    for transfer_id, status, attempt, payer, recipient, *connections in list(rows):
+    for transfer_id, status, attempt, payer, recipient, *connections, moved_at in list(rows):
+        answered = False
         try:
-            applied += _ask(
+            answered = _ask(
                 transfer_id=transfer_id,
                 status=status,
                 attempt=attempt,
@@ -105,10 +107,15 @@ def transfers_ask_overdue_answers(*, now: datetime) -> int:
                 connections=tuple(connections),
                 at=now,
             )
+            applied += answered
         except provider.DisbursementOutcomeUnknown as unknown:
             logger.warning("Overdue answer: %s (%r); asked again later", unknown, unknown.__cause__)
         except Exception:  # one leg's trouble must not hold up every other leg's answer
             logger.exception("Overdue answer: transfer %s left for the next run", transfer_id)
+        if not answered:  # asked again at growing intervals, while the leg is where it was
+            Transfer.objects.filter(pk=transfer_id, status=status, updated_at=moved_at).update(
+                leg_poll_at=payment_services.poll_next_at(since=moved_at, now=now)
+            )
     return applied
 
 

@@ -386,7 +386,8 @@ def transfer_transition(
         ended = _attempt_ended(transfer) if spec.replaces_attempt else None
         transfer.status, transfer.payin_status, transfer.payout_status = spec.target
         transfer.updated_at = at
-        fields |= {"status", "payin_status", "payout_status", "updated_at"}
+        transfer.leg_poll_at = None  # the next leg's polls start from its own move
+        fields |= {"status", "payin_status", "payout_status", "updated_at", "leg_poll_at"}
         fields |= spec.effect(transfer, at=at, reason=reason, changes=changes or {})
         transfer.save(update_fields=sorted(fields))
         if spec.answers_attempt:
