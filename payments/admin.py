@@ -117,7 +117,8 @@ def discrepancies_table(resource_id) -> str:
 
 def provider_answers_table(connection: str, references: list[str]) -> str:
     """The connection a payment's legs went through and what its operator last said of each
-    (MTN's status, raw code and transaction id), for support and ops."""
+    (MTN's status, raw code and transaction id), for support and ops. The simulator keeps no
+    answers: pass no references for legs that only went through it (no query)."""
     rows = [
         (
             answer.reference,
@@ -128,7 +129,7 @@ def provider_answers_table(connection: str, references: list[str]) -> str:
             answer.financial_transaction_id or "—",
             display.timestamp(answer.updated_at),
         )
-        for answer in rails_selectors.provider_answers_of(references)
+        for answer in (rails_selectors.provider_answers_of(references) if references else [])
     ]
     head = format_html("<p>Connection: <strong>{}</strong></p>", connection)
     table = dashboard.html_table(
@@ -163,7 +164,8 @@ class PaymentAdmin(ExactSearchMixin, ReadOnlyAdmin):
     @admin.display(description="Provider's answers")
     @display.computed_once
     def provider_answers(self, obj) -> str:
-        return provider_answers_table(obj.provider_connection, [str(obj.pk)])
+        real = obj.provider_connection != provider.SIMULATOR
+        return provider_answers_table(obj.provider_connection, [str(obj.pk)] if real else [])
 
     @admin.display(description="Provider discrepancies")
     @display.computed_once

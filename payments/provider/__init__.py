@@ -9,6 +9,11 @@ provider's HTTP callback would call too; `outcome` is "completed" or "failed". A
 decides at once (the sandbox with no delay) gives its answer in the receipt instead: the
 submitter applies it, as its callback would (`receipt_answer_deliver`).
 
+Each leg names the provider connection it goes through (chosen from its operator's route when
+it is created, rails.selectors): `gateway(connection)` is that connection's adapter, the
+built-in simulator's for `simulator`. A real operator's callback reaches
+payments.provider.callbacks, which reads the status and applies it as an answer.
+
 Submitting is network I/O: never call it while holding a database lock.
 """
 
@@ -99,13 +104,22 @@ class ProviderGateway(Protocol):
 SIMULATOR = "simulator"
 
 
+def _mtn_momo(connection: rails_selectors.ConnectionSettings) -> ProviderGateway:
+    from payments.provider.mtn_momo import MtnMomoGateway  # it imports this module
+
+    return MtnMomoGateway(connection)
+
+
+# The adapter of each kind of connection (rails.models.ConnectionKind) but the simulator's.
+ADAPTERS = {"mtn_momo": _mtn_momo}
+
+
 def gateway(connection: str = SIMULATOR) -> ProviderGateway:
     """The gateway of provider connection `connection` (the one a leg names): the built-in
     simulator's unless PAYMENTS_PROVIDER_GATEWAY names another, or a real operator API's."""
     if connection != SIMULATOR:
-        from payments.provider.mtn_momo import MtnMomoGateway
-
-        return MtnMomoGateway(rails_selectors.connection_settings(connection))
+        settings_of = rails_selectors.connection_settings(connection)
+        return ADAPTERS[settings_of.kind](settings_of)
     path = getattr(
         settings,
         "PAYMENTS_PROVIDER_GATEWAY",

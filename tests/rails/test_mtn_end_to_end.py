@@ -107,6 +107,19 @@ def test_both_legs_of_a_transfer_and_a_relaunch_complete_on_callbacks(enabled_me
         assert wait_until(lambda: status() == "completed", timeout=60), status()
     raw = ProviderAnswer.objects.get(reference=f"{transfer_id}:1")
     assert (raw.status, raw.raw_code) == ("FAILED", "PAYEE_NOT_ALLOWED_TO_RECEIVE")
+    # support reads both legs' connection and MTN's raw code on the transfer's page
+    from django.test import Client
+
+    from merchants import services as merchant_services
+
+    merchant_services.staff_user_create(
+        username="support-e2e", password="pw-123456-staff", merchant=None, role=None, support=True
+    )
+    client = Client()
+    assert client.login(username="support-e2e", password="pw-123456-staff")
+    page = client.get(f"/admin/transfers/transfer/{transfer_id}/change/").content.decode()
+    assert "Connection: <strong>collection mtn-cm, disbursement mtn-cm</strong>" in page
+    assert "PAYEE_NOT_ALLOWED_TO_RECEIVE" in page
     # collection, the declined attempt and the relaunch: three references, each sent once
     sent = [reference for _, reference, status in fake.submissions if status == 202]
     assert len(sent) == len(set(sent)) == 3
