@@ -49,6 +49,7 @@ class CowryAdminSite(UnfoldAdminSite):
         from config import home_charts, worklist
         from merchants import dashboard
         from payments import selectors as payment_selectors
+        from rails import selectors as rails_selectors
 
         now = timezone.now()
         context = dict(extra_context or {})
@@ -69,4 +70,7 @@ class CowryAdminSite(UnfoldAdminSite):
             context["platform_totals"] = worklist.platform_totals()
             context["ledger_check"] = payment_selectors.ledger_check_last()
             context["ops_charts"] = home_charts.ops_charts(now=now)
+            context["provider_connections"] = rails_selectors.connections_overview(
+                now=now.timestamp()
+            )
         return super().index(request, context)

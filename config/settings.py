@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "customers",
     "kyc",
     "quotes",
+    "rails",
     "payments",
     "transfers",
     "webhooks",
@@ -335,6 +336,11 @@ PROVIDER_SIMULATION_DELAY_SECONDS = _duration(
     "PROVIDER_SIMULATION_DELAY_SECONDS",
     env.float("PROVIDER_SIMULATION_DELAY_SECONDS", default=1),
     zero_allowed=True,
+)
+# A leg the provider has not answered is asked its status again this long after an unanswered
+# poll, or after as long as it has waited if longer: the interval grows.
+PROVIDER_POLL_AFTER_SECONDS = _duration(
+    "PROVIDER_POLL_AFTER_SECONDS", env.int("PROVIDER_POLL_AFTER_SECONDS", default=60)
 )
 PROVIDER_TIMEOUT_SECONDS = _duration(
     "PROVIDER_TIMEOUT_SECONDS", env.int("PROVIDER_TIMEOUT_SECONDS", default=3600)

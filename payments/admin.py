@@ -47,6 +47,7 @@ from payments.models import (
 )
 from payments.services.payouts import payout_mark_failed, payouts_stuck
 from quotes import selectors as quote_selectors
+from rails import selectors as rails_selectors
 from webhooks import admin as webhook_admin
 
 
@@ -117,6 +118,29 @@ def discrepancies_table(resource_id) -> str:
     )
 
 
+def provider_answers_table(connection: str, references: list[str]) -> str:
+    """The connection a payment's legs went through and what its operator last said of each
+    (MTN's status, raw code and transaction id), for support and ops. The simulator keeps no
+    answers: pass no references for legs that only went through it (no query)."""
+    rows = [
+        (
+            answer.reference,
+            answer.connection,
+            answer.product,
+            answer.status,
+            answer.raw_code or "—",
+            answer.financial_transaction_id or "—",
+            display.timestamp(answer.updated_at),
+        )
+        for answer in (rails_selectors.provider_answers_of(references) if references else [])
+    ]
+    head = format_html("<p>Connection: <strong>{}</strong></p>", connection)
+    table = html_table(
+        ["reference", "connection", "product", "status", "raw code", "transaction id", "at"], rows
+    )
+    return format_html("{}{}", head, table)
+
+
 def sees_reconciliation(request) -> bool:
     return dashboard.is_ops(request.user) or dashboard.is_support(request.user)
 
@@ -138,7 +162,15 @@ class PaymentAdmin(RecordPage, ExactSearchMixin, ReadOnlyAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
-        return [*fields, "provider_discrepancies"] if sees_reconciliation(request) else fields
+        if not sees_reconciliation(request):
+            return fields
+        return [*fields, "provider_answers", "provider_discrepancies"]
+
+    @admin.display(description="Provider's answers")
+    @display.computed_once
+    def provider_answers(self, obj) -> str:
+        real = obj.provider_connection != provider.SIMULATOR
+        return provider_answers_table(obj.provider_connection, [str(obj.pk)] if real else [])
 
     @admin.display(description="Pricing")
     def pricing_breakdown(self, obj) -> str:

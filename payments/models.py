@@ -141,7 +141,17 @@ class _ProviderLeg(models.Model):
     operator_code = models.CharField(max_length=64)
     wallet_impact = models.JSONField(default=dict)
     provider_reference = models.CharField(max_length=64, blank=True)
+    provider_connection = models.CharField(
+        max_length=40,
+        default="simulator",
+        help_text="The provider connection the leg goes through (chosen when it is created).",
+    )
     submitted_at = models.DateTimeField(null=True, blank=True)
+    provider_poll_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Due time of the next status poll after one without an answer (it grows).",
+    )
     provider_timeout_at = models.DateTimeField(
         help_text=(
             "Due time: still not final then, the sweep asks the provider and, without an "

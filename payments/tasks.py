@@ -10,7 +10,12 @@ from django.utils import timezone
 
 from payments.ledger.checks import ledger_check_recorded
 from payments.provider import ProviderUnavailable, deliver_answer
-from payments.services.submission import payin_submit, payout_submit, refund_submit
+from payments.services.submission import (
+    payin_submit,
+    payout_submit,
+    provider_status_check,
+    refund_submit,
+)
 from payments.services.sweeps import (
     payments_ask_provider,
     payments_fail_timed_out,
@@ -51,6 +56,20 @@ def deliver_provider_answer(
         outcome=outcome,
         reason=reason,
     )
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(ProviderUnavailable, *TRANSIENT_DATABASE_ERRORS),
+    retry_backoff=True,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=5,
+)
+def provider_callback_check(*, connection: str, leg: str, reference: str, **_: object) -> None:
+    """A real operator's callback: read the status it hints at and apply it (the polls and the
+    timeout sweep find the leg again if this gives up)."""
+    provider_status_check(connection=connection, leg=leg, reference=reference)
 
 
 @shared_task(acks_late=True)

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from payments import views
+from payments.provider.callbacks import provider_callback
 
 urlpatterns = [
     path("payins", views.PayinCreateView.as_view(), name="payin-create"),
@@ -12,4 +13,9 @@ urlpatterns = [
     path("balances", views.BalanceListView.as_view(), name="balance-list"),
     path("statements", views.StatementView.as_view(), name="statement"),
     path("payouts/<id:payout_id>", views.PayoutDetailView.as_view(), name="payout-detail"),
+    path(
+        "provider-callbacks/<slug:connection>/<slug:leg>/<str:reference>",
+        provider_callback,
+        name="provider-callback",
+    ),
 ]

@@ -28,6 +28,7 @@ def _start(**variables: str) -> subprocess.CompletedProcess:
         ("QUOTE_TTL_SECONDS", "-900"),
         ("QUOTE_TTL_SECONDS", "1000000000000"),
         ("PROVIDER_TIMEOUT_SECONDS", "0"),
+        ("PROVIDER_POLL_AFTER_SECONDS", "0"),
         ("IDEMPOTENCY_KEY_TTL_SECONDS", "0"),
         ("IDEMPOTENCY_LOCK_TIMEOUT_SECONDS", "-1"),
         ("WEBHOOK_TIMEOUT_SECONDS", "0"),

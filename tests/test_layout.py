@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = "core"
-APPS = ["merchants", "customers", "kyc", "webhooks", "quotes", "payments", "transfers"]
+APPS = ["merchants", "customers", "kyc", "webhooks", "quotes", "rails", "payments", "transfers"]
 WIRING = "config"
 ORDER = [KERNEL, *APPS, WIRING]
 # The Celery idiom: the project package loads its Celery app when Django starts.

@@ -32,6 +32,7 @@ from quotes import selectors as quote_selectors
 from transfers import admin_records, selectors
 from transfers.models import Transfer, TransferDisbursementAttempt, TransferHistory
 from transfers.services.relaunch import transfer_relaunch_payout
+from transfers.services.submission import disbursement_reference
 from transfers.services.support import (
     disbursement_stuck,
     transfer_mark_disbursement_failed,
@@ -191,11 +192,26 @@ class TransferAdmin(RecordPage, ExactSearchMixin, MerchantScopedAdmin):
     def get_fieldsets(self, request, obj=None):
         fieldsets = list(super().get_fieldsets(request, obj))
         if payment_admin.sees_reconciliation(request):
+            fieldsets.append(("Provider's answers", {"fields": ["provider_answers"]}))
             fieldsets.append(("Provider discrepancies", {"fields": ["provider_discrepancies"]}))
         return fieldsets
 
     def get_readonly_fields(self, request, obj=None):
-        return [*super().get_readonly_fields(request, obj), "provider_discrepancies"]
+        fields = super().get_readonly_fields(request, obj)
+        return [*fields, "provider_answers", "provider_discrepancies"]
+
+    @admin.display(description="Connections and raw codes")
+    @display.computed_once
+    def provider_answers(self, obj: Transfer) -> str:
+        references = [str(obj.pk)] + [
+            disbursement_reference(obj.pk, attempt)
+            for attempt in range(1, obj.disbursement_attempt + 1)
+        ]
+        connections = (obj.collection_connection, obj.disbursement_connection)
+        if set(connections) == {provider.SIMULATOR}:
+            references = []  # the simulator keeps no answers
+        shown = f"collection {connections[0]}, disbursement {connections[1]}"
+        return payment_admin.provider_answers_table(shown, references)
 
     @admin.display(description="Provider discrepancies (both legs)")
     @display.computed_once

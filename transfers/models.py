@@ -78,6 +78,9 @@ class Transfer(models.Model):
 
     # The collection leg.
     collection_reference = models.CharField(max_length=64, blank=True)
+    collection_connection = models.CharField(
+        max_length=40, default="simulator", help_text="The collection leg's provider connection."
+    )
     collection_submitted_at = models.DateTimeField(null=True, blank=True)
     collection_completed_at = models.DateTimeField(null=True, blank=True)
     collection_failed_at = models.DateTimeField(null=True, blank=True)
@@ -85,6 +88,16 @@ class Transfer(models.Model):
     # The current disbursement attempt (1 at first, +1 per relaunch).
     disbursement_attempt = models.PositiveIntegerField(default=0)
     disbursement_reference = models.CharField(max_length=64, blank=True)
+    leg_poll_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Due time of the next status poll of the leg in flight (it grows).",
+    )
+    disbursement_connection = models.CharField(
+        max_length=40,
+        default="simulator",
+        help_text="The disbursement leg's provider connection (a relaunch keeps it).",
+    )
     disbursement_submitted_at = models.DateTimeField(null=True, blank=True)
     disbursement_completed_at = models.DateTimeField(null=True, blank=True)
     disbursement_failed_at = models.DateTimeField(null=True, blank=True)

@@ -10,6 +10,11 @@ too; `outcome` is "completed" or "failed". A provider that decides at once (the 
 no delay) gives its answer in the receipt instead: the submitter applies it, as its callback
 would (`receipt_answer_deliver`).
 
+Each leg names the provider connection it goes through (chosen from its operator's route when
+it is created, rails.selectors): `gateway(connection)` is that connection's adapter, the
+built-in simulator's for `simulator`. A real operator's callback reaches
+payments.provider.callbacks, which reads the status and applies it as an answer.
+
 Submitting is network I/O: never call it while holding a database lock.
 """
 
@@ -24,6 +29,8 @@ from typing import Protocol, TypeVar
 from django.conf import settings
 from django.utils import timezone
 from django.utils.module_loading import import_string
+
+from rails import selectors as rails_selectors
 
 logger = logging.getLogger("cowry.provider")
 
@@ -113,14 +120,50 @@ class ProviderGateway(Protocol):
         COLLECTION or DISBURSEMENT): its receipt, with the outcome once decided."""
 
 
-def gateway() -> ProviderGateway:
-    """The configured gateway: the simulator unless PAYMENTS_PROVIDER_GATEWAY names another."""
+SIMULATOR = "simulator"
+
+
+def _mtn_momo(connection: rails_selectors.ConnectionSettings) -> ProviderGateway:
+    from payments.provider.mtn_momo import MtnMomoGateway  # it imports this module
+
+    return MtnMomoGateway(connection)
+
+
+# The adapter of each kind of connection (rails.models.ConnectionKind) but the simulator's.
+ADAPTERS = {"mtn_momo": _mtn_momo}
+
+
+def gateway(connection: str = SIMULATOR) -> ProviderGateway:
+    """The gateway of provider connection `connection` (the one a leg names): the built-in
+    simulator's unless PAYMENTS_PROVIDER_GATEWAY names another, or a real operator API's."""
+    if connection != SIMULATOR:
+        settings_of = rails_selectors.connection_settings(connection)
+        return ADAPTERS[settings_of.kind](settings_of)
     path = getattr(
         settings,
         "PAYMENTS_PROVIDER_GATEWAY",
         "payments.provider.simulator.SimulatorGateway",
     )
     return import_string(path)()
+
+
+def route(operator_code: str) -> str:
+    """The connection a new leg of `operator_code` goes through (read from a memo, no query)."""
+    return rails_selectors.operator_route(operator_code)
+
+
+# The legs a provider callback can name (the name in the callback URL): their kind and the
+# callback that applies their answer. Each app that owns legs registers its own.
+CALLBACK_LEGS: dict[str, tuple[str, str]] = {}
+
+
+def callback_leg_register(name: str, *, kind: str, callback: str) -> None:
+    CALLBACK_LEGS[name] = (kind, callback)
+
+
+def callback_leg_name(callback: str) -> str:
+    """The registered name of the leg whose answers `callback` applies."""
+    return next(name for name, (_, each) in CALLBACK_LEGS.items() if each == callback)
 
 
 def deliver_answer(
@@ -170,7 +213,13 @@ class DisbursementOutcomeUnknown(Exception):
 
 
 def answer_before_timeout(
-    *, kind: str, reference: str, callback: str, party: dict[str, str], at: datetime
+    *,
+    kind: str,
+    reference: str,
+    callback: str,
+    party: dict[str, str],
+    at: datetime,
+    connection: str = SIMULATOR,
 ) -> bool:
     """Before a leg the provider received is failed for want of an answer, ask the provider:
     an answer lost on its way (a callback never sent, a worker killed with it) is applied
@@ -179,7 +228,7 @@ def answer_before_timeout(
     then times out). A disbursement the provider cannot be asked about raises
     DisbursementOutcomeUnknown: failing it would free money the provider may have paid out."""
     try:
-        receipt = gateway().transaction_status(kind=kind, reference=reference, **party)
+        receipt = gateway(connection).transaction_status(kind=kind, reference=reference, **party)
     except Exception as error:  # whatever the provider's client raised: it could not be asked
         if kind == DISBURSEMENT:
             raise DisbursementOutcomeUnknown(reference) from error

@@ -56,6 +56,7 @@ def payin_create(
                 "currency": quote.receive_currency,
             },
             source=payer,
+            provider_connection=provider.route(quote.operator_code),
             provider_timeout_at=parties.provider_timeout_at(now),
             created_at=now,
             updated_at=now,

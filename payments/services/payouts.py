@@ -78,6 +78,7 @@ def payout_create(
             recipient=party,
             payment_reason_code=payment_reason_code,
             payment_reason_text=payment_reason_text,
+            provider_connection=provider.route(quote.operator_code),
             provider_timeout_at=parties.provider_timeout_at(now),
             created_at=now,
             updated_at=now,

@@ -95,6 +95,7 @@ def refund_create(
             country_code=payin.country_code,
             rail_type=payin.rail_type,
             operator_code=payin.operator_code,
+            provider_connection=payin.provider_connection,  # back the way the money came
             wallet_impact={
                 "debit_amount": money.format_amount(amount),
                 "currency": payin.send_currency,

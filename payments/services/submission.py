@@ -62,7 +62,7 @@ def payin_submit(*, payin_id: UUID, now: datetime) -> None:
 def _payin_send(payin: Payin, *, now: datetime) -> None:
     """The provider call of a pending payin without its receipt yet."""
     try:
-        receipt = provider.gateway().submit_collection(
+        receipt = provider.gateway(payin.provider_connection).submit_collection(
             reference=str(payin.id),
             amount=payin.send_amount,
             currency=payin.send_currency,
@@ -129,7 +129,7 @@ def _disbursement_send(payment: Payout | Refund, *, now: datetime) -> None:
     """The provider call of a pending payout or refund without its receipt yet."""
     leg = _disbursement_leg(payment)
     try:
-        receipt = provider.gateway().submit_disbursement(
+        receipt = provider.gateway(payment.provider_connection).submit_disbursement(
             reference=str(payment.id),
             amount=leg["amount"],
             currency=leg["currency"],
@@ -154,3 +154,19 @@ def _receipt_keep(
         )
     else:
         provider.receipt_answer_deliver(receipt, callback=callback, reference=str(payment.id))
+
+
+def provider_status_check(*, connection: str, leg: str, reference: str) -> bool:
+    """What a real operator's callback hints at: read the status of request `reference` of leg
+    `leg` from connection `connection` and apply it as an answer (True when it had one). A
+    removed connection or an unknown leg changes nothing."""
+    if leg not in provider.CALLBACK_LEGS:
+        return False
+    try:
+        gateway_connection = provider.gateway(connection)
+    except KeyError:
+        return False
+    kind, callback = provider.CALLBACK_LEGS[leg]
+    receipt = gateway_connection.transaction_status(kind=kind, reference=reference)
+    provider.receipt_answer_deliver(receipt, callback=callback, reference=reference)
+    return receipt.outcome is not None

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
@@ -51,13 +52,16 @@ def payments_fail_timed_out(*, now: datetime) -> int:
     failed."""
     failed = 0
     for model, rows, kind, callback, fail in _timed_out_legs(now=now):
-        for payment_id, provider_reference, submitted_at, party, merchant_id in list(rows):
+        for payment_id, provider_reference, submitted_at, party, connection, merchant_id in list(
+            rows
+        ):
             if _timed_out(
                 model,
                 payment_id,
                 provider_reference,
                 submitted_at,
                 party,
+                connection=connection,
                 kind=kind,
                 callback=callback,
                 fail=fail,
@@ -79,13 +83,29 @@ def _timed_out_legs(*, now: datetime) -> tuple:
     callback, and the transition that fails one."""
     payin_rows = Payin.objects.filter(
         status__in=[PayinStatus.CREATED, PayinStatus.PENDING], provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "submitted_at", "source", "merchant_id")
+    ).values_list(
+        "id", "provider_reference", "submitted_at", "source", "provider_connection", "merchant_id"
+    )
     payout_rows = Payout.objects.filter(
         status=PayoutStatus.PENDING, provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "submitted_at", "recipient", "merchant_id")
+    ).values_list(
+        "id",
+        "provider_reference",
+        "submitted_at",
+        "recipient",
+        "provider_connection",
+        "merchant_id",
+    )
     refund_rows = Refund.objects.filter(
         status=RefundStatus.PENDING, provider_timeout_at__lte=now
-    ).values_list("id", "provider_reference", "submitted_at", "recipient", "merchant_id")
+    ).values_list(
+        "id",
+        "provider_reference",
+        "submitted_at",
+        "recipient",
+        "provider_connection",
+        "merchant_id",
+    )
     return (
         (
             Payin,
@@ -124,6 +144,7 @@ def _timed_out(
     submitted_at: datetime | None,
     party: dict[str, Any],
     *,
+    connection: str,
     kind: str,
     callback: str,
     fail: Callable[[UUID], Any],
@@ -139,6 +160,7 @@ def _timed_out(
                 callback=callback,
                 party=parties.party_identifier(party),
                 at=now,
+                connection=connection,
             ):
                 return 0
             fail(payment_id)
@@ -234,60 +256,61 @@ def _stale_disbursements(
 ANSWER_EXPECTED_SECONDS = 30
 
 
+def poll_next_at(*, since: datetime, now: datetime) -> datetime:
+    """When a leg asked about at `now` without an answer is asked again: PROVIDER_POLL_AFTER_SECONDS
+    later, or as long as it has waited since `since` if longer (the interval grows)."""
+    return now + max(timedelta(seconds=settings.PROVIDER_POLL_AFTER_SECONDS), now - since)
+
+
 def payments_ask_provider(*, now: datetime) -> int:
-    """Ask the provider about every payin, payout and refund it received (its reference) whose
-    answer is overdue (its call started more than ANSWER_EXPECTED_SECONDS ago) and not yet past its
+    """Ask the provider (each leg through its own connection) about every payin, payout and
+    refund it received (its reference) whose answer is overdue (its call started more than
+    ANSWER_EXPECTED_SECONDS ago) or whose next poll is due (provider_poll_at), not yet past its
     timeout: an answer lost on its way (a worker killed holding it, a callback never sent) is
     applied through the state machine, exactly as if it had arrived. Returns how many answers
-    were applied; a provider still working on one, or that cannot be asked, is asked again at
-    the next run (the timeout sweep decides at the timeout)."""
+    were applied; a leg without one, or whose provider cannot be asked, gets its next poll due
+    at growing intervals (poll_next_at; the timeout sweep decides at the timeout)."""
     overdue = now - timedelta(seconds=ANSWER_EXPECTED_SECONDS)
-    waiting = {"provider_timeout_at__gt": now, "submitted_at__lte": overdue}
+    due = Q(provider_poll_at__lte=now) | Q(provider_poll_at__isnull=True, submitted_at__lte=overdue)
     legs = (
-        (
-            Payin.objects.filter(status=PayinStatus.PENDING, **waiting).exclude(
-                provider_reference=""
-            ),
-            "source",
-            provider.COLLECTION,
-            PAYIN_CALLBACK,
-        ),
-        (
-            Payout.objects.filter(status=PayoutStatus.PENDING, **waiting).exclude(
-                provider_reference=""
-            ),
-            "recipient",
-            provider.DISBURSEMENT,
-            PAYOUT_CALLBACK,
-        ),
-        (
-            Refund.objects.filter(status=RefundStatus.PENDING, **waiting).exclude(
-                provider_reference=""
-            ),
-            "recipient",
-            provider.DISBURSEMENT,
-            REFUND_CALLBACK,
-        ),
+        (Payin, PayinStatus.PENDING, "source", provider.COLLECTION, PAYIN_CALLBACK),
+        (Payout, PayoutStatus.PENDING, "recipient", provider.DISBURSEMENT, PAYOUT_CALLBACK),
+        (Refund, RefundStatus.PENDING, "recipient", provider.DISBURSEMENT, REFUND_CALLBACK),
     )
     applied, unavailable = 0, []
-    for rows, party_field, kind, callback in legs:
-        for payment_id, party in list(rows.values_list("id", party_field)):
+    for model, pending, party_field, kind, callback in legs:
+        rows = (
+            model.objects.filter(due, status=pending, provider_timeout_at__gt=now)
+            .exclude(provider_reference="")
+            .values_list("id", party_field, "provider_connection", "submitted_at")
+        )
+        for payment_id, party, connection, submitted_at in list(rows):
+            answered = False
             try:
-                applied += _status_apply(payment_id, party, kind=kind, callback=callback)
+                answered = _status_apply(
+                    payment_id, party, connection=connection, kind=kind, callback=callback
+                )
+                applied += answered
             except provider.ProviderUnavailable as exc:  # an outage: expected, no traceback
                 unavailable.append((payment_id, exc))
             except Exception:  # one payment's trouble must not hold up the others
                 logger.warning(
                     "Provider status of %s %s not applied", kind, payment_id, exc_info=True
                 )
+            if not answered:
+                model.objects.filter(pk=payment_id, status=pending).update(
+                    provider_poll_at=poll_next_at(since=submitted_at or now, now=now)
+                )
     if unavailable:
         _unavailable_log(unavailable)
     return applied
 
 
-def _status_apply(payment_id: UUID, party: dict[str, Any], *, kind: str, callback: str) -> bool:
+def _status_apply(
+    payment_id: UUID, party: dict[str, Any], *, connection: str, kind: str, callback: str
+) -> bool:
     """Ask the provider the status of one payment and apply its answer: True when it had one."""
-    receipt = provider.gateway().transaction_status(
+    receipt = provider.gateway(connection).transaction_status(
         kind=kind, reference=str(payment_id), **parties.party_identifier(party)
     )
     if receipt.outcome is None:
@@ -315,3 +338,9 @@ def _unavailable_log(unavailable: list[tuple[UUID, Exception]]) -> None:
         len(unavailable),
         _ids_shown([payment_id for payment_id, _ in unavailable]),
     )
+
+
+def unfinished_legs_on(connection: str) -> int:
+    """How many payins, payouts and refunds still waiting for the provider name `connection`."""
+    waiting = {"status__in": ["created", "pending"], "provider_connection": connection}
+    return sum(model.objects.filter(**waiting).count() for model in (Payin, Payout, Refund))

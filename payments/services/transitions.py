@@ -65,7 +65,13 @@ def payment_move_locked(
     move commits. Moving to the current status changes nothing but keeps a provider reference
     the payment did not have."""
     kept = []
-    if provider_reference and not payment.provider_reference:
+    # The first reference we hear of is kept, and the one a completion names replaces it (MTN's
+    # transaction id replaces its request's id).
+    completes = to == "completed" and payment.status != to
+    if provider_reference and (
+        not payment.provider_reference
+        or (completes and payment.provider_reference != provider_reference)
+    ):
         payment.provider_reference = provider_reference
         kept = ["provider_reference"]
     if payment.status == to:

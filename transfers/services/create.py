@@ -15,6 +15,7 @@ from core.exceptions import DomainError
 from customers import selectors as customer_selectors
 from customers.models import Customer, KycStatus
 from merchants.models import Merchant
+from payments import provider
 from payments.services.parties import (
     RAIL_FIELDS,
     PartyInvalid,
@@ -221,6 +222,9 @@ def _operator_columns(*, payer: Operator, recipient: Operator) -> dict[str, str]
         "recipient_country_code": recipient.country_code,
         "payer_rail_type": payer.rail_type,
         "recipient_rail_type": recipient.rail_type,
+        # each leg's provider connection, kept by the leg (a relaunch too)
+        "collection_connection": provider.route(payer.code),
+        "disbursement_connection": provider.route(recipient.code),
     }
 
 

@@ -161,6 +161,8 @@ def _relaunch_changes(
             operator_code=operator.code,
         )
         changes["recipient_operator_code"] = operator.code
+        if operator.code != transfer.recipient_operator_code:  # another operator's route
+            changes["disbursement_connection"] = provider.route(operator.code)
     quote_services.check_within_limits(amount, operator, field="payout_amount")
     return changes
 

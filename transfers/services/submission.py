@@ -77,7 +77,7 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
     ):
         return transfer
     try:
-        receipt = provider.gateway().submit_collection(
+        receipt = provider.gateway(transfer.collection_connection).submit_collection(
             reference=str(transfer.id),
             amount=transfer.payin_amount,
             currency=transfer.payin_currency,
@@ -119,7 +119,7 @@ def transfer_submit_disbursement(*, transfer_id: UUID, attempt: int, now: dateti
     if not started:
         return transfer
     try:
-        receipt = provider.gateway().submit_disbursement(
+        receipt = provider.gateway(transfer.disbursement_connection).submit_disbursement(
             reference=disbursement_reference(transfer.id, attempt),
             amount=transfer.payout_amount,
             currency=transfer.payout_currency,

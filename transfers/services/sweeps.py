@@ -12,7 +12,12 @@ from django.db.models import Q
 from core.log_limits import OncePer
 from payments import provider
 from payments.services.parties import party_identifier
-from payments.services.sweeps import RESUBMISSION_LOG_SECONDS, call_may_be_in_flight, same_time
+from payments.services.sweeps import (
+    RESUBMISSION_LOG_SECONDS,
+    call_may_be_in_flight,
+    poll_next_at,
+    same_time,
+)
 from transfers.models import Transfer, TransferStatus
 from transfers.services.submission import (
     COLLECTION_CALLBACK,
@@ -38,9 +43,17 @@ ASK_PROVIDER_AFTER_SECONDS = 30
 
 
 def _ask(
-    *, transfer_id: UUID, status: str, attempt: int, payer: dict, recipient: dict, at: datetime
+    *,
+    transfer_id: UUID,
+    status: str,
+    attempt: int,
+    payer: dict,
+    recipient: dict,
+    connections: tuple[str, str],
+    at: datetime,
 ) -> bool:
-    """Ask the provider about the transfer's leg in flight; its answer, if it has one, is
+    """Ask the provider (through the leg's own connection, of `connections`: the collection's
+    and the disbursement's) about the transfer's leg in flight; its answer, if it has one, is
     applied through the transition as its callback would apply it. True when there was one."""
     if status == TransferStatus.DISBURSING:
         return provider.answer_before_timeout(
@@ -49,6 +62,7 @@ def _ask(
             callback=DISBURSEMENT_CALLBACK,
             party=party_identifier(recipient),
             at=at,
+            connection=connections[1],
         )
     return provider.answer_before_timeout(
         kind=provider.COLLECTION,
@@ -56,6 +70,7 @@ def _ask(
         callback=COLLECTION_CALLBACK,
         party=party_identifier(payer),
         at=at,
+        connection=connections[0],
     )
 
 
@@ -70,27 +85,43 @@ def transfers_ask_overdue_answers(*, now: datetime) -> int:
         Transfer.objects.filter(
             (Q(status=TransferStatus.COLLECTING) & ~Q(collection_reference=""))
             | (Q(status=TransferStatus.DISBURSING) & ~Q(disbursement_reference="")),
-            updated_at__lte=before,
+            Q(leg_poll_at__lte=now) | Q(leg_poll_at__isnull=True, updated_at__lte=before),
             leg_timeout_at__gt=now,
         )
         .order_by("pk")
-        .values_list("id", "status", "disbursement_attempt", "payer", "recipient")
+        .values_list(
+            "id",
+            "status",
+            "disbursement_attempt",
+            "payer",
+            "recipient",
+            "collection_connection",
+            "disbursement_connection",
+            "updated_at",
+        )
     )
     applied = 0
-    for transfer_id, status, attempt, payer, recipient in list(rows):
+    for transfer_id, status, attempt, payer, recipient, *connections, moved_at in list(rows):
+        answered = False
         try:
-            applied += _ask(
+            answered = _ask(
                 transfer_id=transfer_id,
                 status=status,
                 attempt=attempt,
                 payer=payer,
                 recipient=recipient,
+                connections=tuple(connections),
                 at=now,
             )
+            applied += answered
         except provider.DisbursementOutcomeUnknown as unknown:
             logger.warning("Overdue answer: %s (%r); asked again later", unknown, unknown.__cause__)
         except Exception:  # one leg's trouble must not hold up every other leg's answer
             logger.exception("Overdue answer: transfer %s left for the next run", transfer_id)
+        if not answered:  # asked again at growing intervals, while the leg is where it was
+            Transfer.objects.filter(pk=transfer_id, status=status, updated_at=moved_at).update(
+                leg_poll_at=poll_next_at(since=moved_at, now=now)
+            )
     return applied
 
 
@@ -134,7 +165,7 @@ def _fail_if_unanswered(row: tuple[Any, ...], *, now: datetime) -> bool:
     flight, the provider has an answer for it (applied instead), or it changed since it was
     read (the next run decides). True when it failed."""
     transfer_id, status, attempt, collected_as, disbursed_as, last_call = row[:6]
-    last_collection_call, payer, recipient = row[6:9]
+    last_collection_call, payer, recipient, *connections = row[6:11]
     disbursing = status == TransferStatus.DISBURSING
     received, call = (
         (disbursed_as, last_call) if disbursing else (collected_as, last_collection_call)
@@ -147,6 +178,7 @@ def _fail_if_unanswered(row: tuple[Any, ...], *, now: datetime) -> bool:
         attempt=attempt,
         payer=payer,
         recipient=recipient,
+        connections=tuple(connections),
         at=now,
     ):
         return False
@@ -190,6 +222,8 @@ def transfers_fail_timed_out(*, now: datetime) -> int:
         "collection_submitted_at",
         "payer",
         "recipient",
+        "collection_connection",
+        "disbursement_connection",
         "merchant_id",
     )
     for row in list(due):
@@ -239,3 +273,11 @@ def transfers_stale_submissions(*, now: datetime) -> list[tuple[UUID, int | None
                 RESUBMISSION_LOG_SECONDS // 60,
             )
     return stale
+
+
+def unfinished_legs_on(connection: str) -> int:
+    """How many transfers still waiting for a leg name `connection`."""
+    return Transfer.objects.filter(
+        Q(collection_connection=connection) | Q(disbursement_connection=connection),
+        status__in=[TransferStatus.PENDING, TransferStatus.COLLECTING, TransferStatus.DISBURSING],
+    ).count()

@@ -307,10 +307,14 @@ def _disbursement_submit_on_commit(transfer: Transfer) -> None:
 # --- the transition ------------------------------------------------------------------------
 
 
-def _reference_record(transfer: Transfer, *, spec: Move, provider_reference: str) -> set[str]:
-    """Keep the provider's reference of the leg answered, when it is the first we hear of it."""
+def _reference_record(
+    transfer: Transfer, *, spec: Move, provider_reference: str, completes: bool
+) -> set[str]:
+    """Keep the provider's reference of the leg answered, when it is the first we hear of it or
+    the one its completion names (MTN's transaction id replaces its request's id)."""
     column = "disbursement_reference" if spec.answers_attempt else "collection_reference"
-    if provider_reference and not getattr(transfer, column):
+    current = getattr(transfer, column)
+    if provider_reference and (not current or (completes and current != provider_reference)):
         setattr(transfer, column, provider_reference)
         return {column}
     return set()
@@ -364,8 +368,13 @@ def transfer_transition(
                 f"answer for attempt {attempt}, transfer is on attempt "
                 f"{transfer.disbursement_attempt}"
             )
-        fields = _reference_record(transfer, spec=spec, provider_reference=provider_reference)
         state = state_of(transfer)
+        fields = _reference_record(
+            transfer,
+            spec=spec,
+            provider_reference=provider_reference,
+            completes=to in (COLLECTION_COMPLETED, DISBURSEMENT_COMPLETED) and state != spec.target,
+        )
         if state not in spec.sources:
             if spec.repeat_is_noop and state == spec.target:
                 if fields:
@@ -377,7 +386,8 @@ def transfer_transition(
         ended = _attempt_ended(transfer) if spec.replaces_attempt else None
         transfer.status, transfer.payin_status, transfer.payout_status = spec.target
         transfer.updated_at = at
-        fields |= {"status", "payin_status", "payout_status", "updated_at"}
+        transfer.leg_poll_at = None  # the next leg's polls start from its own move
+        fields |= {"status", "payin_status", "payout_status", "updated_at", "leg_poll_at"}
         fields |= spec.effect(transfer, at=at, reason=reason, changes=changes or {})
         transfer.save(update_fields=sorted(fields))
         if spec.answers_attempt:
