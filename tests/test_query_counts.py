@@ -47,33 +47,33 @@ def _payin_body(quote: dict, customer: dict) -> dict:
 
 
 def test_post_customers(warm_api, django_assert_num_queries):
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(9):
         assert warm_api.post("/customers", {"first_name": "Awa"}).status_code == 201
 
 
 def test_get_customer(warm_api, customer, django_assert_num_queries):
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(1):
         assert warm_api.get(f"/customers/{customer['id']}").status_code == 200
 
 
 def test_post_quote_payin(warm_api, django_assert_num_queries):
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(9):
         assert warm_api.post("/quotes/payin", QUOTE).status_code == 201
 
 
 def test_post_quote_payin_for_a_customer(warm_api, customer, django_assert_num_queries):
-    with django_assert_num_queries(10):  # the customer is checked in the operator's read
+    with django_assert_num_queries(9):  # the customer is checked in the operator's read
         body = {**QUOTE, "customer_id": customer["id"]}
         assert warm_api.post("/quotes/payin", body).status_code == 201
 
 
 def test_get_quote(warm_api, quote, django_assert_num_queries):
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(1):
         assert warm_api.get(f"/quotes/{quote['id']}").status_code == 200
 
 
 def test_post_payin(warm_api, customer, quote, django_assert_num_queries):
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(13):
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 
@@ -81,11 +81,11 @@ def test_post_payin_with_a_quote_made_for_its_customer(
     warm_api, customer, django_assert_num_queries
 ):
     quote = warm_api.post("/quotes/payin", {**QUOTE, "customer_id": customer["id"]}).json()
-    with django_assert_num_queries(13):  # the quote vouches for the customer
+    with django_assert_num_queries(12):  # the quote vouches for the customer
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 
 def test_get_payin(warm_api, customer, quote, django_assert_num_queries):
     payin = warm_api.post("/payins", _payin_body(quote, customer)).json()
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(2):
         assert warm_api.get(f"/payins/{payin['id']}").status_code == 200
