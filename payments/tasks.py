@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from payments import services
 from payments.provider import ProviderUnavailable, deliver_answer
+from webhooks.services.delivery import deliveries_sent_here
 
 logger = logging.getLogger("cowry.payments")
 
@@ -36,14 +37,16 @@ def deliver_provider_answer(
     reason: str = "",
     **_: object,
 ) -> None:
-    """The simulated provider's callback. Applying an answer twice changes nothing."""
-    deliver_answer(
-        callback=callback,
-        reference=reference,
-        provider_reference=provider_reference,
-        outcome=outcome,
-        reason=reason,
-    )
+    """The simulated provider's callback. Applying an answer twice changes nothing. The
+    payment's webhook is sent from here once the answer commits (no task of its own)."""
+    with deliveries_sent_here():
+        deliver_answer(
+            callback=callback,
+            reference=reference,
+            provider_reference=provider_reference,
+            outcome=outcome,
+            reason=reason,
+        )
 
 
 @shared_task(acks_late=True)
@@ -64,19 +67,23 @@ PROVIDER_TASK_OPTIONS = {
 }
 
 
+# The submissions send the webhook of an answer that comes in the receipt themselves.
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_payin(*, payin_id: str, **_: object) -> None:
-    services.payin_submit(payin_id=UUID(payin_id), now=timezone.now())
+    with deliveries_sent_here():
+        services.payin_submit(payin_id=UUID(payin_id), now=timezone.now())
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_payout(*, payout_id: str, **_: object) -> None:
-    services.payout_submit(payout_id=UUID(payout_id), now=timezone.now())
+    with deliveries_sent_here():
+        services.payout_submit(payout_id=UUID(payout_id), now=timezone.now())
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_refund(*, refund_id: str, **_: object) -> None:
-    services.refund_submit(refund_id=UUID(refund_id), now=timezone.now())
+    with deliveries_sent_here():
+        services.refund_submit(refund_id=UUID(refund_id), now=timezone.now())
 
 
 @shared_task(acks_late=True)
