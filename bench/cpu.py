@@ -41,13 +41,24 @@ from bench.stack import (
 ROUNDS = int(os.environ.get("BENCH_CPU_ROUNDS", "300"))
 WARMUP = int(os.environ.get("BENCH_CPU_WARMUP", "30"))
 DB_NAME = os.environ.get("BENCH_CPU_DB", "cowry_bench_cpu")  # and <name>_baseline
-STEPS = ("quote", "payin", "read", "submit", "deliver", "refund", "payout_quote", "payout")
+STEPS = (
+    "quote",
+    "payin",
+    "read",
+    "submit",
+    "deliver",
+    "answer",
+    "refund",
+    "payout_quote",
+    "payout",
+)
 LABELS = {
     "quote": "POST /quotes/payin",
     "payin": "POST /payins",
     "read": "GET /payins/{id}",
     "submit": "worker: submit + answer",
     "deliver": "worker: webhook delivery",
+    "answer": "a pending payin's completion",
     "refund": "POST /payins/{id}/refunds",
     "payout_quote": "POST /quotes/payout",
     "payout": "POST /payouts",

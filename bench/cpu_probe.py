@@ -6,7 +6,8 @@ Steps, in the order the driver asks them each round (a payment, then its refund 
 quote (POST /quotes/payin), payin (POST /payins), read (GET /payins/{id}), submit (the
 `submit_payin` task's body: the provider's instant answer, completion, event, fan-out and
 whatever the tree does there), deliver (the `deliver_webhook` task's body for each delivery of
-the payin's events still pending, to the receiver over a real socket), refund (POST
+the payin's events still pending, to the receiver over a real socket), answer (a provider's
+answer completing another payin, already pending: the completion alone), refund (POST
 /payins/{id}/refunds, full), payout_quote (POST /quotes/payout) and payout (POST /payouts).
 Requests go through Django's test client: the whole middleware stack, no network."""
 
@@ -23,7 +24,9 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
+from payments.services.payins import payin_apply_provider_result, payin_transition  # noqa: E402
 from payments.tasks import submit_payin  # noqa: E402
 from webhooks.models import Delivery  # noqa: E402
 from webhooks.tasks import deliver_webhook  # noqa: E402
@@ -54,7 +57,7 @@ class Payment:
         self.client = Client(HTTP_X_API_KEY=key, HTTP_X_API_SECRET=secret, SERVER_NAME="127.0.0.1")
         customer = self.post("/customers", {"first_name": "Awa", "last_name": "Diallo"})
         self.customer_id = customer.json()["id"]
-        self.quote_id = self.payin_id = self.payout_quote_id = ""
+        self.quote_id = self.payin_id = self.payout_quote_id = self.answered_id = ""
         self.deliveries: list[str] = []
 
     def post(self, path: str, body: dict):
@@ -87,6 +90,16 @@ class Payment:
         submit_payin.run(payin_id=self.payin_id)
         return 200
 
+    def answer(self):
+        payin_apply_provider_result(
+            reference=self.answered_id,
+            provider_reference="SIM-" + self.answered_id.replace("-", "")[:20],
+            outcome="completed",
+            reason="",
+            at=timezone.now(),
+        )
+        return 200
+
     def deliver(self):
         for delivery_id in self.deliveries:
             deliver_webhook.run(delivery_id=delivery_id)
@@ -115,7 +128,17 @@ class Payment:
         return self.post("/payouts", body).status_code
 
     def before(self, step: str) -> None:
-        """What a step needs that is not its cost: the deliveries the worker would take."""
+        """What a step needs that is not its cost: the deliveries the worker would take, a
+        pending payin for the answer."""
+        if step == "answer":
+            quote = self.post("/quotes/payin", {**QUOTE, "customer_id": self.customer_id})
+            body = {
+                "quote_id": quote.json()["id"],
+                "customer_id": self.customer_id,
+                "source": {"phone": PHONE},
+            }
+            self.answered_id = self.post("/payins", body).json()["id"]
+            payin_transition(payin_id=self.answered_id, to="pending", at=timezone.now())
         if step == "deliver":
             self.deliveries = [
                 str(i)
