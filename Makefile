@@ -64,7 +64,7 @@ audit: $(STAMP)
 	AUDIT_REQUIRED=1 $(BIN)/python bin/pip_audit_gate.py
 
 # Proof under load (issue 9): not part of `make test`. See bench/README.md.
-.PHONY: bench soak bench-worker
+.PHONY: bench soak bench-worker bench-cpu
 
 # BENCH_BASELINE=<commit>: the baseline's code, then this tree's, back to back (bench/compare.py).
 bench: $(STAMP)
@@ -78,3 +78,8 @@ soak: $(STAMP)
 bench-worker: $(STAMP)
 	$(BIN)/pip install --quiet aiohttp
 	$(BIN)/python bench/worker_cost.py
+
+# In-process CPU and SQL statements per operation; BENCH_BASELINE=<commit> side by side.
+bench-cpu: $(STAMP)
+	$(BIN)/pip install --quiet aiohttp
+	$(BIN)/python bench/cpu.py

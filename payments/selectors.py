@@ -1,5 +1,6 @@
 """Reads of the payments app."""
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -10,6 +11,7 @@ from django.db.models import (
     Count,
     DecimalField,
     DurationField,
+    Expression,
     ExpressionWrapper,
     F,
     OuterRef,
@@ -30,6 +32,7 @@ from payments.models import (
     Journal,
     JournalLine,
     Payin,
+    PayinHistory,
     PayinStatus,
     Payout,
     PayoutStatus,
@@ -61,9 +64,10 @@ class RefundNotFound(NotFound):
     message = "The refund does not exist."
 
 
-def _with_refunds(payins: QuerySet[Payin]) -> QuerySet[Payin]:
-    """Payins with what their representation shows of their refunds, in the payins' own query:
-    `refund_ids` (oldest first) and `refunded_total` (the completed ones' amounts)."""
+@functools.cache
+def _refund_annotations() -> dict[str, Expression]:
+    """`refund_ids` (oldest first) and `refunded_total` (the completed ones' amounts) of the
+    payins of a query; built once (a query copies what it annotates)."""
     refunds = Refund.objects.filter(payin=OuterRef("pk")).order_by()
     completed = (
         refunds.filter(status=RefundStatus.COMPLETED)
@@ -71,10 +75,17 @@ def _with_refunds(payins: QuerySet[Payin]) -> QuerySet[Payin]:
         .annotate(total=Sum("amount"))
         .values("total")
     )
-    return payins.annotate(
-        refund_ids=ArraySubquery(refunds.order_by("created_at", "id").values("id")),
-        refunded_total=Coalesce(Subquery(completed), Value(Decimal(0)), output_field=AMOUNT_FIELD),
-    )
+    return {
+        "refund_ids": ArraySubquery(refunds.order_by("created_at", "id").values("id")),
+        "refunded_total": Coalesce(
+            Subquery(completed), Value(Decimal(0)), output_field=AMOUNT_FIELD
+        ),
+    }
+
+
+def _with_refunds(payins: QuerySet[Payin]) -> QuerySet[Payin]:
+    """Payins with what their representation shows of their refunds, in the payins' own query."""
+    return payins.annotate(**_refund_annotations())
 
 
 def _one_with_history(queryset: QuerySet, not_found: type[NotFound]):
@@ -86,10 +97,45 @@ def _one_with_history(queryset: QuerySet, not_found: type[NotFound]):
     return row
 
 
+PAYIN_READ = """
+SELECT p.*,
+    ARRAY(
+        SELECT r.id FROM payments_refund r WHERE r.payin_id = p.id ORDER BY r.created_at, r.id
+    ) AS refund_ids,
+    COALESCE(
+        (SELECT sum(r.amount) FROM payments_refund r
+         WHERE r.payin_id = p.id AND r.status = 'completed'),
+        0
+    ) AS refunded_total,
+    (SELECT json_agg(json_build_array(h.id, h.status, h.reason, h.created_at)
+                     ORDER BY h.created_at, h.id)
+     FROM payments_payinhistory h WHERE h.payin_id = p.id) AS history_rows
+FROM payments_payin p
+WHERE p.id = %s AND p.merchant_id = %s
+"""
+"""GET /payins/{id}: the merchant's payin with what its representation shows of its refunds
+(as _with_refunds annotates them) and its history, oldest first, in one statement the ORM
+would compile on every read (a query and its three subqueries, then the history's query);
+measured in docs/decisions.md (Performance)."""
+
+
 def payin_get(*, merchant: Merchant, payin_id: UUID) -> Payin:
-    """The merchant's payin with its history; another merchant's is indistinguishable from none."""
-    payins = _with_refunds(Payin.objects.filter(pk=payin_id, merchant=merchant))
-    return _one_with_history(payins, PayinNotFound)
+    """The merchant's payin with its history; another merchant's is indistinguishable from none
+    (PAYIN_READ)."""
+    payin = next(iter(Payin.objects.raw(PAYIN_READ, [payin_id, merchant.pk])), None)
+    if payin is None:
+        raise PayinNotFound()
+    payin.history_entries = [
+        PayinHistory(
+            id=entry_id,
+            payin_id=payin.pk,
+            status=status,
+            reason=reason,
+            created_at=datetime.fromisoformat(created_at),
+        )
+        for entry_id, status, reason, created_at in payin.__dict__.pop("history_rows") or ()
+    ]
+    return payin
 
 
 def payout_get(*, merchant: Merchant, payout_id: UUID) -> Payout:

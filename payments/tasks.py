@@ -22,6 +22,7 @@ from payments.services.sweeps import (
     payments_stale_submissions,
     refunds_stale_submissions,
 )
+from webhooks.services.delivery import deliveries_sent_here
 
 logger = logging.getLogger("cowry.payments")
 
@@ -48,14 +49,16 @@ def deliver_provider_answer(
     reason: str = "",
     **_: object,
 ) -> None:
-    """The simulated provider's callback. Applying an answer twice changes nothing."""
-    deliver_answer(
-        callback=callback,
-        reference=reference,
-        provider_reference=provider_reference,
-        outcome=outcome,
-        reason=reason,
-    )
+    """The simulated provider's callback. Applying an answer twice changes nothing. The
+    payment's webhook is sent from here once the answer commits (no task of its own)."""
+    with deliveries_sent_here():
+        deliver_answer(
+            callback=callback,
+            reference=reference,
+            provider_reference=provider_reference,
+            outcome=outcome,
+            reason=reason,
+        )
 
 
 @shared_task(
@@ -90,19 +93,23 @@ PROVIDER_TASK_OPTIONS = {
 }
 
 
+# The submissions send the webhook of an answer that comes in the receipt themselves.
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_payin(*, payin_id: str, **_: object) -> None:
-    payin_submit(payin_id=UUID(payin_id), now=timezone.now())
+    with deliveries_sent_here():
+        payin_submit(payin_id=UUID(payin_id), now=timezone.now())
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_payout(*, payout_id: str, **_: object) -> None:
-    payout_submit(payout_id=UUID(payout_id), now=timezone.now())
+    with deliveries_sent_here():
+        payout_submit(payout_id=UUID(payout_id), now=timezone.now())
 
 
 @shared_task(**PROVIDER_TASK_OPTIONS)
 def submit_refund(*, refund_id: str, **_: object) -> None:
-    refund_submit(refund_id=UUID(refund_id), now=timezone.now())
+    with deliveries_sent_here():
+        refund_submit(refund_id=UUID(refund_id), now=timezone.now())
 
 
 @shared_task(acks_late=True)

@@ -4,6 +4,7 @@ The payments and transfers apps validate routing through operator_enabled_for() 
 corridor_enabled_for(): a 400 whose reason and fields name what is wrong.
 """
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -151,10 +152,12 @@ def _check_enabled(code: str, active: bool | None, enabled: bool, field: str) ->
         raise OperatorNotEnabled(message, fields={field: [message]})
 
 
+@functools.cache
 def quote_operator_annotations() -> dict[str, Expression]:
     """What quote_operator_check_enabled() needs to know, read with a payin or payout quote:
     whether its operator is active (None: no such operator) and enabled for the quote's
-    merchant, and whether the customer it names is still active (not blocked since)."""
+    merchant, and whether the customer it names is still active (not blocked since). Built
+    once (a query copies what it annotates)."""
     return {
         "customer_active": Exists(
             customer_selectors.customers_active().filter(pk=OuterRef("customer_id"))

@@ -83,3 +83,12 @@ def account_ids(*, merchant_id: UUID, currency: str, codes: set[str]) -> dict[st
 
     transaction.on_commit(remember)
     return found
+
+
+def account_ids_known(
+    *, merchant_id: UUID, currency: str, codes: set[str]
+) -> dict[str, int] | None:
+    """account_ids() from this process's memory alone, or None when one of them is not known
+    yet (reading or creating it would need the wallet locked first, as post_journal does)."""
+    known = _ACCOUNT_IDS.get((merchant_id, currency), {})
+    return known if codes <= known.keys() else None

@@ -1,3 +1,4 @@
+import time
 from datetime import timedelta
 
 import pytest
@@ -178,3 +179,78 @@ def test_a_key_stops_working_at_its_expires_at_not_after(merchant):
     assert services.api_key_authenticate(**credentials, now=last_moment).pk == issued.api_key.pk
     with pytest.raises(services.InvalidCredentials, match="expired"):
         services.api_key_authenticate(**credentials, now=expires_at)
+
+
+def _working(headers: dict, customer) -> bool:
+    return _get(headers, f"/customers/{customer.id}").status_code == 200
+
+
+def test_a_cached_key_suspended_merchant_is_401_at_once(merchant):
+    """The key is cached with its merchant after the first request: suspending the merchant
+    (a save, as the dashboard makes it) drops it."""
+    issued = services.api_key_create(merchant=merchant)
+    headers = {"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret}
+    customer = CustomerFactory(merchant=merchant)
+    assert _working(headers, customer) and _working(headers, customer)
+
+    merchant.status = MerchantStatus.SUSPENDED
+    merchant.save()
+
+    _assert_unauthorized(_get(headers, f"/customers/{customer.id}"))
+
+
+def test_a_rotated_key_with_no_grace_stops_at_once_and_its_replacement_works(merchant):
+    issued = services.api_key_create(merchant=merchant)
+    headers = {"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret}
+    customer = CustomerFactory(merchant=merchant)
+    assert _working(headers, customer)
+
+    new = services.api_key_rotate(
+        api_key_id=issued.api_key.pk, actor=None, grace=timedelta(0), now=timezone.now()
+    )
+
+    _assert_unauthorized(_get(headers, f"/customers/{customer.id}"))
+    assert _working({"X-Api-Key": new.api_key.key, "X-Api-Secret": new.secret}, customer)
+
+
+def test_the_cache_is_dropped_again_when_the_change_commits(
+    merchant, django_capture_on_commit_callbacks
+):
+    """A request that read the key before a revocation committed may have cached it again: the
+    drop runs once more at the commit."""
+    issued = services.api_key_create(merchant=merchant)
+    headers = {"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret}
+    customer = CustomerFactory(merchant=merchant)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.api_key_revoke(key=issued.api_key.key)
+        ApiKey.objects.filter(pk=issued.api_key.pk).update(revoked_at=None)
+        assert _working(headers, customer)  # the racing request, which cached the key
+        ApiKey.objects.filter(pk=issued.api_key.pk).update(revoked_at=timezone.now())
+
+    _assert_unauthorized(_get(headers, f"/customers/{customer.id}"))
+
+
+def test_a_change_made_by_hand_is_seen_within_the_cache_lifetime(merchant, monkeypatch):
+    """A revocation written in SQL (no model save to drop the cache) is seen within
+    API_KEY_CACHE_SECONDS."""
+    monkeypatch.setattr(services, "API_KEY_CACHE_SECONDS", 1)
+    issued = services.api_key_create(merchant=merchant)
+    headers = {"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret}
+    customer = CustomerFactory(merchant=merchant)
+    assert _working(headers, customer)
+
+    ApiKey.objects.filter(pk=issued.api_key.pk).update(revoked_at=timezone.now())
+    assert _working(headers, customer)  # cached: the bound, not at once
+    time.sleep(1.1)
+
+    _assert_unauthorized(_get(headers, f"/customers/{customer.id}"))
+
+
+def test_a_cached_key_still_needs_its_secret(merchant):
+    issued = services.api_key_create(merchant=merchant)
+    customer = CustomerFactory(merchant=merchant)
+    assert _working({"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret}, customer)
+
+    _assert_unauthorized(
+        _get({"X-Api-Key": issued.api_key.key, "X-Api-Secret": issued.secret + "x"})
+    )

@@ -6,6 +6,8 @@ mid-attempt loses its lease and the delivery is claimed again."""
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import partial
 from uuid import UUID
@@ -18,7 +20,7 @@ from core import secrets_at_rest
 from core.log_limits import OncePer
 from webhooks import selectors
 from webhooks.models import Delivery, DeliveryAttempt, DeliveryStatus
-from webhooks.services.events import delivery_enqueue, serialize
+from webhooks.services.events import SENT_HERE, delivery_enqueue, serialize
 from webhooks.services.sending import Claim, Outcome, post
 
 logger = logging.getLogger("cowry.webhooks")
@@ -259,3 +261,28 @@ def delivery_attempt(*, delivery_id: UUID, now: datetime | None = None) -> str |
         return None
     outcome = post(claim=claim, now=now)
     return delivery_record(claim=claim, outcome=outcome, now=now)
+
+
+@contextmanager
+def deliveries_sent_here() -> Iterator[None]:
+    """The first attempt of every delivery made due by what commits inside the block is made by
+    this process once the block is done, not by a `deliver_webhook` task each: the worker that
+    applied a payment's answer sends its webhook itself (a task fewer a payment). If the block
+    or an attempt raises, what is left goes to the broker as usual."""
+    collected: list[UUID] = []
+    token = SENT_HERE.set(collected)
+    try:
+        yield
+    except BaseException:
+        for delivery_id in collected:
+            delivery_enqueue(delivery_id)
+        raise
+    finally:
+        SENT_HERE.reset(token)
+    for sent, delivery_id in enumerate(collected):
+        try:
+            delivery_attempt(delivery_id=delivery_id)
+        except BaseException:
+            for left in collected[sent:]:
+                delivery_enqueue(left)
+            raise

@@ -4,6 +4,7 @@ to a delivery per subscribed endpoint, and handing each delivery to a worker aft
 import json
 import logging
 from collections.abc import Iterable
+from contextvars import ContextVar
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -59,10 +60,24 @@ def delivery_enqueue(delivery_id: UUID, *, eta: datetime | None = None) -> None:
         logger.warning("Broker unavailable; delivery %s left to the sweep", delivery_id)
 
 
+# Set by deliveries_sent_here(): the deliveries made due by what commits inside it go to this
+# list instead of the broker, and that process sends them itself.
+SENT_HERE: ContextVar[list[UUID] | None] = ContextVar("deliveries_sent_here", default=None)
+
+
 def deliveries_enqueue_after_commit(delivery_ids: Iterable[UUID]) -> None:
-    """A `deliver_webhook` task per delivery, once the caller's transaction commits."""
+    """A `deliver_webhook` task per delivery, once the caller's transaction commits (a commit
+    inside deliveries_sent_here(): sent by this process instead)."""
     for delivery_id in delivery_ids:
-        transaction.on_commit(partial(delivery_enqueue, delivery_id))
+        transaction.on_commit(partial(_hand_off, delivery_id))
+
+
+def _hand_off(delivery_id: UUID) -> None:
+    sent_here = SENT_HERE.get()
+    if sent_here is None:
+        delivery_enqueue(delivery_id)
+    else:
+        sent_here.append(delivery_id)
 
 
 def _event_deliveries_enqueue(event_id: UUID) -> None:
