@@ -10,6 +10,7 @@ transaction (no savepoint of its own); GET /payins/{id} is one statement (PAYIN_
 
 import pytest
 
+from rails import selectors as rails_selectors
 from tests.support import MerchantClient
 
 pytestmark = pytest.mark.django_db
@@ -27,6 +28,7 @@ QUOTE = {
 def warm_api(enabled_merchant):
     api = MerchantClient(enabled_merchant)
     api.get("/customers/00000000-0000-0000-0000-000000000000")  # last_used_at written once
+    rails_selectors.operator_route(QUOTE["operator_code"])  # the routes' memo, as when warm
     return api
 
 
