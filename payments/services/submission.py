@@ -10,6 +10,7 @@ from django.db import models, transaction
 from payments import provider
 from payments.models import Payin, PayinStatus, Payout, Refund
 from payments.services import parties, payins, payouts, refunds
+from payments.services.sweeps import poll_first_at
 from payments.services.transitions import (
     PAYIN_CALLBACK,
     PAYOUT_CALLBACK,
@@ -53,9 +54,15 @@ def payin_submit(*, payin_id: UUID, now: datetime) -> None:
             return
         if payin.status == PayinStatus.CREATED:
             payins.payin_move_locked(payin, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now)
+            fields = []  # the move recorded submitted_at
         else:
             payin.submitted_at = now
-            payin.save(update_fields=["submitted_at"])
+            fields = ["submitted_at"]
+        payin.provider_poll_at = poll_first_at(connection=payin.provider_connection, now=now)
+        if payin.provider_poll_at is not None:  # a real operator's leg (no write for the simulator)
+            fields.append("provider_poll_at")
+        if fields:
+            payin.save(update_fields=fields)
     _payin_send(payin, now=now)
 
 
@@ -100,7 +107,10 @@ def _disbursement_submit(payment: Payout | Refund, *, now: datetime) -> None:
             provider_reference="",
             provider_timeout_at__gt=now,
         )
-        .update(submitted_at=now)
+        .update(
+            submitted_at=now,
+            provider_poll_at=poll_first_at(connection=payment.provider_connection, now=now),
+        )
     )
     if not started:
         return

@@ -256,6 +256,15 @@ def _stale_disbursements(
 ANSWER_EXPECTED_SECONDS = 30
 
 
+def poll_first_at(*, connection: str, now: datetime) -> datetime | None:
+    """When a leg submitted through `connection` at `now` is first asked about: a real operator's
+    PROVIDER_POLL_AFTER_SECONDS later (its due time stored at submission); None for the
+    simulator's, asked once its answer is overdue (ANSWER_EXPECTED_SECONDS)."""
+    if connection == provider.SIMULATOR:
+        return None
+    return now + timedelta(seconds=settings.PROVIDER_POLL_AFTER_SECONDS)
+
+
 def poll_next_at(*, since: datetime, now: datetime) -> datetime:
     """When a leg asked about at `now` without an answer is asked again: PROVIDER_POLL_AFTER_SECONDS
     later, or as long as it has waited since `since` if longer (the interval grows)."""
@@ -264,8 +273,9 @@ def poll_next_at(*, since: datetime, now: datetime) -> datetime:
 
 def payments_ask_provider(*, now: datetime) -> int:
     """Ask the provider (each leg through its own connection) about every payin, payout and
-    refund it received (its reference) whose answer is overdue (its call started more than
-    ANSWER_EXPECTED_SECONDS ago) or whose next poll is due (provider_poll_at), not yet past its
+    refund it received (its reference) whose answer is overdue (a simulator leg whose call
+    started more than ANSWER_EXPECTED_SECONDS ago) or whose poll is due (provider_poll_at: a
+    real operator's leg's first one is set at submission, poll_first_at), not yet past its
     timeout: an answer lost on its way (a worker killed holding it, a callback never sent) is
     applied through the state machine, exactly as if it had arrived. Returns how many answers
     were applied; a leg without one, or whose provider cannot be asked, gets its next poll due

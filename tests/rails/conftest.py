@@ -80,3 +80,19 @@ def cm_quote(api, flow: str = "payin", amount: str = "10000") -> dict:
     from tests.payments.conftest import create_quote
 
     return create_quote(api, flow, amount=amount, operator="CM_MTN_MOMO")
+
+
+def cm_transfer(api, customer, *, recipient_phone: str) -> str:
+    """A CM-CM-XAF transfer from CM_PHONE to an MTN recipient; its id."""
+    from tests.transfers.conftest import create_quote, transfer_body
+
+    quote = create_quote(
+        api,
+        customer_id=customer["id"],
+        corridor="CM-CM-XAF-XAF",
+        recipient_operator="CM_MTN_MOMO",
+    )
+    body = transfer_body(quote, customer, payer_phone=CM_PHONE, recipient_phone=recipient_phone)
+    response = api.post("/transfers", body)
+    assert response.status_code == 201, response.json()
+    return response.json()["id"]

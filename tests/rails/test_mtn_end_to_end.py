@@ -13,6 +13,7 @@ from tests.rails.conftest import (
     CM_PHONE,
     CONNECTION,
     cm_quote,
+    cm_transfer,
     create_customer,
     fund,
     mtn_worker,
@@ -65,21 +66,6 @@ def test_payin_payout_and_refund_complete_on_callbacks(enabled_merchant, mtn_rou
     assert available < Decimal("29850")
 
 
-def _transfer(api, customer, *, recipient_phone: str) -> str:
-    from tests.transfers.conftest import create_quote, transfer_body
-
-    quote = create_quote(
-        api,
-        customer_id=customer["id"],
-        corridor="CM-CM-XAF-XAF",
-        recipient_operator="CM_MTN_MOMO",
-    )
-    body = transfer_body(quote, customer, payer_phone=CM_PHONE, recipient_phone=recipient_phone)
-    response = api.post("/transfers", body)
-    assert response.status_code == 201, response.json()
-    return response.json()["id"]
-
-
 def test_both_legs_of_a_transfer_and_a_relaunch_complete_on_callbacks(enabled_merchant, mtn_routed):
     from transfers.models import Transfer
 
@@ -88,7 +74,7 @@ def test_both_legs_of_a_transfer_and_a_relaunch_complete_on_callbacks(enabled_me
     customer = create_customer(api, phone=CM_PHONE)
     fake.switches.declines = {"237670002222": "PAYEE_NOT_ALLOWED_TO_RECEIVE"}
     with mtn_worker():
-        transfer_id = _transfer(api, customer, recipient_phone="+237670002222")
+        transfer_id = cm_transfer(api, customer, recipient_phone="+237670002222")
 
         def status() -> str:
             return api.get(f"/transfers/{transfer_id}").json()["status"]

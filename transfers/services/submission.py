@@ -12,6 +12,7 @@ from payments import provider
 from payments.ledger.discrepancies import provider_discrepancy_record
 from payments.services.parties import party_identifier
 from payments.services.submission import provider_reference_store
+from payments.services.sweeps import poll_first_at
 from payments.services.transitions import InvalidTransition
 from transfers.models import Transfer, TransferStatus
 from transfers.services.transitions import (
@@ -67,13 +68,19 @@ def transfer_submit_collection(*, transfer_id: UUID, now: datetime) -> Transfer:
         started = transfer.collection_submitted_at == now  # not another submission's move
     if state_of(transfer) != COLLECTING or transfer.collection_reference:
         return transfer
+    # A real operator's leg is first polled PROVIDER_POLL_AFTER_SECONDS after its call.
+    first_poll = poll_first_at(connection=transfer.collection_connection, now=now)
+    if started and first_poll is not None:
+        Transfer.objects.filter(
+            pk=transfer.id, status=TransferStatus.COLLECTING, collection_reference=""
+        ).update(leg_poll_at=first_poll)
     if not started and not (
         Transfer.objects.filter(
             pk=transfer.id,
             status=TransferStatus.COLLECTING,
             collection_reference="",
             leg_timeout_at__gt=now,
-        ).update(collection_submitted_at=now)
+        ).update(collection_submitted_at=now, leg_poll_at=first_poll)
     ):
         return transfer
     try:
@@ -115,7 +122,10 @@ def transfer_submit_disbursement(*, transfer_id: UUID, attempt: int, now: dateti
         disbursement_attempt=attempt,
         disbursement_reference="",
         leg_timeout_at__gt=now,
-    ).update(disbursement_submitted_at=now)
+    ).update(
+        disbursement_submitted_at=now,
+        leg_poll_at=poll_first_at(connection=transfer.disbursement_connection, now=now),
+    )
     if not started:
         return transfer
     try:

@@ -76,10 +76,11 @@ def _ask(
 
 def transfers_ask_overdue_answers(*, now: datetime) -> int:
     """Ask the provider about every leg it received (it has the leg's reference) and has not
-    answered ASK_PROVIDER_AFTER_SECONDS after the leg moved there, not yet timed out; an
-    answer it has is applied through the transition (a repeated one changes nothing), so a
-    leg whose answer was lost with a killed worker still ends, once. Returns how many it
-    applied."""
+    answered ASK_PROVIDER_AFTER_SECONDS after the leg moved there (a simulator leg) or by its
+    poll's due time (leg_poll_at: a real operator's leg's first one is set at submission,
+    poll_first_at), not yet timed out; an answer it has is applied through the transition (a
+    repeated one changes nothing), so a leg whose answer was lost with a killed worker still
+    ends, once. Returns how many it applied."""
     before = now - timedelta(seconds=ASK_PROVIDER_AFTER_SECONDS)
     rows = (
         Transfer.objects.filter(
