@@ -213,6 +213,17 @@ class PayinAdmin(admin_refunds.PayinRefunds, PaymentAdmin):
     def record(self, request, obj):
         return admin_records.payin_record(request, obj)
 
+    @admin.display(description="Provider's answers")
+    @display.computed_once
+    def provider_answers(self, obj) -> str:
+        """The payin's answers and its refunds' (a refund goes through its payin's connection):
+        why a refund failed is read on the payin's page too."""
+        if obj.provider_connection == provider.SIMULATOR:
+            return provider_answers_table(obj.provider_connection, [])
+        refunds = obj.refunds.order_by("created_at").values_list("pk", flat=True)
+        references = [str(obj.pk), *(str(pk) for pk in refunds)]
+        return provider_answers_table(obj.provider_connection, references)
+
 
 @admin.register(Refund)
 class RefundAdmin(PaymentAdmin):
