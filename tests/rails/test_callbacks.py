@@ -1,9 +1,12 @@
 """MTN's callbacks: a hint that the status is worth reading, refused cheaply when forged."""
 
+import io
 import json
+import logging
 from urllib.parse import urlsplit
 
 import pytest
+from django.core.management import call_command
 from django.db import connection as db_connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -122,3 +125,47 @@ def test_a_409_is_read_not_failed(fake_mtn, pending_payin):
     assert payin.status == "completed"
     statuses = [s for m, p, ref, s in fake_mtn.requests if p.endswith("/requesttopay")]
     assert statuses == [202, 409]
+
+
+def test_no_credential_token_or_callback_secret_reaches_a_log_line(
+    client, fake_mtn, enabled_merchant, settings, caplog
+):
+    """Every log line, DEBUG included (the HTTP client's too), of submissions, a 401 and its new
+    token, forged and genuine callbacks, and provider_check OK then FAIL."""
+    caplog.set_level(logging.DEBUG)
+    settings.ALLOW_PRIVATE_NETWORK_URLS = True
+    connection_add(fake_mtn, callback_base="https://cowry.example")
+    services.operator_route_set(operator_code="CM_MTN_MOMO", name=CONNECTION, at=timezone.now())
+    selectors.memo_forget()
+    fake_mtn.switches.lose_callbacks = True
+    api = MerchantClient(enabled_merchant)
+    customer = create_customer(api, phone=CM_PHONE)
+    payin_id = api.post("/payins", payin_body(cm_quote(api), customer, CM_PHONE)).json()["id"]
+    tokens = set(fake_mtn.tokens)
+    forged = _path(leg="payin", reference=payin_id, secret="forged")
+    assert client.post(forged, "{}", content_type="application/json").status_code == 403
+    path = _path(leg="payin", reference=payin_id)
+    assert client.post(path, "{}", content_type="application/json").status_code == 200
+    assert Payin.objects.get(pk=payin_id).status == "completed"
+    fake_mtn.expire_tokens()  # the next call is a 401, then a new token
+    api.post("/payins", payin_body(cm_quote(api), customer, CM_PHONE))
+    tokens |= set(fake_mtn.tokens)
+    call_command("provider_check", CONNECTION, "--msisdn", CM_PHONE[1:], stdout=io.StringIO())
+    tokens |= set(fake_mtn.tokens)
+    wrong = json.loads(json.dumps(fake_mtn.credentials))
+    wrong["collection"]["api_key"] = "not-the-key"
+    wrong["disbursement"]["subscription_key"] = "not-the-subscription-key"
+    services.connection_update(name=CONNECTION, credentials=wrong, at=timezone.now())
+    with pytest.raises(SystemExit):
+        call_command("provider_check", CONNECTION, stdout=io.StringIO())
+
+    logged = caplog.text
+    assert "Provider callback refused" in logged
+    assert '"POST /disbursement/token/ HTTP/1.1" 401' in logged  # the HTTP client's DEBUG lines
+    credentials = [*fake_mtn.credentials.values(), *wrong.values()]
+    secrets_ = [value for each in credentials for value in each.values()]
+    secrets_ += [selectors.connection_settings(CONNECTION).callback_secret, *tokens]
+    assert len(tokens) >= 2
+    for secret in secrets_:
+        assert secret not in logged
+    tokens_forget()
