@@ -300,7 +300,7 @@ class TransferAdmin(RecordPage, ExactSearchMixin, MerchantScopedAdmin):
     @admin.display(description="Events")
     @display.computed_once
     def events(self, obj: Transfer) -> str:
-        return webhook_admin.events_table(selectors.transfer_events(transfer=obj))
+        return webhook_admin.events_table(admin_records.events_of(obj))
 
     @admin.display(description="Pricing as locked by the quote")
     def pricing_json(self, obj: Transfer) -> str:

@@ -38,6 +38,14 @@ def _phone(party: dict) -> str:
     return party.get("phone") or party.get("account_number") or "—"
 
 
+def events_of(transfer: Transfer) -> list:
+    """The transfer's webhook events with their deliveries, read once for the page's timeline
+    and its events table."""
+    if not hasattr(transfer, "_webhook_events"):
+        transfer._webhook_events = list(selectors.transfer_events(transfer=transfer))
+    return transfer._webhook_events
+
+
 def transfer_record(request, transfer: Transfer) -> Record:
     customer_url = reverse("admin:customers_customer_change", args=[transfer.customer_id])
     facts = [
@@ -83,7 +91,7 @@ def transfer_record(request, transfer: Transfer) -> Record:
                 label="disbursement provider",
                 reference=transfer.disbursement_reference,
             ),
-            *record_page.deliveries(selectors.transfer_events(transfer=transfer)),
+            *record_page.deliveries(events_of(transfer)),
             *record_page.admin_actions(transfer),
         ],
     )
