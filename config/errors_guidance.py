@@ -215,8 +215,8 @@ GUIDANCE: dict[str, tuple[str, str]] = {
     ),
     "balance_out_of_range": ("The balance would pass what the ledger holds.", "Contact support."),
     "invalid_statement_range": (
-        "`to` is before `from`, or they are more than 31 days apart (a missing one is "
-        "`invalid_request` naming it).",
+        "`from` and `to` are more than 31 days apart, or `to` is the last date there is (a"
+        " missing one is `invalid_request` naming it; `to` before `from` is an empty statement).",
         "Ask for at most 31 days per statement and page through longer periods.",
     ),
     "invalid_transition": (

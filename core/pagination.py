@@ -136,14 +136,14 @@ class ListQueryInput(serializers.Serializer):
     )
     created_lt = serializers.DateTimeField(
         required=False,
-        help_text="Only items created before this ISO 8601 time, later than created_gte if given.",
+        help_text=(
+            "Only items created before this ISO 8601 time; at or before created_gte, the"
+            " range is empty and the page has no items."
+        ),
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = dict(attrs)
-        gte, lt = attrs.get("created_gte"), attrs.get("created_lt")
-        if gte is not None and lt is not None and lt <= gte:
-            raise serializers.ValidationError({"created_lt": ["Must be after created_gte."]})
         attrs["page"] = PageRequest(limit=attrs.pop("limit"), after=attrs.pop("cursor", None))
         return attrs
 

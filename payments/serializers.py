@@ -280,7 +280,10 @@ class StatementQuery(serializers.Serializer):
     """GET /statements?from=&to=&currency= (`from` is a Python keyword: added in get_fields)."""
 
     to = FullDateField(
-        help_text="Last day included (ISO 8601 date); at most 31 days from `from`, both included."
+        help_text=(
+            "Last day included (ISO 8601 date); at most 31 days from `from`, both included."
+            " Before `from`, the statement is empty (its header row only)."
+        )
     )
     currency = CurrencyField()
 

@@ -41,7 +41,7 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 class InvalidStatementRange(DomainError):
     status = 400
     reason = "invalid_statement_range"
-    message = f"Give `from` and `to` dates at most {MAX_DAYS} days apart, `to` not before `from`."
+    message = f"Give `from` and `to` dates at most {MAX_DAYS} days apart."
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,9 @@ class StatementLine:
 
 
 def statement_bounds(*, from_date: date, to_date: date) -> tuple[datetime, datetime]:
-    """[start of from_date, start of the day after to_date) in the project's time zone (UTC);
-    InvalidStatementRange past MAX_DAYS days (both ends included) or reversed."""
-    if to_date < from_date:
-        message = "`to` must not be before `from`."
-        raise InvalidStatementRange(message, fields={"to": [message]})
+    """[start of from_date, start of the day after to_date) in the project's time zone (UTC),
+    empty when to_date is before from_date; InvalidStatementRange past MAX_DAYS days (both ends
+    included)."""
     if (to_date - from_date).days + 1 > MAX_DAYS:
         message = f"A statement covers at most {MAX_DAYS} days."
         raise InvalidStatementRange(message, fields={"to": [message]})
@@ -73,7 +71,7 @@ def statement_bounds(*, from_date: date, to_date: date) -> tuple[datetime, datet
     zone = timezone.get_default_timezone()
     start = datetime.combine(from_date, time.min, tzinfo=zone)
     end = datetime.combine(to_date + timedelta(days=1), time.min, tzinfo=zone)
-    return start, end
+    return start, max(start, end)
 
 
 # resource_type -> the provider references of its journals among `journals`, keyed by
@@ -111,9 +109,10 @@ def statement_lines(
     *, merchant: Merchant, currency: str, from_date: date, to_date: date
 ) -> list[StatementLine]:
     """The merchant's ledger lines on merchant_available and merchant_reserved in `currency`,
-    journals created in [from_date, to_date] (whole days), oldest first. `fee` is what the
-    line's journal credited to fee_revenue; `balance_after` is the running merchant_available
-    balance after the line (an opening balance summed from every earlier line)."""
+    journals created in [from_date, to_date] (whole days; none when to_date is before
+    from_date), oldest first. `fee` is what the line's journal credited to fee_revenue;
+    `balance_after` is the running merchant_available balance after the line (an opening
+    balance summed from every earlier line)."""
     start, end = statement_bounds(from_date=from_date, to_date=to_date)
     wallet_lines = JournalLine.objects.filter(
         account__merchant=merchant, account__currency=currency, account__code__in=WALLET_ACCOUNTS

@@ -325,7 +325,8 @@ class StatementView(JsonErrors, APIView):
         description=(
             "The merchant's ledger lines on its wallet (merchant_available, "
             "merchant_reserved) in one currency, for journals created from `from` to `to` "
-            f"(whole UTC days, at most {statements.MAX_DAYS}). Errors are JSON."
+            f"(whole UTC days, at most {statements.MAX_DAYS}); `to` before `from` is an empty "
+            "range: the header row only. Errors are JSON."
         ),
     )
     def get(self, request):

@@ -11,6 +11,7 @@ Run alone with `pytest -m fuzz`. Bounded by max_examples, not by time.
 
 import re
 import uuid
+from datetime import date
 from decimal import Decimal
 
 import pytest
@@ -26,6 +27,7 @@ from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     missing_required_header,
     negative_data_rejection,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -33,6 +35,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from payments.ledger.adjustments import wallet_credit
+from payments.statements import InvalidStatementRange, statement_bounds
 from tests.catalog import enable_everything
 from tests.factories import MerchantFactory
 from tests.support import MerchantClient
@@ -50,6 +53,39 @@ CHECKS = [
     response_schema_conformance,
     negative_data_rejection,
 ]
+
+
+def _statement_too_long(query: dict | None) -> bool:
+    """The one rule of a read the schema cannot state: a statement covers at most 31 days."""
+    try:
+        from_date = date.fromisoformat(query["from"])
+        to_date = date.fromisoformat(query["to"])
+        statement_bounds(from_date=from_date, to_date=to_date)
+    except InvalidStatementRange:
+        return True
+    except (KeyError, TypeError, ValueError):
+        return False
+    return False
+
+
+def read_accepted(ctx, response, case) -> bool | None:
+    """positive_data_acceptance, but for a statement over 31 days: its documented
+    invalid_statement_range 400."""
+    if (
+        case.path == "/statements"
+        and response.status_code == 400
+        and _statement_too_long(case.query)
+        and response.json()["error"]["reason"] == "invalid_statement_range"
+    ):
+        return True  # not this check's case, as schemathesis's own checks say
+    return positive_data_acceptance(ctx, response, case)
+
+
+# A request the schema allows is answered, not refused: checked on the reads, whose rules the
+# schema states (but one, above). A POST body can be well formed yet break a business rule (a
+# duplicate external_ref, an expired quote, a balance too low): a documented 400.
+READ_CHECKS = [*CHECKS, read_accepted]
+
 # Invalid input is a 400; a malformed path id is a 404 (docs/errors.md). Nothing else will do.
 NEGATIVE_EXPECTED = ["400", "404"]
 MAX_EXAMPLES = 12
@@ -122,7 +158,8 @@ def _headers(credentials: dict[str, str], case=None) -> dict[str, str]:
     suppress_health_check=list(HealthCheck),
 )
 def test_every_operation_conforms_to_the_schema(case, fuzz_credentials):
-    case.call_and_validate(headers=_headers(fuzz_credentials, case), checks=CHECKS)
+    checks = READ_CHECKS if case.method == "GET" else CHECKS
+    case.call_and_validate(headers=_headers(fuzz_credentials, case), checks=checks)
 
 
 def test_stateful_sequences_conform_to_the_schema(fuzz_credentials):
@@ -136,6 +173,9 @@ def test_stateful_sequences_conform_to_the_schema(fuzz_credentials):
             return {"headers": _headers(fuzz_credentials, case)}
 
         def validate_response(self, response, case, additional_checks=None, **kwargs):
+            # CHECKS only: with read_accepted added, hypothesis stops this machine with
+            # FlakyStrategyDefinition (seen with schemathesis 4.32.5) though no check fails;
+            # every GET gets read_accepted in the test above.
             case.validate_response(response, checks=CHECKS, headers=kwargs.get("headers"))
 
     CowryStateMachine.run(
