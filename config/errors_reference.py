@@ -35,6 +35,7 @@ def error_classes() -> tuple[type, ...]:
     """Every error class the service answers with, the kernel's first, then the apps' in their
     order; imported here, once Django is set up."""
     from core.exceptions import DomainError, NotFound
+    from core.transitions import InvalidTransition
     from customers.selectors import CustomerBlocked, CustomerNotFound, CustomerNotFoundForPayment
     from customers.services import DuplicateExternalRef
     from kyc.services import KycAlreadyDecided
@@ -58,7 +59,6 @@ def error_classes() -> tuple[type, ...]:
     from payments.services.parties import PartyInvalid, PartyRoutingMismatch
     from payments.services.payouts import PayoutNotStuck
     from payments.services.refunds import PayinNotRefundable, RefundExceedsPayin
-    from payments.services.transitions import InvalidTransition
     from payments.statements import InvalidStatementRange
     from quotes.prediction import OperatorUnknown, PhoneInvalid
     from quotes.quote_pricing import (

@@ -4,7 +4,7 @@ from uuid import UUID
 from django.db import IntegrityError, transaction
 
 from core.exceptions import DomainError
-from customers.models import Customer, KycStatus
+from customers.models import Customer
 from customers.selectors import CustomerNotFound
 from merchants.models import Merchant
 
@@ -55,9 +55,3 @@ def customer_lock(*, customer_id: UUID, with_merchant: bool = False) -> Customer
             .get(pk=customer_id)
         )
     return Customer.objects.select_for_update(no_key=True).get(pk=customer_id)
-
-
-def customer_kyc_status_save(*, customer: Customer, kyc_status: KycStatus) -> None:
-    """Save a locked customer's new kyc_status (KYC's transition function decides it)."""
-    customer.kyc_status = kyc_status
-    customer.save(update_fields=["kyc_status", "updated_at"])

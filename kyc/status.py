@@ -7,6 +7,7 @@ from uuid import UUID
 from django.db import transaction
 
 from core.exceptions import DomainError
+from core.transitions import StateMachine, transition_locked
 from customers import services as customer_services
 from customers.models import Customer, KycStatus
 from kyc.models import KycStatusChange
@@ -34,6 +35,48 @@ KYC_ALLOWED_BY_SUPPORT = {
 }
 
 
+def _kyc_refused(customer: Customer, was: str, to: str) -> KycTransitionRefused:
+    return KycTransitionRefused(
+        f"kyc_status cannot move from {KycStatus(was).value} to {KycStatus(to).value}."
+    )
+
+
+def _kyc_history_write(
+    customer: Customer,
+    *,
+    was: str,
+    reason: str,
+    at: datetime,
+    submission_id: UUID | None,
+    changed_by: Any,
+) -> None:
+    """The move's KycStatusChange row, with the submission and the support user behind it."""
+    KycStatusChange.objects.create(
+        customer=customer,
+        from_status=was,
+        to_status=customer.kyc_status,
+        reason=reason[:500],
+        submission_id=submission_id,
+        changed_by=changed_by,
+        created_at=at,
+    )
+
+
+def _kyc_status(customer: Customer) -> str:
+    return customer.kyc_status
+
+
+KYC_MACHINE = StateMachine(
+    allowed=KYC_ALLOWED, refused=_kyc_refused, history=_kyc_history_write, state=_kyc_status
+)
+KYC_MACHINE_BY_SUPPORT = StateMachine(
+    allowed=KYC_ALLOWED_BY_SUPPORT,
+    refused=_kyc_refused,
+    history=_kyc_history_write,
+    state=_kyc_status,
+)
+
+
 def customer_kyc_transition(
     *,
     customer_id: UUID,
@@ -44,29 +87,23 @@ def customer_kyc_transition(
     submission_id: UUID | None = None,
 ) -> Customer:
     """The one way to change a customer's kyc_status: checks the move, saves it and writes the
-    history row (KycStatusChange) in one transaction. Moving to the current status is a
-    no-op. `changed_by` is the support user making a manual decision (None for the system)."""
+    history row (KycStatusChange) in one transaction, through core.transitions. Moving to the
+    current status is a no-op. `changed_by` is the support user making a manual decision
+    (None for the system)."""
     to = KycStatus(to)
     with transaction.atomic():
         # FOR NO KEY UPDATE: KYC's writers take turns; the customer's quotes and payments
         # (whose inserts lock its key) do not wait for them
         customer = customer_services.customer_lock(customer_id=customer_id)
-        current = KycStatus(customer.kyc_status)
-        if current == to:
+        if customer.kyc_status == to:
             return customer
-        allowed = KYC_ALLOWED_BY_SUPPORT if changed_by is not None else KYC_ALLOWED
-        if to not in allowed.get(current, set()):
-            raise KycTransitionRefused(
-                f"kyc_status cannot move from {current.value} to {to.value}.",
-            )
-        customer_services.customer_kyc_status_save(customer=customer, kyc_status=to)
-        KycStatusChange.objects.create(
-            customer=customer,
-            from_status=current,
-            to_status=to,
-            reason=reason[:500],
-            submission_id=submission_id,
-            changed_by=changed_by,
-            created_at=at,
+        return transition_locked(
+            customer,
+            machine=KYC_MACHINE_BY_SUPPORT if changed_by is not None else KYC_MACHINE,
+            move=to,
+            changes={"kyc_status": to},
+            kept=["updated_at"],  # auto_now
+            at=at,
+            reason=reason,
+            context={"submission_id": submission_id, "changed_by": changed_by},
         )
-        return customer

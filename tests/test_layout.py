@@ -166,3 +166,81 @@ def test_an_apps_migrations_depend_only_on_the_apps_below_it(app):
         for path in sorted((ROOT / app / "migrations").glob("*.py"))
     }
     assert {name: apps for name, apps in found.items() if apps} == {}
+
+
+# The five state machines and the module that moves each (docs/decisions.md, Layout).
+STATE_MACHINES = {
+    "payin": "payments/services/payins.py",
+    "payout": "payments/services/payouts.py",
+    "refund": "payments/services/refunds.py",
+    "transfer": "transfers/services/transitions.py",
+    "kyc": "kyc/status.py",
+}
+STATUS_COLUMNS = {"status", "payin_status", "payout_status", "kyc_status"}
+# Writes of a status outside core.transitions, each for a reason: a KYC document's own status
+# (not a state machine's), and a pending payin's completion in one measured statement.
+STATUS_WRITES_ALLOWED = {
+    ("kyc/services.py", "kyc_document_fetch"),
+    ("payments/services/payins.py", "_payin_complete_locked"),
+    ("payments/services/payins.py", "PAYIN_COMPLETION"),
+}
+
+
+def _calls(tree: ast.AST) -> set[str]:
+    return {
+        node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)
+    }
+
+
+@pytest.mark.parametrize("machine", sorted(STATE_MACHINES))
+def test_each_state_machine_moves_through_the_one_transition_helper(machine):
+    """Its allowed-moves table is a core.transitions.StateMachine, and its moves go through
+    transition_locked (the payments' through payment_move_locked, which calls it)."""
+    tree = _tree(ROOT / STATE_MACHINES[machine])
+    calls = _calls(tree)
+    assert "StateMachine" in calls
+    assert {"transition_locked", "payment_move_locked"} & calls
+    assert "transition_locked" in _calls(_tree(ROOT / "payments/services/transitions.py"))
+
+
+def _status_writes(path: Path) -> set[str]:
+    """The top-level definitions of `path` that set a status column themselves: an attribute
+    assignment, a setattr, an update(status=...) or SQL's SET status."""
+    found = set()
+    for top in _tree(path).body:
+        name = getattr(top, "name", None) or next(
+            (t.id for t in getattr(top, "targets", []) if isinstance(t, ast.Name)), ""
+        )
+        for node in ast.walk(top):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if any(isinstance(t, ast.Attribute) and t.attr in STATUS_COLUMNS for t in targets):
+                found.add(name)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+                called = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+                keywords = {k.arg for k in node.keywords}
+                if called == "update" and keywords & STATUS_COLUMNS:
+                    found.add(name)
+                if called == "setattr" and (
+                    isinstance(node.args[1], ast.Constant) and node.args[1].value in STATUS_COLUMNS
+                ):
+                    found.add(name)
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and ("SET status" in node.value or "SET kyc_status" in node.value)
+            ):
+                found.add(name)
+    return found
+
+
+def test_no_status_is_set_beside_the_transition_helper():
+    found = {
+        (_name(path), name)
+        for app in ("customers", "kyc", "payments", "transfers")
+        for path in _modules(app)
+        if "migrations" not in path.parts
+        for name in _status_writes(path)
+    }
+    assert found == STATUS_WRITES_ALLOWED  # each allowed write is still found: the check works

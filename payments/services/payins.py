@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from core import money
 from core.transactions import joined_atomic
+from core.transitions import InvalidTransition, StateMachine
 from merchants.models import Merchant
 from payments import provider
 from payments.ledger.accounts import (
@@ -25,7 +26,7 @@ from payments.ledger.accounts import (
 from payments.ledger.journals import BalanceOutOfRange, UnbalancedJournal
 from payments.models import Payin, PayinHistory, PayinStatus
 from payments.services import enqueue, parties, transitions
-from payments.services.transitions import InvalidTransition, late_answer_ignored
+from payments.services.transitions import late_answer_ignored
 from quotes import services as quote_services
 from quotes.models import FlowType
 from webhooks.services.events import deliveries_enqueue_after_commit, event_new, event_record
@@ -138,8 +139,7 @@ def payin_move_locked(
         reason=reason,
         at=at,
         provider_reference=provider_reference,
-        allowed=PAYIN_ALLOWED,
-        effects=_PAYIN_EFFECTS,
+        machine=PAYIN_MACHINE,
     )
 
 
@@ -269,7 +269,7 @@ def _wallet_lock_for_credit(payin: Payin) -> None:
         raise BalanceOutOfRange()
 
 
-def _payin_event_record(payin: Payin, *, at: datetime) -> None:
+def _payin_event_record(payin: Payin, *, at: datetime, **_: object) -> None:
     """The event of a payin's final status."""
     event_record(
         merchant_id=payin.merchant_id,
@@ -282,7 +282,13 @@ def _payin_event_record(payin: Payin, *, at: datetime) -> None:
 
 
 # A completion is PAYIN_COMPLETION's (status, history, journal, wallet, event, deliveries).
-_PAYIN_EFFECTS = {PayinStatus.FAILED: (_payin_event_record,)}
+_PAYIN_EFFECTS = {PayinStatus.FAILED: (transitions.decline_log, _payin_event_record)}
+PAYIN_MACHINE = StateMachine(
+    allowed=PAYIN_ALLOWED,
+    refused=transitions.payment_refused,
+    history=transitions.payment_history_write,
+    effects=_PAYIN_EFFECTS,
+)
 
 
 def payin_answer_move(outcome: str, reason: str) -> dict[str, str]:

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from core import money
+from core.transitions import InvalidTransition, StateMachine
 from merchants import services as merchant_services
 from merchants.models import Merchant
 from payments import provider
@@ -22,7 +23,6 @@ from payments.models import Payout, PayoutHistory, PayoutStatus
 from payments.services import enqueue, parties, transitions
 from payments.services.transitions import (
     REASON_MARKED_FAILED,
-    InvalidTransition,
     late_answer_ignored,
 )
 from quotes import services as quote_services
@@ -142,12 +142,11 @@ def payout_transition(
             reason=reason,
             at=at,
             provider_reference=provider_reference,
-            allowed=PAYOUT_ALLOWED,
-            effects=_PAYOUT_EFFECTS,
+            machine=PAYOUT_MACHINE,
         )
 
 
-def _payout_settle(payout: Payout, *, at: datetime) -> None:
+def _payout_settle(payout: Payout, *, at: datetime, **_: object) -> None:
     """A completed payout: the reservation pays the provider's clearing and the fee."""
     reservation_pay(
         _payout_reservation(payout),
@@ -158,12 +157,12 @@ def _payout_settle(payout: Payout, *, at: datetime) -> None:
     )
 
 
-def _payout_release(payout: Payout, *, at: datetime) -> None:
+def _payout_release(payout: Payout, *, at: datetime, **_: object) -> None:
     """A failed payout: the reservation goes back to the available balance."""
     reservation_release(_payout_reservation(payout), at=at)
 
 
-def _payout_event_record(payout: Payout, *, at: datetime) -> None:
+def _payout_event_record(payout: Payout, *, at: datetime, **_: object) -> None:
     event_record(
         merchant_id=payout.merchant_id,
         event_type=f"payout.{payout.status}",
@@ -176,8 +175,14 @@ def _payout_event_record(payout: Payout, *, at: datetime) -> None:
 
 _PAYOUT_EFFECTS = {
     PayoutStatus.COMPLETED: (_payout_settle, _payout_event_record),
-    PayoutStatus.FAILED: (_payout_release, _payout_event_record),
+    PayoutStatus.FAILED: (transitions.decline_log, _payout_release, _payout_event_record),
 }
+PAYOUT_MACHINE = StateMachine(
+    allowed=PAYOUT_ALLOWED,
+    refused=transitions.payment_refused,
+    history=transitions.payment_history_write,
+    effects=_PAYOUT_EFFECTS,
+)
 
 
 class PayoutNotStuck(InvalidTransition):

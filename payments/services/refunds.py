@@ -11,6 +11,7 @@ from django.db.models import Exists, OuterRef, QuerySet, Sum
 
 from core import money
 from core.exceptions import DomainError
+from core.transitions import InvalidTransition, StateMachine
 from merchants.models import Merchant
 from payments import provider
 from payments.ledger.discrepancies import refund_holds_its_payin
@@ -30,7 +31,7 @@ from payments.models import (
 )
 from payments.selectors import PayinNotFound
 from payments.services import enqueue, parties, transitions
-from payments.services.transitions import InvalidTransition, late_answer_ignored
+from payments.services.transitions import late_answer_ignored
 from quotes import selectors as quote_selectors
 from quotes import services as quote_services
 from webhooks.services.events import event_record
@@ -201,8 +202,7 @@ def refund_transition(
             reason=reason,
             at=at,
             provider_reference=provider_reference,
-            allowed=REFUND_ALLOWED,
-            effects=_REFUND_EFFECTS,
+            machine=REFUND_MACHINE,
         )
 
 
@@ -216,19 +216,19 @@ def _refund_reservation(refund: Refund) -> Reservation:
     )
 
 
-def _refund_pay(refund: Refund, *, at: datetime) -> None:
+def _refund_pay(refund: Refund, *, at: datetime, **_: object) -> None:
     """A completed refund: the reservation pays the provider's clearing (no fee)."""
     reservation_pay(
         _refund_reservation(refund), operator_code=refund.operator_code, paid=refund.amount, at=at
     )
 
 
-def _refund_release(refund: Refund, *, at: datetime) -> None:
+def _refund_release(refund: Refund, *, at: datetime, **_: object) -> None:
     """A failed refund: the reservation goes back to the available balance."""
     reservation_release(_refund_reservation(refund), at=at)
 
 
-def _refund_event_record(refund: Refund, *, at: datetime) -> None:
+def _refund_event_record(refund: Refund, *, at: datetime, **_: object) -> None:
     event_record(
         merchant_id=refund.merchant_id,
         event_type=f"refund.{refund.status}",
@@ -241,8 +241,14 @@ def _refund_event_record(refund: Refund, *, at: datetime) -> None:
 
 _REFUND_EFFECTS = {
     RefundStatus.COMPLETED: (_refund_pay, _refund_event_record),
-    RefundStatus.FAILED: (_refund_release, _refund_event_record),
+    RefundStatus.FAILED: (transitions.decline_log, _refund_release, _refund_event_record),
 }
+REFUND_MACHINE = StateMachine(
+    allowed=REFUND_ALLOWED,
+    refused=transitions.payment_refused,
+    history=transitions.payment_history_write,
+    effects=_REFUND_EFFECTS,
+)
 
 
 @provider.answer_applier(transitions.REFUND_CALLBACK)

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from core.log_limits import OncePer
+from core.transitions import InvalidTransition
 from payments import provider
 from payments.models import Payin, PayinStatus, Payout, PayoutStatus, Refund, RefundStatus
 from payments.services import parties, payins, payouts, refunds
@@ -20,7 +21,6 @@ from payments.services.transitions import (
     PAYOUT_CALLBACK,
     REASON_PROVIDER_TIMEOUT,
     REFUND_CALLBACK,
-    InvalidTransition,
 )
 
 logger = logging.getLogger("cowry.payments")

@@ -1,13 +1,12 @@
-"""What the payin, payout and refund state machines share: the locked move itself, their
-refusal, the reasons they record, the provider's callbacks, and what a late answer leaves
-behind."""
+"""What the payin, payout and refund state machines share on core.transitions: the move of a
+locked payment, its refusal and history, the reasons they record, the provider's callbacks,
+and what a late answer leaves behind."""
 
 import logging
-from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from core.exceptions import DomainError
 from core.transactions import log_on_commit
+from core.transitions import InvalidTransition, StateMachine, transition_locked
 from payments import provider
 from payments.ledger.discrepancies import provider_discrepancy_record
 from payments.models import Payin, Payout, Refund
@@ -28,7 +27,6 @@ OUR_FAILURE_REASONS = {REASON_PROVIDER_TIMEOUT, REASON_MARKED_FAILED}
 TERMINAL = {"completed", "failed"}
 
 Payment = Payin | Payout | Refund
-Effects = Mapping[str, tuple[Callable[..., None], ...]]
 
 
 def _stamps(to: str, *, at: datetime, reason: str) -> dict[str, object]:
@@ -40,13 +38,27 @@ def _stamps(to: str, *, at: datetime, reason: str) -> dict[str, object]:
     return {"failed_at": at, "failure_reason": reason}
 
 
-class InvalidTransition(DomainError):
-    """The one invalid_transition: a payment's or a transfer's status does not allow the move
-    (a state machine's, or a support action's); each raise says which in its message."""
+def payment_refused(payment: Payment, was: str, to: str) -> InvalidTransition:
+    return InvalidTransition(f"A {was} {payment._meta.model_name} cannot become {to}.")
 
-    status = 409
-    reason = "invalid_transition"
-    message = "The resource cannot move to that status."
+
+def payment_history_write(payment: Payment, *, was: str, reason: str, at: datetime) -> None:
+    payment.history.create(status=payment.status, reason=reason, created_at=at)
+
+
+def decline_log(payment: Payment, *, at: datetime, reason: str) -> None:
+    """A failure the provider decided, logged once the move commits (ours are logged where
+    they are decided)."""
+    if reason not in OUR_FAILURE_REASONS:
+        log_on_commit(
+            logger,
+            logging.INFO,
+            "%s %s of merchant %s failed: declined by the provider (%s)",
+            type(payment).__name__,
+            payment.id,
+            payment.merchant_id,
+            reason or "no reason given",
+        )
 
 
 def payment_move_locked(
@@ -56,14 +68,11 @@ def payment_move_locked(
     reason: str,
     at: datetime,
     provider_reference: str,
-    allowed: Mapping[str, set[str]],
-    effects: Effects,
+    machine: StateMachine,
 ) -> Payment:
-    """Move a payment whose row the caller's transaction has locked: check the move against
-    `allowed` (InvalidTransition), write the status, its time and its history row, then apply
-    `effects[to]` (each `effect(payment, at=at)`); a provider's decline is logged once the
-    move commits. Moving to the current status changes nothing but keeps a provider reference
-    the payment did not have."""
+    """Move a payment whose row the caller's transaction has locked through `machine` (the
+    one transition_locked). Moving to the current status changes nothing but keeps a provider
+    reference the payment did not have."""
     kept = []
     # The first reference we hear of is kept, and the one a completion names replaces it (MTN's
     # transaction id replaces its request's id).
@@ -78,27 +87,10 @@ def payment_move_locked(
         if kept:
             payment.save(update_fields=kept)
         return payment
-    if to not in allowed.get(payment.status, ()):
-        kind = payment._meta.model_name
-        raise InvalidTransition(f"A {payment.status} {kind} cannot become {to}.")
     changes = {"status": to, "updated_at": at, **_stamps(to, at=at, reason=reason)}
-    for name, value in changes.items():
-        setattr(payment, name, value)
-    payment.save(update_fields=[*kept, *changes])
-    payment.history.create(status=to, reason=reason, created_at=at)
-    if to == "failed" and reason not in OUR_FAILURE_REASONS:
-        log_on_commit(
-            logger,
-            logging.INFO,
-            "%s %s of merchant %s failed: declined by the provider (%s)",
-            type(payment).__name__,
-            payment.id,
-            payment.merchant_id,
-            reason or "no reason given",
-        )
-    for effect in effects.get(to, ()):
-        effect(payment, at=at)
-    return payment
+    return transition_locked(
+        payment, machine=machine, move=to, changes=changes, at=at, reason=reason, kept=kept
+    )
 
 
 def late_answer_ignored(

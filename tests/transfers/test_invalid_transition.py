@@ -1,4 +1,4 @@
-"""invalid_transition is one error, payments.services.transitions.InvalidTransition: a
+"""invalid_transition is one error, core.transitions.InvalidTransition: a
 transfer's refused move is caught as a payment's is, and each refusal answers the same 409 body
 as before."""
 
@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from core.content import JsonRenderer
 from core.exceptions import build_error_response
+from core.transitions import InvalidTransition
 from payments.services.payouts import PayoutNotStuck
-from payments.services.transitions import InvalidTransition
 from tests.transfers.conftest import transfer_body
 from transfers.services.support import transfer_mark_disbursement_failed
 from transfers.services.transitions import COLLECTION_SUBMITTED, transfer_transition

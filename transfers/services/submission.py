@@ -8,12 +8,12 @@ from uuid import UUID
 
 from django.db import transaction
 
+from core.transitions import InvalidTransition
 from payments import provider
 from payments.ledger.discrepancies import provider_discrepancy_record
 from payments.services.parties import party_identifier
 from payments.services.submission import provider_reference_store
 from payments.services.sweeps import poll_first_at
-from payments.services.transitions import InvalidTransition
 from transfers.models import Transfer, TransferStatus
 from transfers.services.transitions import (
     COLLECTING,

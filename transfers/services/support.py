@@ -9,6 +9,7 @@ from django.db import transaction
 
 from core import money
 from core.exceptions import DomainError
+from core.transitions import InvalidTransition
 from merchants import services as merchant_services
 from payments import provider
 from payments import selectors as payment_selectors
@@ -18,7 +19,6 @@ from payments.ledger.discrepancies import (
     provider_discrepancy_mark_resolved,
 )
 from payments.models import ProviderDiscrepancy
-from payments.services.transitions import InvalidTransition
 from transfers.models import Transfer
 from transfers.services.relaunch import unreconciled_provider_answer
 from transfers.services.submission import disbursement_reference
