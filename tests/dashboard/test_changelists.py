@@ -140,6 +140,17 @@ def test_a_changelist_takes_merchant_staff_the_pinned_queries(worlds, staff_clie
     assert queries == CHANGELIST_QUERIES[page]
 
 
+def _client(worlds, staff_client, who: str) -> Client:
+    """A logged-in browser: ops (a journal is theirs alone), support, or merchant staff."""
+    if who == "ops":
+        client = Client()
+        client.force_login(get_user_model().objects.create_superuser("olu", password="pw-1234567"))
+        return client
+    if who == "support":
+        return staff_client(support=True)
+    return staff_client(merchant=worlds[0], role="viewer")
+
+
 @pytest.mark.parametrize(
     ("page", "table"),
     [
@@ -192,13 +203,7 @@ def test_a_long_changelist_takes_the_planners_estimate_and_never_counts_every_ro
     worlds, staff_client, settings, page, table, who
 ):
     settings.DASHBOARD_EXACT_COUNT_LIMIT = 0  # every list is long
-    if who == "ops":
-        client = Client()
-        client.force_login(get_user_model().objects.create_superuser("olu", password="pw-1234567"))
-    elif who == "support":
-        client = staff_client(support=True)
-    else:
-        client = staff_client(merchant=worlds[0], role="viewer")
+    client = _client(worlds, staff_client, who)
     client.get(page)
     with CaptureQueriesContext(connection) as queries:
         response = client.get(page)
@@ -268,13 +273,7 @@ def _plan_without_sorting(sql: str) -> str:
 def test_a_changelists_page_is_read_in_an_indexs_order_not_sorted(
     worlds, staff_client, page, table, who
 ):
-    if who == "ops":
-        client = Client()
-        client.force_login(get_user_model().objects.create_superuser("olu", password="pw-1234567"))
-    elif who == "support":
-        client = staff_client(support=True)
-    else:
-        client = staff_client(merchant=worlds[0], role="viewer")
+    client = _client(worlds, staff_client, who)
     client.get(page)
     with CaptureQueriesContext(connection) as queries:
         assert client.get(page).status_code == 200
@@ -293,13 +292,7 @@ def test_a_changelists_page_is_read_in_an_indexs_order_not_sorted(
 def test_a_changelists_filters_offer_known_values_without_reading_the_table(
     worlds, staff_client, page, table, who
 ):
-    if who == "ops":
-        client = Client()
-        client.force_login(get_user_model().objects.create_superuser("olu", password="pw-1234567"))
-    elif who == "support":
-        client = staff_client(support=True)
-    else:
-        client = staff_client(merchant=worlds[0], role="viewer")
+    client = _client(worlds, staff_client, who)
     client.get(page)
     with CaptureQueriesContext(connection) as queries:
         response = client.get(page)
