@@ -420,6 +420,10 @@ class JournalLineInline(ReadOnlyInline):
 
 @admin.register(Journal)
 class JournalAdmin(ReadOnlyAdmin):
+    """Ledger internals: ops only (a merchant reads its balances and statements)."""
+
+    support_can_view = False
+    merchant_staff_can_view = False
     list_display = ["created_at", "merchant", "currency", "kind", "resource_type", "resource_id"]
     list_filter = ["kind", "resource_type", "currency"]
     search_fields = ["resource_id", "merchant__name", "memo"]
@@ -429,6 +433,8 @@ class JournalAdmin(ReadOnlyAdmin):
 
 @admin.register(JournalLine)
 class JournalLineAdmin(ReadOnlyAdmin):
+    support_can_view = False
+    merchant_staff_can_view = False
     merchant_path = "journal__merchant"
     list_display = ["id", "journal", "account", "amount"]
     list_filter = ["account__code", "account__currency"]
@@ -437,6 +443,8 @@ class JournalLineAdmin(ReadOnlyAdmin):
 
 @admin.register(LedgerAccount)
 class LedgerAccountAdmin(ReadOnlyAdmin):
+    support_can_view = False
+    merchant_staff_can_view = False
     list_display = ["merchant", "currency", "code", "created_at"]
     list_filter = ["currency", "code"]
     search_fields = ["merchant__name", "code"]

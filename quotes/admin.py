@@ -118,6 +118,11 @@ class _ConfigurationAdmin(MerchantScopedAdmin):
 
 @admin.register(FeeSchedule)
 class FeeScheduleAdmin(_ConfigurationAdmin):
+    """Prices are ops' pages; a merchant reads its fee and rate on each quote and payment
+    (the record page's pricing breakdown)."""
+
+    support_can_view = False
+    merchant_staff_can_view = False
     list_display = [
         "id",
         "merchant",
@@ -137,6 +142,8 @@ class FeeScheduleAdmin(_ConfigurationAdmin):
 
 @admin.register(FxRate)
 class FxRateAdmin(_ConfigurationAdmin):
+    support_can_view = False
+    merchant_staff_can_view = False
     list_display = [
         "source_currency",
         "target_currency",

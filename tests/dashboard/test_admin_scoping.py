@@ -15,7 +15,6 @@ from merchants.dashboard import MerchantScopedAdmin
 from merchants.models import Merchant
 from payments.ledger.adjustments import wallet_credit
 from tests.catalog import enable_everything
-from tests.dashboard.conftest import shown_choices
 from tests.support import MerchantClient
 from tests.webhooks.conftest import signing_secret
 from webhooks.services.endpoints import endpoint_set
@@ -317,30 +316,65 @@ def test_support_filters_payments_by_status_operator_and_date(two_worlds, staff_
     assert len(_result_pks(response)) == 2
 
 
-def test_list_filters_offer_merchant_staff_only_values_of_their_own_rows(
-    merchant, other_merchant, staff_client
-):
-    """A filter on a related model's field (a journal line's account code) offered the values
-    of every merchant's rows: which operators and currencies the others use."""
-    from payments.models import LedgerAccount
+OPS_ONLY = ["payments.journal", "payments.journalline", "payments.ledgeraccount"]
+OPS_ONLY += ["quotes.fxrate", "quotes.feeschedule"]
 
-    for owner, currency in ((merchant, "XOF"), (other_merchant, "XAF")):
-        wallet_credit(
-            merchant=owner, currency=currency, amount=Decimal("100"), reason="f", at=timezone.now()
-        )
+
+@pytest.mark.parametrize("who", ["owner", "viewer", "support", "ops"])
+def test_ledger_internals_fx_rates_and_fee_schedules_open_for_ops_alone(
+    merchant, other_merchant, staff_client, who
+):
+    """Ledger internals and prices are ops' pages: merchant staff (their own rows included) and
+    support get 403 on each list and add page, 404 on a record, and no sidebar link; a merchant
+    reads its fee and rate on each payment's page."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from payments.models import Journal, JournalLine, LedgerAccount
+    from quotes.models import FeeSchedule, FxRate
+
+    wallet_credit(
+        merchant=merchant, currency="XOF", amount=Decimal("100"), reason="f", at=timezone.now()
+    )
     LedgerAccount.objects.create(
         merchant=other_merchant, currency="XAF", code="provider_clearing:CM_MTN_MOMO"
     )
-    browser = staff_client(merchant=merchant, role="viewer")
+    rows = {
+        "payments.journal": Journal.objects.filter(merchant=merchant).first(),
+        "payments.journalline": JournalLine.objects.filter(journal__merchant=merchant).first(),
+        "payments.ledgeraccount": LedgerAccount.objects.filter(merchant=merchant).first(),
+        "quotes.fxrate": FxRate.objects.create(
+            merchant=merchant, source_currency="XOF", target_currency="XAF", rate=Decimal("1")
+        ),
+        "quotes.feeschedule": FeeSchedule.objects.create(
+            merchant=merchant, flow_type="payin", percentage=Decimal("1.5")
+        ),
+    }
+    if who == "ops":
+        client = Client()
+        client.force_login(get_user_model().objects.create_superuser("olu", password="pw-1234567"))
+    elif who == "support":
+        client = staff_client(support=True)
+    else:
+        client = staff_client(merchant=merchant, role=who)
+    ops = who == "ops"
 
-    for changelist in ("/admin/payments/journalline/", "/admin/payments/ledgeraccount/"):
-        response = browser.get(changelist)
-        cl = response.context["cl"]
-        offered = {shown for spec in cl.filter_specs for shown in shown_choices(spec, cl)}
-        assert "XOF" in offered and "merchant_available" in offered
-        assert "XAF" not in offered and "provider_clearing:CM_MTN_MOMO" not in offered, offered
-    support = staff_client(support=True).get("/admin/payments/journalline/")
-    assert "provider_clearing:CM_MTN_MOMO" in support.content.decode()
+    for label in OPS_ONLY:
+        app_label, model_name = label.split(".")
+        pages = {reverse(f"admin:{app_label}_{model_name}_changelist"): 403}
+        if label.startswith("quotes."):
+            pages[reverse(f"admin:{app_label}_{model_name}_add")] = 403
+        # A record of a page one may not open does not exist for them, as elsewhere.
+        pages[reverse(f"admin:{app_label}_{model_name}_change", args=[quote(rows[label].pk)])] = 404
+        for page, refused in pages.items():
+            assert client.get(page).status_code == (200 if ops else refused), (who, page)
+    home = client.get("/admin/").content.decode()
+    for label in OPS_ONLY:
+        link = reverse(f"admin:{label.replace('.', '_')}_changelist")
+        assert (f'href="{link}"' in home) is ops, (who, link)
+    if ops:  # every merchant's accounts
+        listing = client.get("/admin/payments/ledgeraccount/").content.decode()
+        assert "provider_clearing:CM_MTN_MOMO" in listing
 
 
 def test_merchant_staff_reach_nothing_of_another_merchant_by_the_admins_side_doors(
@@ -400,10 +434,16 @@ def test_every_inline_is_shown_to_whoever_may_open_its_page(two_worlds, staff_cl
     """Django shows an inline only to users holding the inline model's own permissions, which
     support and merchant staff never have: a payin's or payout's history, an event's deliveries
     and their attempts, a customer's KYC documents were on the page for ops only."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
     merchant_a, _, _ = two_worlds
+    ops = Client()  # a journal and its lines are ops' alone
+    ops.force_login(get_user_model().objects.create_superuser("olu", password="pw-1234567"))
     readers = {
         "support": staff_client(support=True),
         "owner": staff_client(merchant=merchant_a, role="owner"),
+        "ops": ops,
     }
     checked = set()
 

@@ -8,6 +8,7 @@ Set COWRY_SHOTS_DIR to a directory to keep a screenshot of each page there (off 
 
 import os
 import re
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlparse
@@ -17,9 +18,19 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from merchants import services as merchant_services
+from merchants.models import Authenticator
+from merchants.team import teammate_invite
 from payments.ledger.adjustments import wallet_credit
+from payments.models import Payout
 from tests.dashboard.test_browser_roles import PASSWORD, by, log_in, submit, wait_for
-from tests.payments.conftest import create_customer, create_quote, payin_body, payout_body
+from tests.dashboard.test_two_factor import code_for
+from tests.payments.conftest import (
+    SILENT_PHONE,
+    create_customer,
+    create_quote,
+    payin_body,
+    payout_body,
+)
 from tests.transfers.conftest import SENDER_DETAILS, SN_DECLINED, transfer_body
 from tests.transfers.conftest import create_customer as create_sender
 from tests.transfers.conftest import create_quote as create_transfer_quote
@@ -89,18 +100,22 @@ class Walk:
     def check(self, path: str) -> None:
         if path in self.seen:
             return
-        self.seen.append(path)
+        self.browser.get(f"{self.base}{path}")
+        wait_for(self.browser, "#content, main, #login-form, form")
+        self.here(path)
+
+    def here(self, name: str) -> None:
+        """The page the browser is on (one a form's POST answered), checked as `name`."""
         browser = self.browser
-        browser.get(f"{self.base}{path}")
-        wait_for(browser, "#content, main, #login-form, form")
+        self.seen.append(name)
         if SHOTS:
             Path(SHOTS).mkdir(parents=True, exist_ok=True)
-            slug = re.sub(r"[^a-z0-9]+", "-", path.lower()).strip("-")[:70] or "home"
-            name = f"{self.role}-{len(self.seen):02d}-{slug}.png"
-            browser.save_screenshot(str(Path(SHOTS) / name))
-        assert browser.execute_script(UNBOXED) == [], (self.role, path)
+            slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:70] or "home"
+            shot = f"{self.role}-{len(self.seen):02d}-{slug}.png"
+            browser.save_screenshot(str(Path(SHOTS) / shot))
+        assert browser.execute_script(UNBOXED) == [], (self.role, name)
         width, window = browser.execute_script(SIDEWAYS)
-        assert width <= window, (self.role, path, width)
+        assert width <= window, (self.role, name, width)
 
     def links(self, css: str) -> list[str]:
         hrefs = [
@@ -126,8 +141,9 @@ class Walk:
 
 @pytest.fixture
 def world(enabled_merchant, enabled_api, django_capture_on_commit_callbacks):
-    """A merchant with a float, a completed payin, a payout, a completed and a failed transfer,
-    a webhook endpoint and a key; its owner ama; support sam; ops olu."""
+    """A merchant with a float, a completed payin, a payout, one stuck at the provider, a
+    completed and a failed transfer, a webhook endpoint and a key; its owner ama; support sam;
+    ops olu."""
     wallet_credit(
         merchant=enabled_merchant,
         currency="XOF",
@@ -139,18 +155,23 @@ def world(enabled_merchant, enabled_api, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         payin = enabled_api.post("/payins", payin_body(create_quote(enabled_api), customer)).json()
         enabled_api.post("/payouts", payout_body(create_quote(enabled_api, "payout"), customer))
+        stuck = enabled_api.post(
+            "/payouts", payout_body(create_quote(enabled_api, "payout"), customer, SILENT_PHONE)
+        ).json()
         sender = create_sender(enabled_api, **SENDER_DETAILS)
         for phone in (None, SN_DECLINED):
             quote = create_transfer_quote(enabled_api, customer_id=sender["id"])
             body = transfer_body(quote, sender, **({"recipient_phone": phone} if phone else {}))
             enabled_api.post("/transfers", body)
+    past_timeout = timezone.now() - timedelta(seconds=1)
+    Payout.objects.filter(pk=stuck["id"]).update(provider_timeout_at=past_timeout)
     endpoint_add(merchant=enabled_merchant, url="https://93.184.216.34/hook", now=timezone.now())
     merchant_services.staff_user_create(
         username="ama", password=PASSWORD, merchant=enabled_merchant, role="owner"
     )
     merchant_services.staff_user_create(username="sam", password=PASSWORD, support=True)
     get_user_model().objects.create_superuser("olu", "olu@example.com", PASSWORD)
-    return {"payin": payin["id"], "key": enabled_api.api_key}
+    return {"payin": payin["id"], "key": enabled_api.api_key, "stuck": stuck["id"]}
 
 
 def confirmations(world: dict) -> tuple[str, ...]:
@@ -213,6 +234,52 @@ def test_an_invited_teammate_goes_from_the_link_to_the_first_page(live_server, b
     assert "/admin/payments/payin/" in sidebar  # a viewer, the invitation's default
 
 
+def test_a_teammate_enrols_a_second_factor_from_the_link_then_logs_in_with_a_code(
+    live_server, browser, enabled_merchant
+):
+    """A team that requires two-factor: the invitation's page asks a password and the
+    authenticator's code; the next login asks a code (here one of the recovery codes)."""
+    base = live_server.url
+    enabled_merchant.require_two_factor = True
+    enabled_merchant.save(update_fields=["require_two_factor"])
+    owner = merchant_services.staff_user_create(
+        username="ama", password=PASSWORD, merchant=enabled_merchant, role="owner"
+    )
+    invitation = teammate_invite(
+        merchant=enabled_merchant, by=owner, username="efua", email="e@example.com", role="viewer"
+    )
+    walk = Walk(browser, base, "enrolled")
+    browser.get(f"{base}{invitation.path}")
+    wait_for(browser, "#accept-invite")
+    walk.here("/admin/invite/enrol/")
+    device = Authenticator.objects.get(user__username="efua", confirmed=False)
+    for name, value in (
+        ("new_password1", "a long passphrase 42"),
+        ("new_password2", "a long passphrase 42"),
+        ("token", code_for(device)),
+    ):
+        browser.find_element(by("NAME"), name).send_keys(value)
+    submit(browser)
+    wait_for(browser, "#recovery-codes")
+    walk.here("/admin/invite/recovery-codes/")
+    codes = [e.text for e in browser.find_elements(by("CSS_SELECTOR"), ".recovery-code")]
+    assert len(codes) == 10
+    walk.check("/admin/")
+    assert browser.find_element(by("ID"), "merchant-summary")
+
+    browser.delete_all_cookies()
+    browser.get(f"{base}/admin/login/")
+    browser.find_element(by("NAME"), "username").send_keys("efua")
+    browser.find_element(by("NAME"), "password").send_keys("a long passphrase 42")
+    browser.find_element(by("CSS_SELECTOR"), "#login-form [type=submit]").click()
+    token = wait_for(browser, "input[name=token]")
+    assert urlparse(browser.current_url).path == "/admin/two-factor/verify/"
+    walk.here("/admin/two-factor/verify/")
+    token.send_keys(codes[0])
+    browser.find_element(by("CSS_SELECTOR"), "#two-factor-verify [type=submit]").click()
+    wait_for(browser, "#merchant-summary")
+
+
 @pytest.mark.parametrize("username", ["sam", "olu"])
 def test_support_and_ops_walk_every_page_and_confirmation(live_server, browser, world, username):
     from transfers.models import Transfer
@@ -224,8 +291,11 @@ def test_support_and_ops_walk_every_page_and_confirmation(live_server, browser, 
         extra=(
             f"/admin/transfers/transfer/{failed.pk}/change/",
             f"/admin/transfers/transfer/{failed.pk}/relaunch/",
+            f"/admin/payments/payout/{world['stuck']}/change/",
+            f"/admin/payments/payout/{world['stuck']}/mark-failed/",
         )
     )
     assert "/admin/payments/providerdiscrepancy/" in sidebar
+    assert "Mark the payout failed" in browser.page_source  # the walk's last page, not a 403
     if username == "olu":
         assert {"/admin/payments/journalline/", "/admin/quotes/fxrate/"} <= set(sidebar)
