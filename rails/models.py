@@ -47,8 +47,9 @@ class ProviderError(models.Model):
     and step, as its log line)."""
 
     id = models.BigAutoField(primary_key=True)
+    # provider_error_recent (connection, -created_at) serves the foreign key's lookups too.
     connection = models.ForeignKey(
-        ProviderConnection, on_delete=models.CASCADE, related_name="errors"
+        ProviderConnection, on_delete=models.CASCADE, related_name="errors", db_index=False
     )
     step = models.CharField(max_length=32)
     message = models.CharField(max_length=300)

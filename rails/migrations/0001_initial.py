@@ -59,7 +59,7 @@ class Migration(migrations.Migration):
                 ('step', models.CharField(max_length=32)),
                 ('message', models.CharField(max_length=300)),
                 ('created_at', models.DateTimeField()),
-                ('connection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='errors', to='rails.providerconnection')),
+                ('connection', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='errors', to='rails.providerconnection')),
             ],
             options={
                 'indexes': [models.Index(fields=['connection', '-created_at'], name='provider_error_recent')],
