@@ -34,8 +34,8 @@ BUILT_NAMES = {
 
 def emitted_event_names() -> set[str]:
     """The event names the apps' code records: the `event_type=` and `events=` arguments
-    (literal names), and the f-string names of the payment state machines (the statuses whose
-    effects record an event)."""
+    (literal names), the names given to a transfer move's `_events(...)` effect, and the
+    f-string names of the payment state machines (the statuses whose effects record one)."""
     names: set[str] = set()
     prefixes: set[str] = set()
     for app in ("payments", "transfers", "webhooks"):
@@ -45,6 +45,9 @@ def emitted_event_names() -> set[str]:
             for call in ast.walk(ast.parse(path.read_text())):
                 if not isinstance(call, ast.Call):
                     continue
+                if isinstance(call.func, ast.Name) and call.func.id == "_events":
+                    # a state machine's named effect: _events("transfer.payout.failed", ...)
+                    names |= {arg.value for arg in call.args if isinstance(arg, ast.Constant)}
                 for keyword in call.keywords:
                     if keyword.arg not in ("event_type", "events"):
                         continue
