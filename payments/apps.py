@@ -9,6 +9,7 @@ class PaymentsConfig(AppConfig):
         # The modules whose functions apply the provider's answers register them on import.
         # The legs a provider callback names, and the unfinished legs that keep a connection.
         from payments import provider
+        from payments.provider import simulator  # noqa: F401 - the sandbox's gateway
         from payments.services import payins, payouts, refunds, transitions  # noqa: F401
         from payments.services.sweeps import unfinished_legs_on
         from rails import services as rails_services

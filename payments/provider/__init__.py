@@ -28,7 +28,6 @@ from typing import Protocol, TypeVar
 
 from django.conf import settings
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
 from rails import selectors as rails_selectors
 
@@ -122,6 +121,24 @@ class ProviderGateway(Protocol):
 
 SIMULATOR = "simulator"
 
+# The sandbox connection's gateway by name (PAYMENTS_PROVIDER_GATEWAY, `simulator` by default):
+# the built-in simulator, or a variant with a fault that a test registers the same way.
+SANDBOX_GATEWAYS: dict[str, Callable[[], ProviderGateway]] = {}
+Factory = TypeVar("Factory", bound=Callable[[], ProviderGateway])
+
+
+def sandbox_gateway(name: str) -> Callable[[Factory], Factory]:
+    """Register the decorated class as the sandbox's gateway called `name`."""
+
+    def register(factory: Factory) -> Factory:
+        known = SANDBOX_GATEWAYS.setdefault(name, factory)
+        if known.__qualname__ != factory.__qualname__ or known.__module__ != factory.__module__:
+            raise ValueError(f"Two sandbox gateways are called {name!r}.")
+        SANDBOX_GATEWAYS[name] = factory
+        return factory
+
+    return register
+
 
 def _mtn_momo(connection: rails_selectors.ConnectionSettings) -> ProviderGateway:
     from payments.provider.mtn_momo import MtnMomoGateway  # it imports this module
@@ -134,17 +151,12 @@ ADAPTERS = {"mtn_momo": _mtn_momo}
 
 
 def gateway(connection: str = SIMULATOR) -> ProviderGateway:
-    """The gateway of provider connection `connection` (the one a leg names): the built-in
-    simulator's unless PAYMENTS_PROVIDER_GATEWAY names another, or a real operator API's."""
+    """The gateway of provider connection `connection` (the one a leg names): a real operator
+    API's adapter, or for `simulator` the sandbox gateway PAYMENTS_PROVIDER_GATEWAY names."""
     if connection != SIMULATOR:
         settings_of = rails_selectors.connection_settings(connection)
         return ADAPTERS[settings_of.kind](settings_of)
-    path = getattr(
-        settings,
-        "PAYMENTS_PROVIDER_GATEWAY",
-        "payments.provider.simulator.SimulatorGateway",
-    )
-    return import_string(path)()
+    return SANDBOX_GATEWAYS[getattr(settings, "PAYMENTS_PROVIDER_GATEWAY", SIMULATOR)]()
 
 
 def route(operator_code: str) -> str:

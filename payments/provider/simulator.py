@@ -24,7 +24,9 @@ from payments.provider import (
     COMPLETED,
     DISBURSEMENT,
     FAILED,
+    SIMULATOR,
     ProviderReceipt,
+    sandbox_gateway,
 )
 
 _NAMESPACE = uuid.UUID("6f1c1f2e-8a43-4c55-9d0e-5c0e7a1b2c3d")
@@ -53,6 +55,7 @@ def _provider_reference(kind: str, reference: str) -> str:
     return "SIM-" + uuid.uuid5(_NAMESPACE, f"{kind}:{reference}").hex[:20]
 
 
+@sandbox_gateway(SIMULATOR)
 class SimulatorGateway:
     def transaction_status(
         self, *, kind: str, reference: str, phone: str = "", account_number: str = ""

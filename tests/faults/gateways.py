@@ -9,6 +9,7 @@ import signal
 from django.db import DatabaseError, connection
 
 from core import shared_cache
+from payments.provider import sandbox_gateway
 from payments.provider.simulator import SimulatorGateway
 
 # FAULT_RUN: a token of the test run (its Redis keys); FAULT_KILL_AFTER / FAULT_CUT_AFTER: the
@@ -25,6 +26,7 @@ def _named(env: str, kind: str) -> bool:
     return kind in os.environ.get(env, "").split(",")
 
 
+@sandbox_gateway("fault-after-the-call")
 class FaultAfterTheCallGateway(SimulatorGateway):
     """The sandbox (deciding at once). The first request of a kind named in FAULT_KILL_AFTER
     (FAULT_CUT_AFTER) for each reference is taken by the provider (it decides: a disbursement

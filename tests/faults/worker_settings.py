@@ -2,4 +2,5 @@
 
 from config.settings import *  # noqa: F403
 
-PAYMENTS_PROVIDER_GATEWAY = "tests.faults.gateways.FaultAfterTheCallGateway"
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.faults.apps.FaultGatewaysConfig"]  # noqa: F405
+PAYMENTS_PROVIDER_GATEWAY = "fault-after-the-call"

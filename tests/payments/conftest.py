@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from payments import provider
 from payments.ledger.adjustments import wallet_credit
+from payments.provider import sandbox_gateway
 from payments.provider.simulator import SimulatorGateway
 from tests.faults.conftest import (  # noqa: F401 - the broker's Redis, stopped for a moment
     broker_down,
@@ -21,6 +22,10 @@ DECLINED_PHONE = "+221770001000"
 SILENT_PHONE = "+221770001999"
 
 
+DISBURSEMENTS_DOWN = "disbursements-down"
+
+
+@sandbox_gateway(DISBURSEMENTS_DOWN)
 class DisbursementsDownGateway(SimulatorGateway):
     """The simulator, unreachable for disbursements (the call's answer never comes back): set
     PAYMENTS_PROVIDER_GATEWAY to DISBURSEMENTS_DOWN."""
@@ -29,9 +34,10 @@ class DisbursementsDownGateway(SimulatorGateway):
         raise provider.ProviderUnavailable("connection reset")
 
 
-DISBURSEMENTS_DOWN = f"{__name__}.DisbursementsDownGateway"
+COLLECTIONS_DOWN = "collections-down"
 
 
+@sandbox_gateway(COLLECTIONS_DOWN)
 class CollectionsDownGateway(SimulatorGateway):
     """The simulator, unreachable for collections: set PAYMENTS_PROVIDER_GATEWAY to
     COLLECTIONS_DOWN."""
@@ -40,9 +46,10 @@ class CollectionsDownGateway(SimulatorGateway):
         raise provider.ProviderUnavailable("connection reset")
 
 
-COLLECTIONS_DOWN = f"{__name__}.CollectionsDownGateway"
+COLLECTIONS_COUNTED = "collections-counted"
 
 
+@sandbox_gateway(COLLECTIONS_COUNTED)
 class CollectionsCountedGateway(SimulatorGateway):
     """The simulator, keeping the reference of each collection call in `calls` (cleared by the
     test): set PAYMENTS_PROVIDER_GATEWAY to COLLECTIONS_COUNTED."""
@@ -52,9 +59,6 @@ class CollectionsCountedGateway(SimulatorGateway):
     def submit_collection(self, **kwargs):
         self.calls.append(kwargs["reference"])
         return super().submit_collection(**kwargs)
-
-
-COLLECTIONS_COUNTED = f"{__name__}.CollectionsCountedGateway"
 
 
 def create_customer(api, **fields) -> dict:

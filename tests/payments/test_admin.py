@@ -11,6 +11,7 @@ from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
 from payments.ledger.checks import ledger_breaches
 from payments.models import Payout, ProviderDiscrepancy
+from payments.provider import sandbox_gateway
 from payments.provider.simulator import SimulatorGateway
 from payments.services.payouts import (
     PayoutNotStuck,
@@ -180,7 +181,7 @@ def test_marking_failed_is_refused_before_the_timeout_and_while_the_provider_is_
 
     # a click while the submitter is calling the provider (no reference stored yet): releasing
     # the reserve then would let the provider pay an unfunded payout
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SupportClicksDuringTheCallGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "support-clicks-during-the-call"
     SupportClicksDuringTheCallGateway.refusals.clear()
     with django_capture_on_commit_callbacks(execute=True):
         in_flight = enabled_api.post(
@@ -193,6 +194,7 @@ def test_marking_failed_is_refused_before_the_timeout_and_while_the_provider_is_
     assert ledger_breaches() == []
 
 
+@sandbox_gateway("support-clicks-during-the-call")
 class SupportClicksDuringTheCallGateway(SimulatorGateway):
     """The simulator, slow to take a payout (past its timeout before it is taken), with
     support marking it failed meanwhile."""

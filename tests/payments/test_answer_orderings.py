@@ -14,6 +14,7 @@ from django.utils import timezone
 from merchants import services as merchant_services
 from payments import provider
 from payments.models import Payin, Payout, ProviderDiscrepancy
+from payments.provider import sandbox_gateway
 from payments.services.payouts import PayoutNotStuck, payout_mark_failed
 from payments.services.sweeps import payments_fail_timed_out
 from payments.services.transitions import PAYIN_CALLBACK, PAYOUT_CALLBACK
@@ -284,6 +285,7 @@ def test_a_payins_answer_written_at_once_racing_the_timeout_sweep_has_one_outcom
 # --- a collection on its way to the provider when the sweep looks at its payin -----------------
 
 
+@sandbox_gateway("sweep-during-collection")
 class SweepDuringCollectionGateway:
     """The simulator, whose collection call is still on its way when the timeout sweep runs
     (the sweep runs inside the call), then answers "completed" in its receipt."""
@@ -316,7 +318,7 @@ def test_a_payin_whose_collection_is_on_its_way_at_its_timeout_is_left_to_its_an
     whose call may be in flight, rather than tell the merchant it failed while the payer may be
     charged. The receipt then says the payer paid: the payin completes, the merchant gets
     payin.completed once and its wallet the credit; nothing is left for ops."""
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SweepDuringCollectionGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "sweep-during-collection"
     swept.clear()
     api = MerchantClient(enabled_merchant)
     customer = create_customer(api)
@@ -508,6 +510,7 @@ def test_a_disbursements_late_completion_racing_the_timeout_sweep_pays_the_recip
     ledger_clean()
 
 
+@sandbox_gateway("collection-on-its-way")
 class CollectionOnItsWayGateway:
     """The simulator, whose collection call is still on its way until the timeout sweep has
     run (`sweep_done`)."""
@@ -549,7 +552,7 @@ def test_a_transfer_whose_collection_is_submitted_while_the_sweep_looks_has_one_
     transfer = _transfer_whose_collection_enqueue_is_lost(api, broker_down)
     _due(Transfer, transfer.id, "leg_timeout_at")
     due = Transfer.objects.get(pk=transfer.id).leg_timeout_at
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.CollectionOnItsWayGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "collection-on-its-way"
     CollectionOnItsWayGateway.sweep_done.clear()
     CollectionOnItsWayGateway.calls.clear()
 
@@ -613,7 +616,7 @@ def test_a_collection_submission_that_finds_the_sweep_has_failed_its_transfer_st
     caplog.clear()  # the lost enqueue's warning; the race below must log no error
     _due(Transfer, transfer.id, "leg_timeout_at")
     due = Transfer.objects.get(pk=transfer.id).leg_timeout_at
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.CollectionOnItsWayGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "collection-on-its-way"
     CollectionOnItsWayGateway.sweep_done.set()  # a call, if one were made, would go through
     CollectionOnItsWayGateway.calls.clear()
 

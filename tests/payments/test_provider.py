@@ -35,6 +35,25 @@ def test_each_leg_reaches_the_function_that_applies_its_answers():
     }
 
 
+def test_the_sandbox_connection_uses_the_gateway_its_setting_names(settings):
+    @provider.sandbox_gateway("test-declines-everything")
+    class DeclinesEverything(SimulatorGateway):
+        pass
+
+    assert type(provider.gateway()) is SimulatorGateway
+    settings.PAYMENTS_PROVIDER_GATEWAY = "test-declines-everything"
+    assert type(provider.gateway()) is DeclinesEverything
+    assert type(provider.gateway(provider.SIMULATOR)) is DeclinesEverything
+
+
+def test_two_sandbox_gateways_cannot_share_a_name():
+    with pytest.raises(ValueError, match="simulator"):
+
+        @provider.sandbox_gateway(provider.SIMULATOR)
+        class Another(SimulatorGateway):
+            pass
+
+
 def test_an_unknown_leg_is_refused():
     with pytest.raises(ValueError):
         provider.deliver_answer(

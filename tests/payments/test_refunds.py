@@ -13,6 +13,7 @@ from payments.ledger.checks import ledger_check
 from payments.ledger.discrepancies import provider_discrepancy_resolve
 from payments.ledger.journals import account_balances
 from payments.models import Journal, ProviderDiscrepancy, Refund
+from payments.provider import sandbox_gateway
 from payments.provider.simulator import SimulatorGateway
 from payments.services.payins import payin_apply_provider_result
 from payments.services.refunds import refund_apply_provider_result
@@ -310,6 +311,7 @@ def test_refunds_appear_in_the_statement(
     assert f"refund_completed,refund,{refund['id']}" in text
 
 
+@sandbox_gateway("silent-disbursements")
 class SilentDisbursementsGateway(SimulatorGateway):
     """The simulator, receiving disbursements but never answering them, even when asked."""
 
@@ -323,6 +325,7 @@ class SilentDisbursementsGateway(SimulatorGateway):
         return receipt
 
 
+@sandbox_gateway("unanswered-disbursements")
 class UnansweredDisbursementsGateway(SimulatorGateway):
     """The simulator, whose answer to a disbursement is lost: only asking gets it."""
 
@@ -342,7 +345,7 @@ def _pending_refund(api, customer, captured, *, amount: str = "3000") -> dict:
 def test_a_refund_the_provider_never_answers_fails_at_its_timeout_and_is_released(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
 ):
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SilentDisbursementsGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "silent-disbursements"
     refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
     assert _balances(enabled_merchant) == (Decimal("6850"), Decimal("3000"))
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
@@ -356,7 +359,7 @@ def test_a_refund_the_provider_never_answers_fails_at_its_timeout_and_is_release
 def test_a_lost_answer_is_asked_of_the_provider_and_applied(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
 ):
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.UnansweredDisbursementsGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "unanswered-disbursements"
     refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
     later = timezone.now() + timedelta(seconds=60)
     assert payments_ask_provider(now=later) == 1
@@ -391,7 +394,7 @@ def test_a_lost_submission_is_found_by_the_sweep_and_sent(
 def test_a_refund_paid_after_its_timeout_is_a_discrepancy_ops_take_back_with_a_debit(
     enabled_api, enabled_merchant, customer, django_capture_on_commit_callbacks, settings
 ):
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SilentDisbursementsGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "silent-disbursements"
     fund(enabled_merchant, "1000")
     refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
@@ -426,7 +429,7 @@ def test_a_failed_refund_the_provider_paid_still_counts_against_the_payin(
 ):
     """The payer has the 3000 of a refund we failed and the provider paid: refunding the payin
     again may return only the 7000 left, before and after ops take the 3000 back."""
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SilentDisbursementsGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "silent-disbursements"
     fund(enabled_merchant, "20000")
     refund = _pending_refund(enabled_api, customer, django_capture_on_commit_callbacks)
     payin_id = refund["payin_id"]

@@ -8,6 +8,7 @@ import pytest
 from payments import provider, tasks
 from payments.ledger.checks import ledger_breaches
 from payments.models import Payin, PayinHistory
+from payments.provider import sandbox_gateway
 from payments.services.sweeps import (
     RESUBMISSION_LOG_SECONDS,
     RESUBMIT_AFTER_SECONDS,
@@ -21,6 +22,7 @@ from webhooks.models import Event
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@sandbox_gateway("flaky")
 class FlakyGateway:
     """Unreachable for its first request, then the simulator."""
 
@@ -49,7 +51,7 @@ def test_a_created_payin_is_submitted_once_its_transaction_commits(enabled_merch
 def test_a_provider_outage_leaves_the_payin_pending_for_the_retry_that_completes_it(
     enabled_merchant, settings
 ):
-    settings.PAYMENTS_PROVIDER_GATEWAY = "tests.payments.test_submission.FlakyGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "flaky"
     FlakyGateway.calls = 0
     api = MerchantClient(enabled_merchant)
     customer = create_customer(api)

@@ -7,6 +7,7 @@ from django.utils import timezone
 from payments import provider, tasks
 from payments.ledger.checks import ledger_breaches
 from payments.models import Payin, Payout, ProviderDiscrepancy
+from payments.provider import sandbox_gateway
 from payments.provider.simulator import SimulatorGateway
 from payments.services.payins import payin_transition
 from payments.services.submission import payin_submit, payout_submit
@@ -173,7 +174,7 @@ def test_a_repeated_answer_that_agrees_records_no_discrepancy(
 def test_a_rejected_submission_fails_the_payin(
     enabled_api, customer, django_capture_on_commit_callbacks, settings
 ):
-    settings.PAYMENTS_PROVIDER_GATEWAY = "tests.payments.test_timeouts.RejectingGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "rejecting"
     quote = create_quote(enabled_api, "payin")
     with django_capture_on_commit_callbacks(execute=True):
         payin_id = enabled_api.post("/payins", payin_body(quote, customer)).json()["id"]
@@ -182,6 +183,7 @@ def test_a_rejected_submission_fails_the_payin(
     assert payin["history"][-1]["reason"] == "invalid_account"
 
 
+@sandbox_gateway("rejecting")
 class RejectingGateway:
     """A provider that refuses every request synchronously (a real provider can)."""
 
@@ -312,6 +314,7 @@ def test_the_sweep_applies_a_payin_answer_that_was_lost_and_still_fails_a_silent
     assert ledger_breaches() == []
 
 
+@sandbox_gateway("status-trouble")
 class StatusTroubleGateway(SimulatorGateway):
     """The simulator, whose status answers go wrong for phones ending 1999: an unknown outcome
     for ...11999, its client raising for ...21999; others answer as the simulator does."""
@@ -334,7 +337,7 @@ def test_one_legs_status_trouble_does_not_hold_up_the_other_timeouts(
         with django_capture_on_commit_callbacks(execute=True):
             payouts.append(enabled_api.post("/payouts", payout_body(quote, customer, phone)).json())
     payout_ids = [payout["id"] for payout in payouts]
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusTroubleGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "status-trouble"
 
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
     # the unknown outcome cannot be applied and the provider could not be asked about the
@@ -358,7 +361,7 @@ def test_a_payout_whose_status_cannot_be_asked_stays_pending_until_the_provider_
     available_before = wallet_balance(merchant=enabled_merchant, currency="XOF")[0]
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
 
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusTroubleGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "status-trouble"
     for _ in range(2):  # failing it would free money the provider may have paid out
         assert payments_fail_timed_out(now=later) == 0
     assert enabled_api.get(f"/payouts/{payout['id']}").json()["status"] == "pending"
@@ -367,7 +370,7 @@ def test_a_payout_whose_status_cannot_be_asked_stays_pending_until_the_provider_
     assert "could not be asked its status" in caplog.text
 
     # the provider can be asked again and says it is still working on it: now it times out
-    settings.PAYMENTS_PROVIDER_GATEWAY = "payments.provider.simulator.SimulatorGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "simulator"
     assert payments_fail_timed_out(now=later) == 1
     body = enabled_api.get(f"/payouts/{payout['id']}").json()
     assert (body["status"], body["history"][-1]["reason"]) == ("failed", "provider_timeout")
@@ -380,7 +383,7 @@ def test_a_payin_whose_status_cannot_be_asked_still_times_out(
     quote = create_quote(enabled_api, "payin")
     with django_capture_on_commit_callbacks(execute=True):
         payin = enabled_api.post("/payins", payin_body(quote, customer, "+221770021999")).json()
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusTroubleGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "status-trouble"
 
     later = timezone.now() + timedelta(seconds=settings.PROVIDER_TIMEOUT_SECONDS + 1)
     assert payments_fail_timed_out(now=later) == 1  # no money leaves on a payin
@@ -542,6 +545,7 @@ def test_a_resubmission_started_just_before_the_timeout_keeps_the_payin_pending(
     assert payments_fail_timed_out(now=due + window) == 1
 
 
+@sandbox_gateway("status-down")
 class StatusDownGateway(SimulatorGateway):
     """The simulator, whose status calls cannot reach the provider (an outage)."""
 
@@ -559,7 +563,7 @@ def test_a_provider_whose_status_is_down_is_one_line_a_run_without_a_traceback(
             ids.append(
                 enabled_api.post("/payins", payin_body(quote, customer, SILENT_PHONE)).json()["id"]
             )
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusDownGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "status-down"
     caplog.set_level("WARNING", logger="cowry.payments")
     overdue = timezone.now() + timedelta(seconds=ANSWER_EXPECTED_SECONDS + 1)
 

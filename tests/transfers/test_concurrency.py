@@ -10,6 +10,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from payments.models import Wallet
+from payments.provider import sandbox_gateway
 from payments.provider.simulator import SimulatorGateway
 from tests.locks import waiting_for_a_lock
 from tests.transfers.conftest import (
@@ -30,6 +31,7 @@ CM_SILENT = "+237670001999"
 THREADS = 6
 
 
+@sandbox_gateway("retried-disbursements-never-answer")
 class RetriedDisbursementsNeverAnswerGateway(SimulatorGateway):
     """The real simulator, except that the provider never answers a relaunched disbursement
     (attempt 2 and later), so the winning relaunch stays in flight while the others race."""
@@ -71,9 +73,7 @@ def race(api, requests: list[tuple[str, dict | None]]) -> list:
 def test_racing_relaunches_start_exactly_one_disbursement(enabled_api):
     customer = create_customer(enabled_api, **SENDER_DETAILS)
     quote = create_quote(enabled_api, customer_id=customer["id"])
-    with override_settings(
-        PAYMENTS_PROVIDER_GATEWAY=f"{__name__}.RetriedDisbursementsNeverAnswerGateway"
-    ):
+    with override_settings(PAYMENTS_PROVIDER_GATEWAY="retried-disbursements-never-answer"):
         created = enabled_api.post(
             "/transfers", transfer_body(quote, customer, recipient_phone=SN_DECLINED)
         )

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from payments import provider
 from payments.models import ProviderDiscrepancy
+from payments.provider import sandbox_gateway
 from payments.provider.simulator import SimulatorGateway
 from payments.services.sweeps import SUBMISSION_IN_FLIGHT_SECONDS
 from tests.payments.conftest import (
@@ -42,6 +43,7 @@ from webhooks.models import Event
 pytestmark = pytest.mark.django_db
 
 
+@sandbox_gateway("status-unavailable")
 class StatusUnavailableGateway(SimulatorGateway):
     """The simulator, whose status query cannot be reached."""
 
@@ -53,7 +55,7 @@ def test_a_disbursement_whose_status_cannot_be_asked_is_not_failed_by_the_sweep(
     enabled_api, disbursing, run, settings
 ):
     transfer = disbursing
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.StatusUnavailableGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "status-unavailable"
 
     # a failed leg could be relaunched while the first attempt may have paid: it waits
     assert run(transfers_fail_timed_out, now=transfer.leg_timeout_at) == 0
@@ -63,7 +65,7 @@ def test_a_disbursement_whose_status_cannot_be_asked_is_not_failed_by_the_sweep(
     relaunch = enabled_api.post(f"/transfers/{transfer.id}/relaunch-payout")
     assert relaunch.status_code == 409
 
-    settings.PAYMENTS_PROVIDER_GATEWAY = "payments.provider.simulator.SimulatorGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "simulator"
     assert run(transfers_fail_timed_out, now=transfer.leg_timeout_at) == 1
     assert enabled_api.get(f"/transfers/{transfer.id}").json()["payout_status"] == "failed"
     assert ledger_is_clean()

@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 from payments import provider
 from payments.ledger.journals import account_balances
 from payments.models import ProviderDiscrepancy
+from payments.provider import sandbox_gateway
 from payments.provider.simulator import SimulatorGateway
 from tests.locks import start, waiting_for_a_lock
 from tests.transfers.conftest import (
@@ -32,6 +33,7 @@ from webhooks.models import Event
 pytestmark = pytest.mark.django_db
 
 
+@sandbox_gateway("first-disbursement-declined")
 class FirstDisbursementDeclinedGateway(SimulatorGateway):
     """The real simulator, except that the provider declines every first disbursement
     attempt (a transient recipient-side problem): a retry of the same recipient succeeds."""
@@ -60,9 +62,7 @@ def failed_payout(enabled_api, customer, quote, run) -> dict:
 def test_relaunch_without_body_retries_same_recipient_and_amount_and_completes(
     enabled_api, enabled_merchant, customer, quote, run
 ):
-    with override_settings(
-        PAYMENTS_PROVIDER_GATEWAY=f"{__name__}.FirstDisbursementDeclinedGateway"
-    ):
+    with override_settings(PAYMENTS_PROVIDER_GATEWAY="first-disbursement-declined"):
         created = run(enabled_api.post, "/transfers", transfer_body(quote, customer))
         transfer_id = created.json()["id"]
         failed = enabled_api.get(f"/transfers/{transfer_id}").json()

@@ -10,6 +10,7 @@ from core.exceptions import DomainError
 from merchants import services as merchant_services
 from merchants.models import AuditLogEntry
 from payments.ledger.discrepancies import provider_discrepancy_record
+from payments.provider import sandbox_gateway
 from payments.provider.simulator import SimulatorGateway
 from tests.transfers.conftest import (
     SN_DECLINED,
@@ -165,6 +166,7 @@ def test_merchant_staff_see_only_their_transfers_and_cannot_run_support_actions(
     assert transfer.disbursement_attempt == 1
 
 
+@sandbox_gateway("transfers-support-clicks-during-the-call")
 class SupportClicksDuringTheCallGateway(SimulatorGateway):
     """The simulator, slow to take a disbursement (past the leg timeout before it is taken),
     with support marking it failed meanwhile."""
@@ -187,7 +189,7 @@ class SupportClicksDuringTheCallGateway(SimulatorGateway):
 def test_a_disbursement_on_its_way_to_the_provider_cannot_be_marked_failed(
     support, enabled_api, customer, quote, run, settings
 ):
-    settings.PAYMENTS_PROVIDER_GATEWAY = f"{__name__}.SupportClicksDuringTheCallGateway"
+    settings.PAYMENTS_PROVIDER_GATEWAY = "transfers-support-clicks-during-the-call"
     SupportClicksDuringTheCallGateway.refusals.clear()
 
     transfer = make_transfer(enabled_api, customer, quote, run)
