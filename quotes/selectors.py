@@ -4,16 +4,14 @@ The payments and transfers apps validate routing through operator_enabled_for() 
 corridor_enabled_for(): a 400 whose reason and fields name what is wrong.
 """
 
-import functools
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from django.db.models import Exists, Expression, Model, OuterRef, Q, Subquery
+from django.db.models import Exists, Model, OuterRef, Q
 
 from core import pagination
 from core.exceptions import DomainError, NotFound
-from customers import selectors as customer_selectors
 from merchants.models import Merchant
 from quotes.models import (
     Corridor,
@@ -89,20 +87,30 @@ def _enabled_for(merchant: Merchant) -> Exists:
     return merchant_has_operator(merchant=merchant, operator=OuterRef("pk"))
 
 
+OPERATOR_FOR_QUOTE = """
+SELECT o.*,
+    EXISTS (SELECT 1 FROM merchants_merchantoperator mo
+        WHERE mo.merchant_id = %(merchant_id)s AND mo.operator_id = o.id) AS enabled_for_merchant,
+    EXISTS (SELECT 1 FROM customers_customer c
+        WHERE c.id = %(customer_id)s AND c.merchant_id = %(merchant_id)s AND c.status = 'active'
+    ) AS customer_known
+FROM quotes_operator o
+WHERE o.code = %(code)s
+"""
+"""The catalog operator a quote names, whether the merchant has it enabled and whether the
+customer named is one of the merchant's active customers, in one read. Its ORM form spent a
+third of a quote's creation compiling the two subqueries; the measurement is in
+docs/decisions.md (Performance)."""
+
+
 def operator_for_quote(
     *, code: str, merchant: Merchant, customer_id: UUID | None
 ) -> Operator | None:
-    """operator_get(merchant=...)'s operator (None: unknown), and in the same read
-    `customer_known`: whether `customer_id` is one of the merchant's active customers (False for
-    None; anything else takes the slow path, which says which it is)."""
-    customers = customer_selectors.customers_active().filter(pk=customer_id, merchant=merchant)
-    return (
-        Operator.objects.annotate(
-            enabled_for_merchant=_enabled_for(merchant), customer_known=Exists(customers)
-        )
-        .filter(code=code)
-        .first()
-    )
+    """OPERATOR_FOR_QUOTE: operator_get(merchant=...)'s operator (None: unknown) and
+    `customer_known` (False for None; anything else takes the slow path, which says which it
+    is)."""
+    params = {"code": code, "merchant_id": merchant.pk, "customer_id": customer_id}
+    return next(iter(Operator.objects.raw(OPERATOR_FOR_QUOTE, params)), None)
 
 
 def operator_get(
@@ -152,28 +160,9 @@ def _check_enabled(code: str, active: bool | None, enabled: bool, field: str) ->
         raise OperatorNotEnabled(message, fields={field: [message]})
 
 
-@functools.cache
-def quote_operator_annotations() -> dict[str, Expression]:
-    """What quote_operator_check_enabled() needs to know, read with a payin or payout quote:
-    whether its operator is active (None: no such operator) and enabled for the quote's
-    merchant, and whether the customer it names is still active (not blocked since). Built
-    once (a query copies what it annotates)."""
-    return {
-        "customer_active": Exists(
-            customer_selectors.customers_active().filter(pk=OuterRef("customer_id"))
-        ),
-        "operator_active": Subquery(
-            Operator.objects.filter(code=OuterRef("operator_code")).values("active")[:1]
-        ),
-        "operator_enabled_for_merchant": merchant_has_operator_code(
-            merchant=OuterRef("merchant_id"), operator_code=OuterRef("operator_code")
-        ),
-    }
-
-
 def quote_operator_check_enabled(quote: Quote, field: str = "quote_id") -> None:
     """operator_enabled_for()'s checks of a payin/payout quote's operator, from what was read
-    with the quote (quote_operator_annotations()): no read of its own."""
+    with the quote (services.QUOTE_LOCKED_READ): no read of its own."""
     active = quote.operator_active
     _check_enabled(
         quote.operator_code,
@@ -214,6 +203,16 @@ def corridor_enabled_for(
     return corridor
 
 
+FEE_SCHEDULES_ACTIVE = """
+SELECT * FROM quotes_feeschedule
+WHERE (merchant_id IS NULL OR merchant_id = %s) AND flow_type = %s AND active
+ORDER BY id DESC
+"""
+"""The active fee schedules of one merchant and flow, the platform's included, newest first.
+Its ORM form was a quarter of a quote's creation, compiling the OR; the measurement is in
+docs/decisions.md (Performance)."""
+
+
 def fee_schedule_for(
     *,
     merchant: Merchant,
@@ -223,9 +222,7 @@ def fee_schedule_for(
 ) -> FeeSchedule | None:
     """The most specific active schedule: the merchant's own before the platform default, and
     one narrowed to this operator/corridor before a flow-wide one. None: no fee."""
-    rows = FeeSchedule.objects.filter(
-        _merchant_q(merchant), flow_type=flow_type, active=True
-    ).order_by("-id")
+    rows = FeeSchedule.objects.raw(FEE_SCHEDULES_ACTIVE, [merchant.pk, flow_type])
     return fee_schedule_among(list(rows), operator=operator, corridor=corridor)
 
 

@@ -77,7 +77,7 @@ def test_get_quote(warm_api, quote, django_assert_num_queries):
 
 
 def test_post_payin(warm_api, customer, quote, django_assert_num_queries):
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(9):
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 
@@ -85,7 +85,7 @@ def test_post_payin_with_a_quote_made_for_its_customer(
     warm_api, customer, django_assert_num_queries
 ):
     quote = warm_api.post("/quotes/payin", {**QUOTE, "customer_id": customer["id"]}).json()
-    with django_assert_num_queries(10):  # the quote vouches for the customer
+    with django_assert_num_queries(8):  # the quote vouches for the customer
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 

@@ -1,11 +1,12 @@
-"""quotes.selectors.quote_operator_annotations(): what a quote read with them tells
+"""quotes.services.quote_locked() (QUOTE_LOCKED_READ): what the locked read of a quote tells
 quote_operator_check_enabled() about its operator and customer, with no read of its own."""
 
 import pytest
+from django.db import transaction
 
 from core.exceptions import DomainError
 from customers.models import CustomerStatus
-from quotes import selectors
+from quotes import selectors, services
 from quotes.models import MerchantOperator, Operator, Quote
 from tests.catalog import enable_everything
 from tests.factories import CustomerFactory, MerchantFactory
@@ -15,7 +16,8 @@ pytestmark = pytest.mark.django_db
 
 
 def _read(quote: Quote) -> Quote:
-    return Quote.objects.annotate(**selectors.quote_operator_annotations()).get(pk=quote.pk)
+    with transaction.atomic():
+        return services.quote_locked(merchant=quote.merchant, quote_id=quote.pk)
 
 
 @pytest.fixture
@@ -62,3 +64,9 @@ def test_an_operator_gone_from_the_catalog_is_unknown(merchant):
     with pytest.raises(DomainError) as refused:
         selectors.quote_operator_check_enabled(read)
     assert refused.value.reason == "unknown_operator"
+
+
+def test_another_merchants_quote_is_not_read(merchant):
+    quote = make_quote(merchant)
+    with transaction.atomic():
+        assert services.quote_locked(merchant=MerchantFactory(), quote_id=quote.pk) is None
