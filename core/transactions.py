@@ -19,15 +19,6 @@ def joined_atomic() -> contextlib.AbstractContextManager:
     return transaction.atomic()
 
 
-def savepoint_if_nested() -> contextlib.AbstractContextManager:
-    """For one statement that may fail and be recovered from (a duplicate key): in autocommit
-    it commits on its own in one round trip, with no BEGIN/COMMIT around it; inside a caller's
-    transaction a savepoint keeps the failure from poisoning that transaction."""
-    if transaction.get_connection().in_atomic_block:
-        return transaction.atomic()
-    return contextlib.nullcontext()
-
-
 def log_on_commit(logger: logging.Logger, level: int, message: str, *args: object) -> None:
     """Log the line once the caller's transaction commits (at once outside one), and never if
     it rolls back: a line about a change must not outlive the change."""

@@ -17,14 +17,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.exceptions import DomainError
-from core.transactions import savepoint_if_nested
 from merchants.models import IdempotencyRecord, IdempotencyStatus, Merchant
 
 HEADER = "Idempotency-Key"
@@ -140,6 +139,19 @@ def _key_of(request: Request) -> str:
     return key
 
 
+IDEMPOTENCY_CLAIM = """
+INSERT INTO merchants_idempotencyrecord
+    (merchant_id, key, method, path, fingerprint, status, locked_at, created_at, expires_at)
+VALUES (%(merchant_id)s, %(key)s, %(method)s, %(path)s, %(fingerprint)s, 'in_progress', %(now)s,
+    %(now)s, %(expires_at)s)
+ON CONFLICT (merchant_id, key) DO NOTHING
+RETURNING id
+"""
+"""The key's claim: the new record's id, or no row when the key is held (no error, so no
+savepoint inside a caller's transaction). Every POST makes it; its ORM form (a create, a
+savepoint when nested, an IntegrityError caught) cost 3x its CPU: docs/decisions.md."""
+
+
 def _claim(
     *, merchant: Merchant, key: str, method: str, path: str, fingerprint: str
 ) -> int | IdempotencyRecord:
@@ -148,22 +160,21 @@ def _claim(
     (its request crashed or stalled), is deleted and the key claimed again."""
     now = timezone.now()
     stale_before = now - timedelta(seconds=settings.IDEMPOTENCY_LOCK_TIMEOUT_SECONDS)
+    params = {
+        "merchant_id": merchant.pk,
+        "key": key,
+        "method": method,
+        "path": path,
+        "fingerprint": fingerprint,
+        "now": now,
+        "expires_at": _expires_at(now),
+    }
     for _ in range(3):
-        try:
-            with savepoint_if_nested():
-                record = IdempotencyRecord.objects.create(
-                    merchant=merchant,
-                    key=key,
-                    method=method,
-                    path=path,
-                    fingerprint=fingerprint,
-                    status=IdempotencyStatus.IN_PROGRESS,
-                    locked_at=now,
-                    expires_at=_expires_at(now),
-                )
-            return record.pk
-        except IntegrityError:
-            pass
+        with connection.cursor() as cursor:
+            cursor.execute(IDEMPOTENCY_CLAIM, params)
+            claimed = cursor.fetchone()
+        if claimed is not None:
+            return claimed[0]
         existing = IdempotencyRecord.objects.filter(merchant=merchant, key=key).first()
         if existing is None:
             continue  # released in between: try to claim again
@@ -203,15 +214,22 @@ class _HandlerDeclined(Exception):
         self.response = response
 
 
+IDEMPOTENCY_COMPLETE = """
+UPDATE merchants_idempotencyrecord
+SET status = 'completed', response_status = %s, response_body = %s::jsonb
+WHERE id = %s
+"""
+"""The 2xx response stored in the record a request claimed, as the JSON it renders to (the
+ORM form parsed that JSON back only to have it dumped again): docs/decisions.md."""
+
+
 def _complete(*, record_id: int, response: Response, body: object) -> None:
     """Store the 2xx response in the record this request claimed, in the handler's
     transaction; _KeyTakenOver when that record is no longer there."""
-    stored = json.loads(JSONRenderer().render(body))
-    completed = IdempotencyRecord.objects.filter(pk=record_id).update(
-        status=IdempotencyStatus.COMPLETED,
-        response_status=response.status_code,
-        response_body=stored,
-    )
+    stored = JSONRenderer().render(body).decode()
+    with connection.cursor() as cursor:
+        cursor.execute(IDEMPOTENCY_COMPLETE, [response.status_code, stored, record_id])
+        completed = cursor.rowcount
     if completed != 1:
         raise _KeyTakenOver()
 

@@ -51,7 +51,7 @@ def _payin_body(quote: dict, customer: dict) -> dict:
 
 
 def test_post_customers(warm_api, django_assert_num_queries):
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(7):
         assert warm_api.post("/customers", {"first_name": "Awa"}).status_code == 201
 
 
@@ -61,12 +61,12 @@ def test_get_customer(warm_api, customer, django_assert_num_queries):
 
 
 def test_post_quote_payin(warm_api, django_assert_num_queries):
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(7):
         assert warm_api.post("/quotes/payin", QUOTE).status_code == 201
 
 
 def test_post_quote_payin_for_a_customer(warm_api, customer, django_assert_num_queries):
-    with django_assert_num_queries(9):  # the customer is checked in the operator's read
+    with django_assert_num_queries(7):  # the customer is checked in the operator's read
         body = {**QUOTE, "customer_id": customer["id"]}
         assert warm_api.post("/quotes/payin", body).status_code == 201
 
@@ -77,7 +77,7 @@ def test_get_quote(warm_api, quote, django_assert_num_queries):
 
 
 def test_post_payin(warm_api, customer, quote, django_assert_num_queries):
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(7):
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 
@@ -85,7 +85,7 @@ def test_post_payin_with_a_quote_made_for_its_customer(
     warm_api, customer, django_assert_num_queries
 ):
     quote = warm_api.post("/quotes/payin", {**QUOTE, "customer_id": customer["id"]}).json()
-    with django_assert_num_queries(8):  # the quote vouches for the customer
+    with django_assert_num_queries(6):  # the quote vouches for the customer
         assert warm_api.post("/payins", _payin_body(quote, customer)).status_code == 201
 
 

@@ -68,9 +68,9 @@ def test_customers_and_kyc(api, customer, django_assert_num_queries):
 
 
 def test_quotes(api, customer, django_assert_num_queries):
-    _count(django_assert_num_queries, 9, lambda: api.post("/quotes/payout", QUOTE), 201)
+    _count(django_assert_num_queries, 7, lambda: api.post("/quotes/payout", QUOTE), 201)
     transfer = {**TRANSFER, "customer_id": customer["id"]}
-    _count(django_assert_num_queries, 14, lambda: api.post("/quotes/transfer", transfer), 201)
+    _count(django_assert_num_queries, 12, lambda: api.post("/quotes/transfer", transfer), 201)
     _count(django_assert_num_queries, 1, lambda: api.get("/quotes"))
     _count(django_assert_num_queries, 2, lambda: api.get("/operators"))
     _count(django_assert_num_queries, 2, lambda: api.get("/corridors"))
@@ -81,7 +81,7 @@ def test_payouts_and_wallet(api, enabled_merchant, customer, django_assert_num_q
     quote = payment_quote(api, "payout")
     _count(
         django_assert_num_queries,
-        20,
+        18,
         lambda: api.post("/payouts", payout_body(quote, customer)),
         201,
     )
@@ -98,7 +98,7 @@ def test_transfers(api, customer, django_capture_on_commit_callbacks, django_ass
     quote = transfer_quote(api, customer_id=customer["id"])
     _count(
         django_assert_num_queries,
-        18,
+        16,
         lambda: api.post("/transfers", transfer_body(quote, customer)),
         201,
     )
@@ -110,7 +110,7 @@ def test_transfers(api, customer, django_capture_on_commit_callbacks, django_ass
     _count(django_assert_num_queries, 2, lambda: api.get("/transfers"))
     _count(
         django_assert_num_queries,
-        18,  # one is the look for a provider answer support has not reconciled (a discrepancy)
+        16,  # one is the look for a provider answer support has not reconciled (a discrepancy)
         lambda: api.post(f"/transfers/{failed['id']}/relaunch-payout"),
         202,
     )
@@ -137,14 +137,14 @@ def test_events(
     _count(django_assert_num_queries, 1, lambda: api.get(f"/events/{events[0]['id']}"))
     _count(  # its delivery is waiting for a retry: made due now, and read back, not a new one;
         django_assert_num_queries,  # and the merchant's row locked, so two re-sends take turns
-        16,
+        14,
         lambda: api.post(f"/events/{events[0]['id']}/resend"),
         202,
     )
     since = (timezone.now() - timedelta(hours=1)).isoformat()
     _count(  # the enabled endpoints read, then one read of the events each missed
         django_assert_num_queries,
-        12,
+        10,
         lambda: api.post("/events/resend-failed", {"since": since}),
         202,
     )
@@ -169,7 +169,7 @@ def test_refunds(
         django_assert_num_queries,
         # as a payout's, less its quote: the payin locked, its refunds summed, its operator's
         # limits read, the refund and its history inserted, the reservation posted
-        18,
+        16,
         lambda: api.post(f"/payins/{payin_ids[2]}/refunds", {"amount": "100"}),
         201,
     )

@@ -901,3 +901,18 @@ def test_an_acknowledged_attempt_logs_nothing(
         record(merchant)
     assert Delivery.objects.get().status == DeliveryStatus.SUCCEEDED
     assert not [r for r in caplog.records if r.name == "cowry.webhooks"]
+
+
+def test_an_event_stored_before_bodies_were_kept_is_sent_as_its_payload(
+    merchant, endpoint, receiver, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        event = record(merchant)
+    Event.objects.filter(pk=event.pk).update(body="")
+    event.refresh_from_db()
+
+    assert delivery_attempt(delivery_id=event.deliveries.get().id) == DeliveryStatus.SUCCEEDED
+
+    (request,) = receiver.requests
+    assert json.loads(request.body) == event.payload
+    assert request.body == json.dumps(event.payload, separators=(",", ":")).encode()

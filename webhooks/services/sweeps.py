@@ -25,6 +25,7 @@ def deliveries_release_lost_leases(*, now: datetime, limit: int = 500) -> int:
     with transaction.atomic():
         lost = list(
             Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .annotate(merchant_id=F("endpoint__merchant_id"))  # as DELIVERY_CLAIM_READ's
             .filter(
                 status=DeliveryStatus.DELIVERING,
                 next_attempt_at__lte=now,
