@@ -13,7 +13,7 @@ from functools import partial
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from core import secrets_at_rest
@@ -143,6 +143,22 @@ payload only for an event stored before bodies were kept). Its ORM form cost 3x 
 (docs/decisions.md), on every attempt."""
 
 
+DELIVERY_LEASE = """
+WITH leased AS (
+    UPDATE webhooks_delivery
+    SET status = 'delivering', attempts = %(number)s, next_attempt_at = %(lease_ends_at)s,
+        updated_at = %(now)s
+    WHERE id = %(delivery_id)s
+    RETURNING id
+)
+INSERT INTO webhooks_deliveryattempt (delivery_id, number, url, started_at, error, response_body)
+SELECT id, %(number)s, %(url)s, %(now)s, '', '' FROM leased
+RETURNING id
+"""
+"""The claim's writes, on the row DELIVERY_CLAIM_READ locked: the delivery `delivering` under
+a lease with its attempt number taken, and the attempt's row (the ORM sent two statements)."""
+
+
 def delivery_claim(*, delivery_id: UUID, now: datetime) -> Claim | None:
     """Take the next attempt of a due delivery, or None when it is not due, is being sent by
     another worker, is finished, its endpoint is disabled, or its secret cannot be read."""
@@ -160,17 +176,19 @@ def delivery_claim(*, delivery_id: UUID, now: datetime) -> Claim | None:
             _delivery_hold(delivery, now=now)
             return None
         number = delivery.attempts + 1
-        delivery.status = DeliveryStatus.DELIVERING
-        delivery.attempts = number
-        delivery.next_attempt_at = now + timedelta(seconds=lease_seconds())
-        delivery.updated_at = now
-        delivery.save(update_fields=["status", "attempts", "next_attempt_at", "updated_at"])
-        attempt = DeliveryAttempt.objects.create(
-            delivery=delivery, number=number, url=delivery.endpoint_url, started_at=now
-        )
+        lease = {
+            "delivery_id": delivery.id,
+            "number": number,
+            "lease_ends_at": now + timedelta(seconds=lease_seconds()),
+            "url": delivery.endpoint_url,
+            "now": now,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(DELIVERY_LEASE, lease)
+            (attempt_id,) = cursor.fetchone()
     return Claim(
         delivery_id=delivery.id,
-        attempt_id=attempt.id,
+        attempt_id=attempt_id,
         number=number,
         endpoint_id=delivery.endpoint_id,
         merchant_id=delivery.merchant_id,
@@ -228,24 +246,48 @@ def _failed_attempt_log(claim: Claim, changes: dict) -> None:
         logger.warning("%s; retried at %s", where, changes["next_attempt_at"].isoformat())
 
 
+DELIVERY_RECORD = """
+WITH attempt AS (
+    UPDATE webhooks_deliveryattempt
+    SET started_at = %(started_at)s, finished_at = %(finished_at)s,
+        response_status = %(response_status)s, duration_ms = %(duration_ms)s, error = %(error)s,
+        response_body = %(response_body)s
+    WHERE id = %(attempt_id)s
+)
+UPDATE webhooks_delivery
+SET status = %(status)s, next_attempt_at = %(next_attempt_at)s, last_error = %(last_error)s,
+    delivered_at = COALESCE(%(delivered_at)s, delivered_at),
+    dispatched_at = COALESCE(%(dispatched_at)s, dispatched_at), updated_at = %(finished_at)s
+WHERE id = %(delivery_id)s AND status = 'delivering' AND attempts = %(number)s
+"""
+"""An attempt's outcome: its row, and the delivery moved on (delivered, failed for good or due
+again, as _outcome_changes says) while this attempt still owns it (the ORM sent two)."""
+
+
 def delivery_record(*, claim: Claim, outcome: Outcome, now: datetime) -> str:
     """Record the attempt sent at `now` and move the delivery on, unless its lease ran out and
     a later attempt owns it now; returns the delivery's status. A retry due soon is handed to
     the broker, for its due time, after commit."""
     finished_at = now + timedelta(milliseconds=outcome.duration_ms)
     changes = _outcome_changes(claim, outcome, finished_at)
+    params = {
+        "attempt_id": claim.attempt_id,
+        "started_at": now,
+        "finished_at": finished_at,
+        "response_status": outcome.response_status,
+        "duration_ms": outcome.duration_ms,
+        "error": outcome.error,
+        "response_body": outcome.response_body,
+        "delivery_id": claim.delivery_id,
+        "number": claim.number,
+        "delivered_at": None,
+        "dispatched_at": None,
+        **changes,
+    }
     with transaction.atomic():
-        DeliveryAttempt.objects.filter(pk=claim.attempt_id).update(
-            started_at=now,
-            finished_at=finished_at,
-            response_status=outcome.response_status,
-            duration_ms=outcome.duration_ms,
-            error=outcome.error,
-            response_body=outcome.response_body,
-        )
-        owned = Delivery.objects.filter(
-            pk=claim.delivery_id, status=DeliveryStatus.DELIVERING, attempts=claim.number
-        ).update(**changes, updated_at=finished_at)
+        with connection.cursor() as cursor:
+            cursor.execute(DELIVERY_RECORD, params)
+            owned = cursor.rowcount
         if not owned:
             return Delivery.objects.values_list("status", flat=True).get(pk=claim.delivery_id)
         if changes["status"] != DeliveryStatus.SUCCEEDED:
