@@ -190,9 +190,9 @@ def test_the_worker_submits_a_payin_the_provider_answers_at_once(
         body = {"quote_id": quote["id"], "customer_id": customer["id"]}
         payins.append(api.post("/payins", {**body, "source": {"phone": "+221770001234"}}).json())
     payin_submit(payin_id=payins[0]["id"], now=timezone.now())
-    # 11 in two transactions: the claim and move to pending; the answer's completion with its
-    # journal, wallet, event and deliveries in one statement (PAYIN_COMPLETION), which stores
-    # the receipt's reference with it
-    with django_assert_num_queries(11):
+    # 9 in two transactions: the move to pending with its history (PAYIN_SUBMISSION); the
+    # answer's locked read (PAYIN_LOCKED) and its completion with its journal, wallet, event
+    # and deliveries in one statement (PAYIN_COMPLETION), which stores the receipt's reference
+    with django_assert_num_queries(9):
         payin_submit(payin_id=payins[1]["id"], now=timezone.now())
     assert Payin.objects.get(pk=payins[1]["id"]).provider_reference.startswith("SIM-")

@@ -177,32 +177,60 @@ def payin_transition(
     webhook event), in one transaction. Moving to the current status changes nothing (but keeps
     a provider reference it did not have)."""
     with transaction.atomic():
-        # Only the payin's row: locking its merchant's too would deadlock with the deferred
-        # foreign-key checks of concurrent inserts (wallet lock, then merchant key share).
-        payin = Payin.objects.select_for_update(of=("self",)).filter(pk=payin_id).first()
+        payin = next(iter(Payin.objects.raw(PAYIN_LOCKED, [payin_id])), None)
         if payin is None:
             raise Payin.DoesNotExist(f"No payin {payin_id}.")
-        return payin_move_locked(
-            payin, to=to, reason=reason, at=at, provider_reference=provider_reference
+        # A pending payin's completion is one statement; every other move is the shared one.
+        if payin.status == PayinStatus.PENDING and to == PayinStatus.COMPLETED:
+            return _payin_complete_locked(payin, at=at, provider_reference=provider_reference)
+        return transitions.payment_move_locked(
+            payin,
+            to=to,
+            reason=reason,
+            at=at,
+            provider_reference=provider_reference,
+            machine=PAYIN_MACHINE,
         )
 
 
-def payin_move_locked(
-    payin: Payin, *, to: str, reason: str = "", at: datetime, provider_reference: str = ""
-) -> Payin:
-    """payin_transition's move of a payin whose row the caller's transaction has just locked
-    (the submission, which decides under the same lock whether to move it). A pending payin's
-    completion is one statement (PAYIN_COMPLETION); every other move is the shared one."""
-    if payin.status == PayinStatus.PENDING and to == PayinStatus.COMPLETED:
-        return _payin_complete_locked(payin, at=at, provider_reference=provider_reference)
-    return transitions.payment_move_locked(
-        payin,
-        to=to,
-        reason=reason,
-        at=at,
-        provider_reference=provider_reference,
-        machine=PAYIN_MACHINE,
-    )
+PAYIN_LOCKED = "SELECT * FROM payments_payin WHERE id = %s FOR UPDATE"
+"""The read of every payin move: its row alone, locked (locking its merchant's too would
+deadlock with the deferred foreign-key checks of concurrent inserts: wallet lock, then merchant
+key share). The ORM compiled it on every move; measured in docs/decisions.md (Performance)."""
+
+PAYIN_SUBMISSION = """
+WITH locked AS (
+    SELECT id, status FROM payments_payin WHERE id = %(payin_id)s FOR UPDATE
+), started AS (
+    UPDATE payments_payin
+    SET status = 'pending', submitted_at = %(now)s,
+        updated_at = CASE WHEN locked.status = 'created' THEN %(now)s ELSE updated_at END
+    FROM locked
+    WHERE payments_payin.id = locked.id AND locked.status IN ('created', 'pending')
+        AND payments_payin.provider_reference = ''
+        AND payments_payin.provider_timeout_at > %(now)s
+    RETURNING payments_payin.*, locked.status AS was
+), history AS (
+    INSERT INTO payments_payinhistory (payin_id, status, reason, created_at)
+    SELECT id, 'pending', %(reason)s, %(now)s FROM started WHERE was = 'created'
+)
+SELECT * FROM started
+"""
+"""A provider call's start, in one statement: the payin locked, then, while it waits for a call
+(created or pending, no provider reference, not past its timeout), moved from created to
+pending with its history row (PAYIN_ALLOWED's move, which has no effects), or, pending
+already, its new call's start recorded (submitted_at). The ORM sent three statements for it;
+the measurement is in docs/decisions.md (Performance)."""
+
+
+def payin_submission_start(*, payin_id: UUID, now: datetime) -> Payin | None:
+    """PAYIN_SUBMISSION in the caller's transaction: the payin as it is now, pending, or None
+    when it is not waiting for a call (final, answered, past its timeout)."""
+    params = {"payin_id": payin_id, "now": now, "reason": transitions.REASON_SUBMITTED}
+    payin = next(iter(Payin.objects.raw(PAYIN_SUBMISSION, params)), None)
+    if payin is None and not Payin.objects.filter(pk=payin_id).exists():
+        raise Payin.DoesNotExist(f"No payin {payin_id}.")
+    return payin
 
 
 PAYIN_COMPLETION = """

@@ -14,7 +14,6 @@ from payments.services.sweeps import poll_first_at
 from payments.services.transitions import (
     PAYIN_CALLBACK,
     PAYOUT_CALLBACK,
-    REASON_SUBMITTED,
     REFUND_CALLBACK,
 )
 
@@ -41,28 +40,17 @@ def payin_submit(*, payin_id: UUID, now: datetime) -> None:
     """Send the collection to the provider (idempotent: a retried task resubmits the same
     reference). The payin is `pending` before the provider is called, so an answer can never
     arrive for a payin that is not waiting for one. No lock is held during the call."""
+    # Each call's start is recorded first (submitted_at), and none starts once the payin is
+    # final, received or past its timeout, as for a payout: the timeout sweep leaves a payin
+    # whose last call started recently, and fails one only while no call has started since
+    # it looked, so a payer is not charged for a payin the merchant is told failed.
     with transaction.atomic():
-        payin = Payin.objects.select_for_update(of=("self",)).filter(pk=payin_id).first()
+        payin = payins.payin_submission_start(payin_id=payin_id, now=now)
         if payin is None:
-            raise Payin.DoesNotExist(f"No payin {payin_id}.")
-        # Each call's start is recorded first (submitted_at), and none starts once the payin is
-        # final, received or past its timeout, as for a payout: the timeout sweep leaves a payin
-        # whose last call started recently, and fails one only while no call has started since
-        # it looked, so a payer is not charged for a payin the merchant is told failed.
-        waiting = payin.status in (PayinStatus.CREATED, PayinStatus.PENDING)
-        if not waiting or payin.provider_reference or payin.provider_timeout_at <= now:
             return
-        if payin.status == PayinStatus.CREATED:
-            payins.payin_move_locked(payin, to=PayinStatus.PENDING, reason=REASON_SUBMITTED, at=now)
-            fields = []  # the move recorded submitted_at
-        else:
-            payin.submitted_at = now
-            fields = ["submitted_at"]
         payin.provider_poll_at = poll_first_at(connection=payin.provider_connection, now=now)
         if payin.provider_poll_at is not None:  # a real operator's leg (no write for the simulator)
-            fields.append("provider_poll_at")
-        if fields:
-            payin.save(update_fields=fields)
+            payin.save(update_fields=["provider_poll_at"])
     _payin_send(payin, now=now)
 
 
