@@ -66,7 +66,7 @@ audit: $(STAMP)
 # Proof under load (issue 9): not part of `make test`. See bench/README.md.
 .PHONY: bench soak bench-worker bench-cpu
 
-# BENCH_BASELINE=<commit>: the baseline's code, then this tree's, back to back (bench/compare.py).
+# BENCH_BASELINE=<commit>: the baseline's code and this tree's, in turns (bench/compare.py).
 bench: $(STAMP)
 	$(BIN)/pip install --quiet aiohttp py-spy pyinstrument
 	$(BIN)/python bench/$(if $(BENCH_BASELINE),compare.py,run_bench.py)
