@@ -134,7 +134,7 @@ SELECT d.*, ep.merchant_id, ep.url AS endpoint_url, ep.signing_secret AS endpoin
 FROM webhooks_delivery d
 JOIN webhooks_webhookendpoint ep ON ep.id = d.endpoint_id AND ep.enabled
 JOIN webhooks_event e ON e.id = d.event_id
-WHERE d.id = %s AND d.status IN ('pending', 'delivering') AND d.next_attempt_at <= %s
+WHERE d.id = %s AND d.status = ANY(%s) AND d.next_attempt_at <= %s
 FOR UPDATE OF d SKIP LOCKED
 """
 """A due delivery of an enabled endpoint, locked unless another worker holds it, with what its
@@ -163,7 +163,8 @@ def delivery_claim(*, delivery_id: UUID, now: datetime) -> Claim | None:
     """Take the next attempt of a due delivery, or None when it is not due, is being sent by
     another worker, is finished, its endpoint is disabled, or its secret cannot be read."""
     with transaction.atomic():
-        delivery = next(iter(Delivery.objects.raw(DELIVERY_CLAIM_READ, [delivery_id, now])), None)
+        params = [delivery_id, list(selectors.OPEN_STATUSES), now]
+        delivery = next(iter(Delivery.objects.raw(DELIVERY_CLAIM_READ, params)), None)
         if delivery is None:
             return None
         if (
