@@ -144,6 +144,8 @@ class Stack:
         self.procs: dict[str, subprocess.Popen] = {}
         self.peak_kib: dict[str, int] = {}
         self.extra_pids: dict[str, int] = {}  # label -> pid, e.g. the webhook receiver
+        self._pg_ticks = 0  # the database's backends' CPU so far (see cpu_ticks)
+        self._pg_seen: dict[int, int] = {}  # backend pid -> its ticks when last looked at
         self.env = {
             **os.environ,
             "DATABASE_URL": DATABASE_URL,
@@ -337,14 +339,20 @@ class Stack:
     def cpu_ticks(self) -> dict[str, int]:
         """CPU ticks used so far by each part of the stack (and this process, the load
         generator); the difference over a scenario says where its CPU went. PostgreSQL
-        backends are counted while they live (connections are persistent: CONN_MAX_AGE)."""
+        backends are counted while they live (connections are persistent: CONN_MAX_AGE): what
+        one uses after the last look before it exits is not seen."""
         out: dict[str, int] = {}
         for name, proc in self.procs.items():
             if proc.poll() is None:
                 pids = [proc.pid, *_children(proc.pid)]
                 out[name] = sum(_cpu_ticks(p) for p in pids)
-        # the label stays as results.json has always keyed it, whatever the database
-        out["postgres (cowry_bench)"] = sum(_cpu_ticks(p) for p in _pg_backends(BENCH_DB))
+        # Added up per backend since it was last looked at, so a backend that exited in between
+        # (a harness's own short connection) takes nothing away from the count; the label stays
+        # as results.json has always keyed it, whatever the database.
+        seen = {pid: _cpu_ticks(pid) for pid in _pg_backends(BENCH_DB)}
+        self._pg_ticks += sum(ticks - self._pg_seen.get(pid, 0) for pid, ticks in seen.items())
+        self._pg_seen = seen
+        out["postgres (cowry_bench)"] = self._pg_ticks
         out["load generator"] = _cpu_ticks(os.getpid())
         for label, pid in self.extra_pids.items():
             out[label] = _cpu_ticks(pid)
