@@ -303,6 +303,27 @@ def test_set_webhook_uses_the_given_secret(merchant):
     assert data == {"url": "https://hooks.example.com/x", "signing_secret": secret}
 
 
+def test_set_webhook_reads_the_secret_from_stdin_given_a_dash(merchant):
+    """`--secret -`: the secret stays out of the process list and the shell's history."""
+    secret = "piped-signing-secret-0123456789"
+    out = StringIO()
+    call_command(
+        "set_webhook", str(merchant.pk), "https://hooks.example.com/x", "--secret", "-", "--json",
+        stdin=StringIO(secret + "\n"), stdout=out,
+    )  # fmt: skip
+    assert json.loads(out.getvalue())["signing_secret"] == secret
+    assert signing_secret(WebhookEndpoint.objects.get(merchant=merchant)) == secret
+
+
+def test_set_webhook_refuses_an_empty_stdin_and_changes_nothing(merchant):
+    with pytest.raises(CommandError, match="16"):
+        call_command(
+            "set_webhook", str(merchant.pk), "https://hooks.example.com/x", "--secret", "-",
+            stdin=StringIO(""),
+        )  # fmt: skip
+    assert not WebhookEndpoint.objects.filter(merchant=merchant).exists()
+
+
 def test_set_webhook_human_output(merchant):
     out = StringIO()
     call_command("set_webhook", str(merchant.pk), "https://hooks.example.com/x", stdout=out)

@@ -1,5 +1,3 @@
-import sys
-
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 from django.utils import timezone
@@ -8,15 +6,12 @@ from core.ops import OpsCommand
 from merchants import invites, services, two_factor
 from merchants.models import InvitePurpose
 
-READ_STDIN = "-"  # as --password: read the password from standard input
-
 
 class Command(OpsCommand):
     help = (
         "Create a dashboard login: merchant staff (--merchant and --role), --support or --ops."
         " Without --password, prints the invite link on which they choose one."
     )
-    stealth_options = ("stdin",)
 
     def add_command_arguments(self, parser) -> None:
         parser.add_argument(
@@ -30,8 +25,7 @@ class Command(OpsCommand):
         parser.add_argument("username")
 
     def run(self, *, username, password, merchant_id, role, support, ops, **options) -> None:
-        if password == READ_STDIN:  # kept out of the shell's history and the process list
-            password = options.get("stdin", sys.stdin).readline().rstrip("\r\n")
+        password = self.secret_read(password, options)
         if ((support or ops) and (merchant_id or role)) or (support and ops):
             raise CommandError("--support and --ops take no --merchant or --role, nor each other.")
         if not (support or ops) and not (merchant_id and role):
