@@ -514,8 +514,10 @@ def print_summary(s: dict) -> None:
     for kind, v in s["events"].items():
         print(
             f"{kind:<10} {v['terminal']} terminal {v['by_status']}, {v['events']} events,"
-            f" {v['missing_terminal_event']} without terminal event,"
-            f" {v['undelivered_events']} undelivered"
+            f" {v['missing_terminal_event']} without terminal event"
+            # a transfer whose payout leg failed gets transfer.payout.failed: it may be relaunched
+            + (" (payout failed, relaunchable; not checked)," if kind == "transfer" else ",")
+            + f" {v['undelivered_events']} undelivered"
         )
     print(
         f"webhooks   receiver answered {s['receiver_answers']};"
