@@ -174,11 +174,12 @@ STATE_MACHINES = {
 }
 STATUS_COLUMNS = {"status", "payin_status", "payout_status", "kyc_status"}
 # Writes of a status outside core.transitions, each for a reason: a KYC document's own status
-# (not a state machine's), a payin's creation (its quote consumed) and a pending payin's
-# completion, each in one measured statement.
+# (not a state machine's), a payin's creation (its quote consumed), a provider call's start
+# (created to pending) and a pending payin's completion, each in one measured statement.
 STATUS_WRITES_ALLOWED = {
     ("kyc/services.py", "kyc_document_fetch"),
     ("payments/services/payins.py", "PAYIN_CREATION"),
+    ("payments/services/payins.py", "PAYIN_SUBMISSION"),
     ("payments/services/payins.py", "_payin_complete_locked"),
     ("payments/services/payins.py", "PAYIN_COMPLETION"),
 }
