@@ -2,6 +2,7 @@
 to pending with its history row, a pending one's new start recorded, and nothing at all for a
 payin that is not waiting for a call."""
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -107,6 +108,5 @@ def test_a_payin_not_waiting_for_a_call_gets_none_and_nothing_is_written(
 
 
 def test_an_unknown_payin_is_an_error_not_a_silent_skip(db):
-    missing = Payin(pk="00000000-0000-4000-8000-000000000000").pk
     with pytest.raises(Payin.DoesNotExist):
-        payin_submit(payin_id=missing, now=timezone.now())
+        payin_submit(payin_id=uuid.uuid4(), now=timezone.now())
